@@ -1,0 +1,191 @@
+"""Snapshot dataclasses: the one shape in which Kafka's answers travel through txnwatch.
+
+`kafka/` builds these from wire answers, `detect/` reads them (pure functions), and
+`store/`, `metrics`, `api/` and `alerting/` consume what detection derives.  They are
+frozen so a published snapshot can be shared between the collector thread and API
+requests without copying.
+
+Sentinels from the wire (-1 for "no transaction", "no start time") become ``None``
+here, so no consumer has to remember Kafka's conventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Mapping
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class TxnState(StrEnum):
+    """Coordinator-side transaction states as DescribeTransactions names them."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    DEAD = "Dead"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, raw: str | None) -> "TxnState":
+        """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
+        if not raw:
+            return cls.UNKNOWN
+        for member in cls:
+            if member.value.lower() == raw.lower():
+                return member
+        return cls.UNKNOWN
+
+    @property
+    def is_open(self) -> bool:
+        """States in which the transaction still pins the LSO of its partitions."""
+        return self in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                        TxnState.PREPARE_EPOCH_FENCE)
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+
+
+class ErrorClass(StrEnum):
+    """KIP-1050 error classes, plus the cases KIP-1050 does not cover."""
+
+    RETRIABLE = "retriable"
+    REFRESH_RETRIABLE = "refresh-retriable"
+    ABORTABLE = "abortable"
+    APPLICATION_RECOVERABLE = "application-recoverable"
+    INVALID_CONFIGURATION = "invalid-configuration"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestError:
+    """One failed request or per-object error inside an answer, kept instead of raised.
+
+    ``target`` names what was asked: a broker id, a topic-partition, a transactional id
+    or a group id.  A poll carries on past these; detection treats whatever they cover
+    as *unknown*, never as evidence.
+    """
+
+    api: str
+    target: str
+    code: int | None
+    name: str
+    message: str = ""
+    error_class: ErrorClass = ErrorClass.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """One row of ListTransactions from one broker (the coordinator of that id)."""
+
+    transactional_id: str
+    producer_id: int
+    state: TxnState
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions for one transactional id, as its coordinator sees it."""
+
+    transactional_id: str
+    coordinator_id: int
+    state: TxnState
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int | None
+    partitions: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """DescribeProducers for one producer on one partition (the partition leader's view)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int | None
+    coordinator_epoch: int
+    current_txn_start_offset: int | None
+
+    @property
+    def has_open_txn(self) -> bool:
+        return self.current_txn_start_offset is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSnapshot:
+    """Offsets and active producers of one partition.
+
+    Any field may be ``None`` when its request failed; ``producers`` is ``None``
+    (not empty) when DescribeProducers could not be asked, so detection can tell
+    "no open transaction" from "don't know".
+    """
+
+    tp: TopicPartition
+    leader: int | None
+    high_watermark: int | None
+    last_stable_offset: int | None
+    log_start_offset: int | None = None
+    producers: tuple[ProducerState, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """A consumer group and its committed offsets."""
+
+    group_id: str
+    state: str | None
+    protocol_type: str | None
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything one poll of one cluster saw.
+
+    ``taken_at_ms`` is the wall-clock start of the poll; detection measures ages
+    against it (or an injected clock), never against ``time.time()``.
+    ``listing_complete`` is False when ListTransactions failed on some broker: then
+    a transactional id missing from ``listed`` may simply live on that broker.
+    ``unreachable_coordinators`` holds broker ids whose DescribeTransactions failed.
+    """
+
+    cluster: str
+    taken_at_ms: int
+    duration_ms: int
+    brokers: tuple[BrokerInfo, ...] = ()
+    controller_id: int | None = None
+    listed: tuple[ListedTransaction, ...] = ()
+    transactions: Mapping[str, TransactionDescription] = field(default_factory=dict)
+    partitions: Mapping[TopicPartition, PartitionSnapshot] = field(default_factory=dict)
+    groups: Mapping[str, GroupSnapshot] = field(default_factory=dict)
+    errors: tuple[RequestError, ...] = ()
+    listing_complete: bool = True
+    unreachable_coordinators: frozenset[int] = frozenset()
+    max_transaction_timeout_ms: int = 900_000
+
+    def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
+        return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
