@@ -1,1 +1,1 @@
-
+"""Persistence: SQLAlchemy models, engines, migrations and repository functions."""

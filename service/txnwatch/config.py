@@ -1,0 +1,254 @@
+"""Typed settings: one object, read from a YAML file and `TXNWATCH_*` environment variables.
+
+Precedence (highest first): explicit overrides, environment, YAML file, defaults.
+Nested fields use ``__`` in the environment, e.g. ``TXNWATCH_PAGERDUTY__ROUTING_KEY``.
+Validation happens once, at start, and failures become a single :class:`ConfigError`
+line naming the field, so an operator never has to read a traceback to fix a typo.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+CONFIG_ENV = "TXNWATCH_CONFIG"
+SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class ConfigError(Exception):
+    """A configuration problem, already phrased for the operator."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_regexes(patterns: list[str]) -> list[str]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return patterns
+
+
+class ClusterConfig(_Strict):
+    """One Kafka cluster to watch."""
+
+    name: str = Field(description="Short name used in metrics labels, API paths and alerts.")
+    bootstrap_servers: list[str] = Field(min_length=1, description="host:port of one or more brokers.")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_check_hostname: bool = True
+    request_timeout_ms: int = Field(default=10_000, ge=100, le=300_000)
+    topics_include: list[str] = Field(default_factory=lambda: [".*"])
+    topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
+    poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError("must be 1-63 characters of letters, digits, '.', '_' or '-'")
+        return value
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split_servers(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _servers(cls, value: list[str]) -> list[str]:
+        for server in value:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{server!r} is not host:port")
+        return value
+
+    @field_validator("topics_include", "topics_exclude")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        return _check_regexes(value)
+
+    @model_validator(mode="after")
+    def _security(self) -> "ClusterConfig":
+        if self.security_protocol.startswith("SASL"):
+            if self.sasl_mechanism is None:
+                raise ValueError(f"security_protocol {self.security_protocol} needs sasl_mechanism")
+            if not self.sasl_username or self.sasl_password is None:
+                raise ValueError("SASL needs sasl_username and sasl_password")
+        elif self.sasl_mechanism is not None:
+            raise ValueError(f"sasl_mechanism is set but security_protocol is {self.security_protocol}")
+        return self
+
+
+class DetectionConfig(_Strict):
+    """Thresholds of the detectors; see docs/detection.md for what each one trades off."""
+
+    hanging_margin_seconds: float = Field(default=0, ge=0, description="Added to transaction.max.timeout.ms before an open transaction on a partition counts as hanging.")
+    timeout_grace_seconds: float = Field(default=30, ge=0, description="How long past its own transaction.timeout.ms a transaction may stay open.")
+    prepare_stuck_seconds: float = Field(default=30, ge=1, description="How long PrepareCommit/PrepareAbort may last.")
+    lso_stall_seconds: float = Field(default=30, ge=1, description="How long the LSO may stay put while the high watermark moves.")
+    verification_grace_seconds: float = Field(default=10, ge=0, description="How long a partition may hold an open transaction the coordinator does not list.")
+
+
+class ApiConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    read_token: SecretStr | None = Field(default=None, description="If set, read endpoints need 'Authorization: Bearer <token>'.")
+    admin_enabled: bool = Field(default=False, description="Enables the abort endpoint (WriteTxnMarkers).")
+    admin_token: SecretStr | None = None
+
+    @model_validator(mode="after")
+    def _admin(self) -> "ApiConfig":
+        if self.admin_enabled and self.admin_token is None:
+            raise ValueError("admin_enabled needs admin_token")
+        return self
+
+
+class PagerDutyConfig(_Strict):
+    enabled: bool = False
+    routing_key: SecretStr | None = None
+    events_url: str = "https://events.pagerduty.com/v2/enqueue"
+    source: str = "txnwatch"
+    timeout_seconds: float = Field(default=10, gt=0, le=120)
+    max_attempts: int = Field(default=20, ge=1)
+
+    @model_validator(mode="after")
+    def _key(self) -> "PagerDutyConfig":
+        if self.enabled and self.routing_key is None:
+            raise ValueError("enabled needs routing_key (or TXNWATCH_PAGERDUTY__ROUTING_KEY)")
+        return self
+
+
+class AlertRuleConfig(_Strict):
+    """One built-in alert rule; `for_seconds` is Prometheus' `for:`."""
+
+    enabled: bool = True
+    for_seconds: float = Field(default=0, ge=0)
+    severity: Literal["critical", "error", "warning", "info"] = "critical"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class RetentionConfig(_Strict):
+    days: float = Field(default=14, gt=0)
+    archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
+
+
+class Settings(BaseSettings):
+    """Everything txnwatch can be told. See config/example.yaml for a documented file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TXNWATCH_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    database_url: str = "sqlite:///./var/txnwatch.db"
+    clusters: list[ClusterConfig] = Field(default_factory=list)
+    poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
+    detection: DetectionConfig = Field(default_factory=DetectionConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
+    alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _db_url(cls, value: str) -> str:
+        scheme = value.split(":", 1)[0] if "://" in value else ""
+        if scheme not in SUPPORTED_DB_SCHEMES:
+            raise ValueError(f"scheme {scheme or value!r} is not supported; use one of {', '.join(SUPPORTED_DB_SCHEMES)}")
+        return value
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_clusters(cls, value: list[ClusterConfig]) -> list[ClusterConfig]:
+        names = [c.name for c in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate cluster names: {', '.join(dupes)}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives through init_settings (see load_settings), so the
+        # environment must come first to override it.
+        return env_settings, init_settings, file_secret_settings
+
+    def interval_for(self, cluster: ClusterConfig) -> float:
+        return cluster.poll_interval_seconds or self.poll_interval_seconds
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of option: value")
+    return data
+
+
+def _describe(error: ValidationError, origin: str) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown option"
+    more = f" (and {error.error_count() - 1} more problem(s))" if error.error_count() > 1 else ""
+    return f"{origin}: {field}: {message}{more}"
+
+
+def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
+    """Load and validate settings; the only way the rest of txnwatch gets configuration.
+
+    ``path`` falls back to ``$TXNWATCH_CONFIG``; without either, defaults and the
+    environment apply.  Raises ConfigError with one line for the operator.
+    """
+    if path is None and os.environ.get(CONFIG_ENV):
+        path = os.environ[CONFIG_ENV]
+    data: dict[str, Any] = {}
+    origin = "configuration"
+    if path is not None:
+        path = Path(path)
+        data = _read_yaml(path)
+        origin = str(path)
+    data.update(overrides)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, origin)) from None
