@@ -1,17 +1,84 @@
-"""The `txnwatch` command."""
+"""The `txnwatch` command: run, migrate, config check, hanging, lab, pipeline, demo.
+
+Imports are deferred into the commands so `txnwatch --help` stays instant and a
+missing optional piece (Java for the pipeline, say) only matters where it is used.
+Every expected failure becomes one line on stderr and a documented exit code:
+1 = something was found / the operation failed, 2 = bad configuration or arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Observability and alerting for Apache Kafka transactions.")
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Observability and alerting for Apache Kafka transactions.")
+config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.")
+app.add_typer(config_app, name="config")
+
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", envvar="TXNWATCH_CONFIG", help="YAML config file (TXNWATCH_* env vars override it)."),
+]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"txnwatch: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _settings(path: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
+    from txnwatch.config import ConfigError, load_settings
+
+    try:
+        return load_settings(path, **overrides)
+    except ConfigError as exc:
+        fail(f"invalid configuration: {exc}")
+
+
+@config_app.command("check")
+def config_check(file: Annotated[Path, typer.Argument(help="Config file to validate.")]) -> None:
+    """Validate a config file (with TXNWATCH_* env overrides applied) and print a summary."""
+    settings = _settings(file)
+    typer.echo(f"{file}: OK — {len(settings.clusters)} cluster(s), database {settings.database_url.split(':', 1)[0]}, "
+               f"poll every {settings.poll_interval_seconds:g}s")
 
 
 @app.command()
-def version() -> None:
-    """Print the version."""
-    from txnwatch import __version__
+def migrate(config: ConfigOption = None,
+            revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
+    """Upgrade the configured database schema (Alembic)."""
+    from sqlalchemy.exc import SQLAlchemyError
 
-    typer.echo(__version__)
+    from txnwatch.store.migrate import current, upgrade
+
+    settings = _settings(config)
+    try:
+        upgrade(settings.database_url, revision)
+        typer.echo(f"database at revision {current(settings.database_url)}")
+    except SQLAlchemyError as exc:
+        fail(f"migration failed: {exc.__class__.__name__}: {str(exc).splitlines()[0]}", 1)
+
+
+@app.command()
+def run(config: ConfigOption = None,
+        host: Annotated[Optional[str], typer.Option(help="Override api.host.")] = None,
+        port: Annotated[Optional[int], typer.Option(help="Override api.port.")] = None) -> None:
+    """Run the daemon: collector, alerting, REST API and /metrics."""
+    from txnwatch.server import serve
+
+    settings = _settings(config)
+    if host or port:
+        api = settings.api.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v})
+        settings = settings.model_copy(update={"api": api})
+    serve(settings)
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

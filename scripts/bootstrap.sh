@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Installs what txnwatch needs on a fresh Debian machine, idempotently and quickly when done already.
+#   scripts/bootstrap.sh          run-time needs: venv + package, Java 17, Maven (Kafka lab jars)
+#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=false
+[[ "${1:-}" == "--test" ]] && want_test=true
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+need_root() {
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then echo sudo; else
+      echo "error: installing $1 needs root (apt-get); run as root or install it yourself" >&2; exit 1; fi
+  fi
+}
+
+apt_updated=false
+apt_install() {
+  local sudo; sudo=$(need_root "$*")
+  if ! $apt_updated; then
+    say "apt-get update"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=true
+  fi
+  say "apt-get install $*"
+  # policy-rc.d keeps Debian's postinst scripts from starting services (postgresql, prometheus) we do not want running.
+  local policy=/usr/sbin/policy-rc.d created_policy=false
+  if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null; $sudo chmod +x $policy; created_policy=true; fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  if $created_policy; then $sudo rm -f $policy; fi
+}
+
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+
+# Java 17+ (PySpark, Kafka lab) and Maven (fetches the lab's Kafka jars).
+if ! command -v java >/dev/null || [[ "$(java_major)" -lt 17 ]]; then apt_install openjdk-17-jre-headless; fi
+if ! command -v mvn >/dev/null; then apt_install maven; fi
+
+# Python virtualenv with txnwatch installed editable; reinstalled only when pyproject.toml changes.
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  if ! $PY -m venv --help >/dev/null 2>&1 || ! $PY -c 'import ensurepip' 2>/dev/null; then apt_install python3-venv; fi
+  say "creating .venv"
+  $PY -m venv .venv
+fi
+stamp=".venv/.txnwatch-installed-$(sha1sum pyproject.toml | cut -c1-12)"
+if [[ ! -e $stamp ]]; then
+  say "installing Python dependencies into .venv (first time takes a minute or two)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[test]'
+  rm -f .venv/.txnwatch-installed-*
+  touch "$stamp"
+fi
+
+# Kafka jars for the lab, resolved with Maven into a cache outside the repo.
+.venv/bin/txnwatch lab fetch >&2
+
+if $want_test; then
+  if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then apt_install postgresql; fi
+  if ! command -v runuser >/dev/null; then apt_install util-linux; fi
+  bash scripts/install-promtool.sh
+  bash scripts/install-helm.sh .venv/bin
+fi

@@ -1,0 +1,65 @@
+"""The FastAPI application: routers per resource, dependencies for DB, settings and state."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from txnwatch import __version__
+from txnwatch.api.routers import health
+from txnwatch.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            runtime.start()
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                runtime.stop()
+
+    app = FastAPI(
+        title="txnwatch",
+        version=__version__,
+        description="Kafka transactions: open and hanging transactions, LSO stalls, coordinator history, "
+                    "read_committed lag, KIP-890-style verification metrics.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_unavailable(_: Request, exc: SQLAlchemyError) -> JSONResponse:
+        kind = "unreachable" if isinstance(exc, OperationalError) else "error"
+        log.warning("database %s while serving a request: %s", kind, str(exc).splitlines()[0])
+        return JSONResponse({"detail": f"database {kind}; retry shortly"}, status_code=503,
+                            headers={"Retry-After": "5"})
+
+    app.include_router(health.router)
+    from txnwatch.api.routers import register
+
+    register(app)
+    return app

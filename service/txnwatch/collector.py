@@ -1,0 +1,181 @@
+"""Poll → detect → store → publish, once per cluster per interval.
+
+One APScheduler job per cluster, ``max_instances=1`` so a cluster's polls never
+overlap, and a thread per cluster so a slow or dead cluster never delays another.
+A failing cluster is marked down with its reason and polled again with exponential
+backoff; nothing a cluster or the database does can stop the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from txnwatch.model import ClusterSnapshot
+from txnwatch.state import LatestState
+
+log = logging.getLogger(__name__)
+
+
+class Poller(Protocol):
+    def poll(self) -> ClusterSnapshot: ...
+    def close(self) -> None: ...
+
+
+class Sink(Protocol):
+    """Receives every poll's outcome: the store, the alert evaluator."""
+
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None: ...
+
+
+Evaluate = Callable[[Any, ClusterSnapshot, int], tuple[Any, Any]]
+"""(previous detector state, snapshot, now_ms) -> (next detector state, findings); pure."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay before retrying a failing cluster: doubles per failure, capped."""
+
+    base_s: float = 5.0
+    cap_s: float = 300.0
+
+    def delay(self, consecutive_failures: int) -> float:
+        return min(self.cap_s, self.base_s * 2 ** max(0, consecutive_failures - 1))
+
+
+class ClusterCollector:
+    """Owns one cluster's connection and detector state; only its own job thread touches them."""
+
+    def __init__(
+        self,
+        name: str,
+        connect: Callable[[], Poller],
+        evaluate: Evaluate,
+        initial_state: Any,
+        sinks: list[Sink],
+        state: LatestState,
+        count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
+        clock: Callable[[], float] = time.time,
+        backoff: Backoff = Backoff(),
+    ) -> None:
+        self.name = name
+        self._connect = connect
+        self._evaluate = evaluate
+        self._detector_state = initial_state
+        self._sinks = sinks
+        self._state = state
+        self._count_events = count_events
+        self._clock = clock
+        self._backoff = backoff
+        self._poller: Poller | None = None
+        self._retry_at = 0.0
+
+    def poll_once(self) -> None:
+        """One scheduled tick; returns early while backing off."""
+        now = self._clock()
+        if now < self._retry_at:
+            return
+        try:
+            if self._poller is None:
+                self._poller = self._connect()
+            snapshot = self._poller.poll()
+        except Exception as exc:  # any failure of the cluster must leave the daemon running
+            self._failed(exc, now)
+            return
+        now_ms = int(self._clock() * 1000)
+        try:
+            self._detector_state, findings = self._evaluate(self._detector_state, snapshot, now_ms)
+        except Exception:
+            log.exception("cluster %s: detection failed on this snapshot; keeping the previous detector state", self.name)
+            findings = None
+        view = self._state.get(self.name)
+        counters = dict(view.counters) if view else {}
+        for key, value in self._count_events(findings).items():
+            counters[key] = counters.get(key, 0) + value
+        request_errors = dict(view.request_errors) if view else {}
+        for error in snapshot.errors:
+            request_errors[error.api] = request_errors.get(error.api, 0) + 1
+        self._state.update(
+            self.name, up=True, polls=(view.polls if view else 0) + 1, consecutive_failures=0,
+            last_poll_at_ms=snapshot.taken_at_ms, last_success_at_ms=snapshot.taken_at_ms,
+            last_poll_duration_ms=snapshot.duration_ms, last_error=None, snapshot=snapshot,
+            findings=findings, counters=counters, request_errors=request_errors,
+        )
+        self._retry_at = 0.0
+        self._notify(snapshot, findings, None, now_ms)
+
+    def _failed(self, exc: Exception, now: float) -> None:
+        reason = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+        view = self._state.get(self.name)
+        failures = (view.consecutive_failures if view else 0) + 1
+        delay = self._backoff.delay(failures)
+        self._retry_at = now + delay
+        log.warning("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay)
+        self._state.update(
+            self.name, up=False, polls=(view.polls if view else 0) + 1,
+            failed_polls=(view.failed_polls if view else 0) + 1, consecutive_failures=failures,
+            last_poll_at_ms=int(now * 1000), last_error=reason,
+        )
+        if self._poller is not None and failures >= 3:
+            # A fresh connection re-bootstraps: brokers may have moved while we were failing.
+            self._close_poller()
+        self._notify(None, None, reason, int(now * 1000))
+
+    def _notify(self, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None:
+        for sink in self._sinks:
+            try:
+                sink.on_poll(self.name, snapshot, findings, error, now_ms)
+            except Exception:
+                log.exception("cluster %s: %s failed to take this poll", self.name, type(sink).__name__)
+
+    def _close_poller(self) -> None:
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            try:
+                poller.close()
+            except Exception:
+                log.debug("closing poller of %s failed", self.name, exc_info=True)
+
+    def close(self) -> None:
+        self._close_poller()
+
+
+class Collector:
+    """Schedules every ClusterCollector on its own interval and thread."""
+
+    def __init__(self, collectors: list[tuple[ClusterCollector, float]]) -> None:
+        self._collectors = collectors
+        workers = len(collectors) + 2  # side jobs get their own threads
+        self._scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone="UTC",
+        )
+
+    def start(self) -> None:
+        for collector, interval in self._collectors:
+            self._scheduler.add_job(collector.poll_once, "interval", seconds=interval, id=f"poll:{collector.name}",
+                                    name=f"poll {collector.name}", next_run_time=_now())
+        self._scheduler.start()
+
+    def add_job(self, func: Callable[[], None], seconds: float, job_id: str) -> None:
+        """Side jobs (retention, outbox delivery) share the scheduler but not the cluster threads' timing."""
+        self._scheduler.add_job(func, "interval", seconds=seconds, id=job_id, name=job_id, next_run_time=_now())
+
+    def stop(self, wait: bool = True) -> None:
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=wait)
+        for collector, _ in self._collectors:
+            collector.close()
+
+
+def _now():  # type: ignore[no-untyped-def]
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)

@@ -1,0 +1,61 @@
+"""The latest view of each cluster, published by the collector for /metrics, the API and /readyz.
+
+Views are immutable and replaced whole, so a reader (a scrape, an API request) never
+sees half a poll and never waits on Kafka or on the collector: it takes the current
+reference and reads from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from txnwatch.model import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What is known about one cluster after its latest poll attempt."""
+
+    name: str
+    up: bool = False
+    polls: int = 0
+    failed_polls: int = 0
+    consecutive_failures: int = 0
+    last_poll_at_ms: int | None = None
+    last_success_at_ms: int | None = None
+    last_poll_duration_ms: int | None = None
+    last_error: str | None = None
+    snapshot: ClusterSnapshot | None = None
+    findings: Any = None
+    counters: Mapping[str, int] = field(default_factory=dict)
+    request_errors: Mapping[str, int] = field(default_factory=dict)
+
+
+class LatestState:
+    """Thread-safe registry of ClusterViews; the only shared mutable object besides the DB."""
+
+    def __init__(self, cluster_names: list[str] | tuple[str, ...] = ()) -> None:
+        self._lock = threading.Lock()
+        self._views: dict[str, ClusterView] = {name: ClusterView(name=name) for name in cluster_names}
+        self.db_ok: bool = True
+        self.db_error: str | None = None
+        self.dropped_observations: int = 0
+
+    def publish(self, view: ClusterView) -> None:
+        with self._lock:
+            self._views[view.name] = view
+
+    def update(self, name: str, **changes: Any) -> ClusterView:
+        with self._lock:
+            view = replace(self._views.get(name) or ClusterView(name=name), **changes)
+            self._views[name] = view
+            return view
+
+    def get(self, name: str) -> ClusterView | None:
+        return self._views.get(name)
+
+    def views(self) -> list[ClusterView]:
+        with self._lock:
+            return list(self._views.values())
