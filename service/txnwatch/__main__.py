@@ -1,0 +1,3 @@
+from txnwatch.cli import main
+
+main()

@@ -1,0 +1,101 @@
+"""Configuration: YAML + env precedence, and one clear line for every mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from txnwatch.config import ConfigError, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_example_config_is_valid() -> None:
+    settings = load_settings(ROOT / "config" / "example.yaml")
+    assert settings.clusters[0].name == "lab"
+    assert settings.poll_interval_seconds == 15
+
+
+def test_env_overrides_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, "poll_interval_seconds: 30\napi:\n  port: 9000\n  host: 0.0.0.0\n")
+    monkeypatch.setenv("TXNWATCH_API__PORT", "9100")
+    settings = load_settings(path)
+    assert settings.api.port == 9100
+    assert settings.api.host == "0.0.0.0"
+    assert settings.poll_interval_seconds == 30
+
+
+def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TXNWATCH_CONFIG", str(write(tmp_path, "poll_interval_seconds: 42\n")))
+    assert load_settings().poll_interval_seconds == 42
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("bogus: 1\n", "bogus: unknown option"),
+        ("poll_interval_seconds: soon\n", "poll_interval_seconds: Input should be a valid number"),
+        ("poll_interval_seconds: 0\n", "poll_interval_seconds: Input should be greater than or equal to 1"),
+        ("database_url: mysql://h/db\n", "database_url: scheme 'mysql' is not supported"),
+        ("clusters:\n  - name: a\n    bootstrap_servers: nohost\n", "clusters.0.bootstrap_servers: Value error, 'nohost' is not host:port"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1'}\n  - {name: a, bootstrap_servers: 'h:2'}\n", "duplicate cluster names: a"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', security_protocol: SASL_SSL}\n", "needs sasl_mechanism"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', topics_include: ['(']}\n", "invalid regular expression"),
+        ("api: {admin_enabled: true}\n", "admin_enabled needs admin_token"),
+        ("pagerduty: {enabled: true}\n", "enabled needs routing_key"),
+        ("- just\n- a list\n", "top level must be a mapping"),
+        ("a: [unclosed\n", "not valid YAML (line"),
+    ],
+)
+def test_bad_config_one_clear_line(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text))
+    message = str(err.value)
+    assert expected.replace("Value error, ", "") in message
+    assert "\n" not in message
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_secrets_are_not_printed(tmp_path: Path) -> None:
+    path = write(tmp_path, "pagerduty: {enabled: true, routing_key: s3cr3t-key}\n")
+    settings = load_settings(path)
+    assert "s3cr3t-key" not in repr(settings)
+    assert settings.pagerduty.routing_key is not None
+    assert settings.pagerduty.routing_key.get_secret_value() == "s3cr3t-key"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "txnwatch", *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_cli_config_check_ok() -> None:
+    result = run_cli("config", "check", str(ROOT / "config" / "example.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert "OK" in result.stdout
+
+
+def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:
+    result = run_cli("config", "check", str(write(tmp_path, "clusters:\n  - name: a\n    bootstrap: x\n")))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "clusters.0" in lines[0], result.stderr
+
+
+def test_cli_run_bad_config_exits_2(tmp_path: Path) -> None:
+    result = run_cli("run", "--config", str(write(tmp_path, "database_url: oracle://x\n")))
+    assert result.returncode == 2
+    assert "database_url" in result.stderr and "Traceback" not in result.stderr
