@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 23:45:14.076346
+Create Date: 2026-11-22
 """
 from typing import Sequence, Union
 
@@ -100,6 +100,7 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_lag_samples'))
     )
     with op.batch_alter_table('lag_samples', schema=None) as batch_op:
+        batch_op.create_index('ix_lag_samples_latest', ['cluster_id', 'sampled_at'], unique=False)
         batch_op.create_index('ix_lag_samples_lookup', ['cluster_id', 'group_id', 'sampled_at'], unique=False)
 
     op.create_table('lso_stalls',
@@ -137,6 +138,7 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id', name=op.f('pk_partition_offsets'))
     )
     with op.batch_alter_table('partition_offsets', schema=None) as batch_op:
+        batch_op.create_index('ix_partition_offsets_latest', ['cluster_id', 'sampled_at'], unique=False)
         batch_op.create_index('ix_partition_offsets_lookup', ['cluster_id', 'topic', 'partition', 'sampled_at'], unique=False)
 
     op.create_table('polls',
@@ -260,6 +262,7 @@ def downgrade() -> None:
     op.drop_table('polls')
     with op.batch_alter_table('partition_offsets', schema=None) as batch_op:
         batch_op.drop_index('ix_partition_offsets_lookup')
+        batch_op.drop_index('ix_partition_offsets_latest')
 
     op.drop_table('partition_offsets')
     with op.batch_alter_table('lso_stalls', schema=None) as batch_op:
@@ -269,6 +272,7 @@ def downgrade() -> None:
     op.drop_table('lso_stalls')
     with op.batch_alter_table('lag_samples', schema=None) as batch_op:
         batch_op.drop_index('ix_lag_samples_lookup')
+        batch_op.drop_index('ix_lag_samples_latest')
 
     op.drop_table('lag_samples')
     with op.batch_alter_table('hanging_txns', schema=None) as batch_op:

@@ -148,7 +148,10 @@ class TransactionTransition(Base):
 
 class PartitionOffsetSample(Base):
     __tablename__ = "partition_offsets"
-    __table_args__ = (Index("ix_partition_offsets_lookup", "cluster_id", "topic", "partition", "sampled_at"),)
+    __table_args__ = (
+        Index("ix_partition_offsets_lookup", "cluster_id", "topic", "partition", "sampled_at"),
+        Index("ix_partition_offsets_latest", "cluster_id", "sampled_at"),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
@@ -224,7 +227,10 @@ class VerificationSample(Base):
 
 class ConsumerLagSample(Base):
     __tablename__ = "lag_samples"
-    __table_args__ = (Index("ix_lag_samples_lookup", "cluster_id", "group_id", "sampled_at"),)
+    __table_args__ = (
+        Index("ix_lag_samples_lookup", "cluster_id", "group_id", "sampled_at"),
+        Index("ix_lag_samples_latest", "cluster_id", "sampled_at"),
+    )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
