@@ -1,1 +1,14 @@
+"""The only code in txnwatch that talks to Kafka.
 
+``ClusterConnection(settings).poll()`` turns one poll of one cluster into a
+:class:`txnwatch.model.ClusterSnapshot`, in a few concurrent, per-broker batched round
+trips; failures of single requests are recorded in the snapshot, and only a cluster
+that answers nothing raises :class:`ClusterUnreachable`.
+"""
+
+from txnwatch.kafka.abort import AbortOutcome
+from txnwatch.kafka.connection import ClusterConnection
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.settings import ClusterConnectionSettings
+
+__all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable"]

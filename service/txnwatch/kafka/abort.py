@@ -1,0 +1,92 @@
+"""Administrative abort of one open transaction on one partition (``kafka-transactions.sh abort``).
+
+As Kafka's TransactionsCommand does, the partition leader is asked first
+(DescribeProducers) whether the producer really holds an open transaction there, and
+only then is an ABORT marker written (WriteTxnMarkers) to that leader.  The coordinator
+is not involved: this is the tool for transactions the coordinator has forgotten.
+A dry run stops after the check and reports what would be written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kafka.protocol.metadata import MetadataRequest
+
+from txnwatch.kafka import batches, errors, parse
+from txnwatch.kafka.batches import Call
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.wire import Wire
+from txnwatch.model import RequestError, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOutcome:
+    """What an abort found and did; ``error`` says why nothing was (or would be) written."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int | None
+    leader_id: int | None
+    txn_start_offset: int | None
+    dry_run: bool
+    aborted: bool
+    error: RequestError | None = None
+
+
+async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, producer_id: int,
+                            producer_epoch: int, coordinator_epoch: int | None, dry_run: bool) -> AbortOutcome:
+    asked = AbortOutcome(tp=tp, producer_id=producer_id, producer_epoch=producer_epoch,
+                         coordinator_epoch=coordinator_epoch, leader_id=None, txn_start_offset=None,
+                         dry_run=dry_run, aborted=False)
+
+    leader, error = await _leader(wire, cluster, tp)
+    if leader is None:
+        return replace(asked, error=error)
+
+    (reply,) = await wire.exchange([batches.describe_producers({tp: leader})[0]])
+    if not reply.ok:
+        return replace(asked, leader_id=leader, error=errors.from_exception("DescribeProducers", str(tp), reply.failure))
+    described = parse.parse_describe_producers(reply.response, leader)
+    if tp not in described.value:
+        return replace(asked, leader_id=leader, error=described.errors[0] if described.errors else
+                       errors.corrupt("DescribeProducers", str(tp), "answer does not mention the partition"))
+    state = next((p for p in described.value[tp] if p.producer_id == producer_id and p.has_open_txn), None)
+    if state is None or state.producer_epoch != producer_epoch:
+        found = "" if state is None else f" (it has epoch {state.producer_epoch})"
+        return replace(asked, leader_id=leader, error=RequestError(
+            "DescribeProducers", str(tp), None, "NO_SUCH_OPEN_TRANSACTION",
+            f"producer {producer_id} epoch {producer_epoch} holds no open transaction on {tp}{found}"))
+
+    # Java's tool: a transaction that hung before its first marker reports coordinator
+    # epoch -1; 0 is no greater than any real coordinator epoch, so the leader accepts it.
+    epoch = state.coordinator_epoch if coordinator_epoch is None else coordinator_epoch
+    epoch = max(epoch, 0)
+    checked = replace(asked, leader_id=leader, coordinator_epoch=epoch, txn_start_offset=state.current_txn_start_offset)
+    if dry_run:
+        return checked
+
+    (reply,) = await wire.exchange([batches.abort_marker(leader, tp, producer_id, producer_epoch, epoch)])
+    if not reply.ok:
+        return replace(checked, error=errors.from_exception("WriteTxnMarkers", str(tp), reply.failure))
+    written = parse.parse_write_txn_markers(reply.response, tp, producer_id)
+    return replace(checked, aborted=written.value, error=written.errors[0] if written.errors else None)
+
+
+async def _leader(wire: Wire, cluster: str, tp: TopicPartition) -> tuple[int | None, RequestError | None]:
+    for node in wire.candidate_nodes()[:2]:
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=tp.topic)],
+                                  allow_auto_topic_creation=False)
+        (reply,) = await wire.exchange([Call("Metadata", node, request)])
+        if reply.ok:
+            layout = parse.parse_metadata(reply.response)
+            if layout.value is None:
+                continue
+            leader = layout.value.leaders.get(tp)
+            if leader is not None:
+                return leader, None
+            problem = next((e for e in layout.errors if e.target in (tp.topic, str(tp))), None)
+            return None, problem or RequestError("Metadata", str(tp), None, "UNKNOWN_PARTITION",
+                                                 f"{tp} has no leader or does not exist")
+    raise ClusterUnreachable(cluster, "no broker answered Metadata")

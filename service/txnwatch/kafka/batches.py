@@ -1,0 +1,155 @@
+"""Requests of one poll, batched per broker: pure builders, no I/O.
+
+Every builder returns at most one request per broker (per question asked), carrying
+all the partitions, transactional ids or groups that broker answers for.  That is
+what keeps a poll at a fixed number of round trips however many objects it covers.
+
+Request objects are built fresh for every call: kafka-python stamps the negotiated
+API version onto the instance when it is sent.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
+from kafka.protocol.admin.transactions import (
+    DescribeProducersRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+
+from txnwatch.model import TopicPartition
+
+MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
+_BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+# v8 is the first to batch groups and the last to name topics rather than topic ids.
+_OFFSET_FETCH_VERSION = 8
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Call:
+    """One request for one broker.
+
+    ``api`` is the Kafka API name (and the ``RequestError.api`` if the call fails);
+    ``variant`` tells apart calls of one API with different questions: the offset
+    spec of a ListOffsets, the group of a pre-v8 OffsetFetch.
+    """
+
+    api: str
+    node_id: int
+    request: Any
+    variant: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetQuery:
+    """One ListOffsets question: which offset, under which isolation level."""
+
+    name: str
+    timestamp: int
+    isolation_level: int
+
+
+HIGH_WATERMARK = OffsetQuery("latest/read_uncommitted", OffsetSpec.LATEST, IsolationLevel.READ_UNCOMMITTED)
+LAST_STABLE = OffsetQuery("latest/read_committed", OffsetSpec.LATEST, IsolationLevel.READ_COMMITTED)
+LOG_START = OffsetQuery("earliest", OffsetSpec.EARLIEST, IsolationLevel.READ_UNCOMMITTED)
+OFFSET_QUERIES = (HIGH_WATERMARK, LAST_STABLE, LOG_START)
+
+
+def by_node(partitions: Mapping[TopicPartition, int]) -> dict[int, dict[str, list[int]]]:
+    """Partitions grouped by their leader, then by topic, in a stable order."""
+    grouped: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for tp in sorted(partitions):
+        grouped[partitions[tp]][tp.topic].append(tp.partition)
+    return {node: dict(topics) for node, topics in grouped.items()}
+
+
+def metadata(node_id: int) -> Call:
+    return Call("Metadata", node_id, MetadataRequest(topics=MetadataRequest.ALL_TOPICS,
+                                                     allow_auto_topic_creation=False))
+
+
+def list_transactions(broker_ids: Iterable[int]) -> list[Call]:
+    return [Call("ListTransactions", node,
+                 ListTransactionsRequest(state_filters=[], producer_id_filters=[]))
+            for node in broker_ids]
+
+
+def list_groups(broker_ids: Iterable[int]) -> list[Call]:
+    return [Call("ListGroups", node, ListGroupsRequest()) for node in broker_ids]
+
+
+def describe_producers(leaders: Mapping[TopicPartition, int]) -> list[Call]:
+    topic = DescribeProducersRequest.TopicRequest
+    return [Call("DescribeProducers", node, DescribeProducersRequest(
+                topics=[topic(name=name, partition_indexes=parts) for name, parts in topics.items()]))
+            for node, topics in by_node(leaders).items()]
+
+
+def list_offsets(leaders: Mapping[TopicPartition, int],
+                 queries: Sequence[OffsetQuery] = OFFSET_QUERIES) -> list[Call]:
+    topic = ListOffsetsRequest.ListOffsetsTopic
+    partition = topic.ListOffsetsPartition
+    calls = []
+    for node, topics in by_node(leaders).items():
+        for query in queries:
+            min_version = max(ListOffsetsRequest.min_version_for_isolation_level(query.isolation_level),
+                              ListOffsetsRequest.min_version_for_timestamp(query.timestamp))
+            request = ListOffsetsRequest(
+                isolation_level=int(query.isolation_level),
+                topics=[topic(name=name, partitions=[partition(partition_index=p, timestamp=int(query.timestamp))
+                                                     for p in parts])
+                        for name, parts in topics.items()],
+                min_version=min_version)
+            calls.append(Call("ListOffsets", node, request, query.name))
+    return calls
+
+
+def describe_transactions(ids_by_coordinator: Mapping[int, Sequence[str]]) -> list[Call]:
+    return [Call("DescribeTransactions", node, DescribeTransactionsRequest(transactional_ids=list(ids)))
+            for node, ids in sorted(ids_by_coordinator.items()) if ids]
+
+
+def offset_fetch(groups_by_coordinator: Mapping[int, Sequence[str]], *, batched: bool) -> list[Call]:
+    """All committed offsets of each group: one request per coordinator on OffsetFetch v8+,
+    one per group before (brokers older than Kafka 3.0)."""
+    calls = []
+    for node, group_ids in sorted(groups_by_coordinator.items()):
+        if not group_ids:
+            continue
+        if batched:
+            group = OffsetFetchRequest.OffsetFetchRequestGroup
+            calls.append(Call("OffsetFetch", node, OffsetFetchRequest(
+                groups=[group(group_id=g, topics=None) for g in group_ids],
+                require_stable=False, min_version=_OFFSET_FETCH_VERSION, max_version=_OFFSET_FETCH_VERSION)))
+        else:
+            calls.extend(Call("OffsetFetch", node, OffsetFetchRequest(
+                group_id=g, topics=None, min_version=2, max_version=_OFFSET_FETCH_VERSION - 1), g)
+                for g in group_ids)
+    return calls
+
+
+def describe_broker_config(node_id: int, *keys: str) -> Call:
+    resource = DescribeConfigsRequest.DescribeConfigsResource
+    return Call("DescribeConfigs", node_id, DescribeConfigsRequest(
+        resources=[resource(resource_type=_BROKER_RESOURCE, resource_name=str(node_id),
+                            configuration_keys=list(keys))],
+        include_synonyms=False))
+
+
+def abort_marker(leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                 coordinator_epoch: int) -> Call:
+    """An ABORT marker for one partition, as ``kafka-transactions.sh abort`` writes it."""
+    marker = WriteTxnMarkersRequest.WritableTxnMarker
+    topic = marker.WritableTxnMarkerTopic
+    return Call("WriteTxnMarkers", leader, WriteTxnMarkersRequest(markers=[marker(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+        topics=[topic(name=tp.topic, partition_indexes=[tp.partition])],
+        coordinator_epoch=coordinator_epoch)]))

@@ -1,0 +1,148 @@
+"""One long-lived connection to one cluster: the public face of ``txnwatch.kafka``.
+
+The kafka-python client is created on first use, not in the constructor, so a
+collector can be set up while a cluster is down; after the cluster turns out to be
+unreachable it is thrown away and bootstrapped afresh on the next poll, which picks
+up moved brokers and recovers without outside help.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.selector import NetworkSelector
+
+from txnwatch.kafka.abort import AbortOutcome, abort_transaction
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.poll import collect
+from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.wire import ManagerWire
+from txnwatch.model import ClusterSnapshot, TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+class _Client:
+    """kafka-python's IO loop plus connection manager: what ``KafkaAdminClient`` owns, minus its blocking API."""
+
+    def __init__(self, settings: ClusterConnectionSettings) -> None:
+        config = settings.client_config()
+        self.max_in_flight: int = config["max_in_flight_requests_per_connection"]
+        self.net = NetworkSelector(client_id=settings.client_id)
+        self.manager = KafkaConnectionManager(self.net, **config)
+        self.net.start()
+        try:
+            self.manager.bootstrap(settings.request_timeout_ms)
+        except BaseException:
+            self.close()
+            raise
+
+    def run(self, coro: Any, *args: Any) -> Any:
+        return self.manager.run(coro, *args)
+
+    def close(self) -> None:
+        try:
+            self.net.run(self.manager.close)
+        except Exception:
+            log.debug("closing kafka connections failed", exc_info=True)
+        self.net.close()
+
+
+class ClusterConnection:
+    """Polls one cluster into :class:`~txnwatch.model.ClusterSnapshot` objects.
+
+    Safe to share between threads: polls and admin aborts may overlap, and the
+    underlying IO loop serialises their network work.
+    """
+
+    def __init__(self, settings: ClusterConnectionSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._client: _Client | None = None
+        self._max_transaction_timeout_ms: int | None = None
+        self._last_round_trips = 0
+        self._closed = False
+
+    @property
+    def settings(self) -> ClusterConnectionSettings:
+        return self._settings
+
+    @property
+    def last_poll_round_trips(self) -> int:
+        """Sequential network round trips of the most recent poll (requests in one round overlap)."""
+        return self._last_round_trips
+
+    def poll(self) -> ClusterSnapshot:
+        """One snapshot of the cluster; per-request failures are inside it.
+
+        Raises :class:`ClusterUnreachable` when no broker answers at all.
+        """
+        taken_at_ms = int(time.time() * 1000)
+        started = time.monotonic()
+        client = self._connected()
+        wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
+        try:
+            collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
+                                                   known_max_timeout_ms=self._max_transaction_timeout_ms))
+        except ClusterUnreachable:
+            self._discard(client)
+            raise
+        finally:
+            self._last_round_trips = wire.round_trips
+        if collected.max_transaction_timeout_ms is not None:
+            self._max_transaction_timeout_ms = collected.max_transaction_timeout_ms
+        return replace(collected.snapshot, duration_ms=int((time.monotonic() - started) * 1000))
+
+    def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int | None = None, *, dry_run: bool = True) -> AbortOutcome:
+        """Write an ABORT marker for an open transaction on ``tp``, as ``kafka-transactions.sh abort`` does.
+
+        ``coordinator_epoch=None`` takes the one the partition leader reports.  Dry run by
+        default: an abort is irreversible and a caller should look before it leaps.
+        """
+        client = self._connected()
+        wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
+        try:
+            return client.run(lambda: abort_transaction(wire, self._settings.name, tp, producer_id,
+                                                        producer_epoch, coordinator_epoch, dry_run))
+        except ClusterUnreachable:
+            self._discard(client)
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def __enter__(self) -> "ClusterConnection":
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _connected(self) -> _Client:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"connection to cluster {self._settings.name!r} is closed")
+            if self._client is None:
+                try:
+                    self._client = _Client(self._settings)
+                except Exception as exc:
+                    raise ClusterUnreachable(self._settings.name, f"bootstrap failed: {exc}") from exc
+            return self._client
+
+    def _discard(self, client: _Client) -> None:
+        with self._lock:
+            if self._client is client:
+                self._client = None
+                self._max_transaction_timeout_ms = None
+        client.close()

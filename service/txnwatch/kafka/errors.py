@@ -1,0 +1,69 @@
+"""Turning Kafka failures into data.
+
+A poll reports what went wrong instead of raising it, so one broken broker or one
+expired transactional id costs exactly the facts it covers.  Only a cluster that
+answers nothing at all is an exception (:class:`ClusterUnreachable`), because then
+there is no snapshot to speak of.
+"""
+
+from __future__ import annotations
+
+import kafka.errors as Errors
+
+from txnwatch.model import ErrorClass, RequestError
+
+CORRUPT = "CORRUPT_RESPONSE"
+
+
+class ClusterUnreachable(Exception):
+    """No broker of the cluster answered; the collector reports the cluster as down."""
+
+    def __init__(self, cluster: str, reason: str) -> None:
+        super().__init__(f"cluster {cluster!r} unreachable: {reason}")
+        self.cluster = cluster
+        self.reason = reason
+
+
+def error_class(code: int | None) -> ErrorClass:
+    """KIP-1050 class of a broker error code, as decided by ``txnwatch.detect.errors``.
+
+    The table lives with detection, the single owner of error semantics; this layer
+    only looks the class up, and tolerates the table not being installed.
+    """
+    if code is None:
+        return ErrorClass.UNKNOWN
+    try:
+        from txnwatch.detect.errors import classify
+    except ImportError:
+        return ErrorClass.UNKNOWN
+    try:
+        return ErrorClass(classify(code)[0])
+    except (ValueError, TypeError, LookupError):
+        return ErrorClass.UNKNOWN
+
+
+def from_code(api: str, target: str, code: int, message: str | None = None) -> RequestError:
+    kind = Errors.for_code(code)
+    name = kind.message or kind.__name__
+    return RequestError(api=api, target=target, code=code, name=name,
+                        message=message or kind.description or "", error_class=error_class(code))
+
+
+def from_exception(api: str, target: str, exc: BaseException) -> RequestError:
+    """A request that got no usable answer: connection refused, timeout, auth failure...
+
+    Broker error exceptions keep their wire code; transport failures have none.
+    """
+    code = getattr(exc, "errno", None) if isinstance(exc, Errors.BrokerResponseError) else None
+    name = getattr(exc, "message", None) if code is not None else None
+    detail = str(exc)
+    return RequestError(api=api, target=target, code=code, name=name or type(exc).__name__,
+                        message=detail, error_class=error_class(code))
+
+
+def corrupt(api: str, target: str, detail: str) -> RequestError:
+    return RequestError(api=api, target=target, code=None, name=CORRUPT, message=detail)
+
+
+def broker_target(node_id: int) -> str:
+    return f"broker:{node_id}"

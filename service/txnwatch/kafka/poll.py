@@ -1,0 +1,210 @@
+"""One poll of one cluster, composed as three rounds of concurrent, per-broker batches.
+
+1. Metadata: brokers, topics, partition leaders.
+2. Everything that only needs the layout, to every broker at once: ListTransactions
+   and ListGroups on every broker; DescribeProducers and ListOffsets (high watermark,
+   last stable offset, log start) on every leader for its watched partitions;
+   DescribeConfigs for ``transaction.max.timeout.ms`` until it is known.
+3. What round 2 named: DescribeTransactions per coordinator, OffsetFetch per group
+   coordinator.  No FindCoordinator is needed: a broker lists exactly the
+   transactional ids and groups it coordinates.
+
+The order is deliberate.  Partitions are read before coordinators, and Kafka adds a
+partition to a transaction at its coordinator before the partition sees the first
+write, so a transaction seen open on a partition is already known to the coordinator
+when we ask it.  A poll cannot produce a false "coordinator does not list this
+partition" by racing a young transaction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from kafka.protocol.consumer import OffsetFetchRequest
+
+from txnwatch.kafka import batches, errors, parse
+from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.wire import Reply, Wire
+from txnwatch.model import (
+    ClusterSnapshot,
+    GroupSnapshot,
+    ListedTransaction,
+    PartitionSnapshot,
+    ProducerState,
+    RequestError,
+    TopicPartition,
+    TransactionDescription,
+)
+
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
+_METADATA_ATTEMPTS = 2
+# Share groups keep no committed offsets; OffsetFetch would only answer with an error.
+_GROUP_TYPES_WITHOUT_OFFSETS = frozenset({"share"})
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    """A snapshot (duration not yet known) and the broker config learned on the way."""
+
+    snapshot: ClusterSnapshot
+    max_transaction_timeout_ms: int | None
+
+
+@dataclass(slots=True)
+class _Round2:
+    """Round-two answers folded per question; mutable only while one poll assembles it."""
+
+    listed: list[ListedTransaction] = field(default_factory=list)
+    listing_failed: set[int] = field(default_factory=set)
+    groups: list[parse.ListedGroup] = field(default_factory=list)
+    producers: dict[TopicPartition, tuple[ProducerState, ...]] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, int | None]] = field(default_factory=lambda: defaultdict(dict))
+    max_timeout_ms: int | None = None
+    errors: list[RequestError] = field(default_factory=list)
+
+
+async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
+                  known_max_timeout_ms: int | None) -> Collected:
+    """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
+    layout, layout_errors = await _layout(wire, settings.name)
+    brokers = [b.node_id for b in layout.brokers]
+    watched = {tp: leader for tp, leader in layout.leaders.items()
+               if settings.watches(tp.topic, internal=tp.topic in layout.internal_topics)}
+    led = {tp: leader for tp, leader in watched.items() if leader is not None}
+
+    calls = [*batches.list_transactions(brokers), *batches.list_groups(brokers),
+             *batches.describe_producers(led), *batches.list_offsets(led)]
+    if known_max_timeout_ms is None:
+        calls.append(batches.describe_broker_config(layout.controller_id if layout.controller_id in brokers
+                                                    else brokers[0], MAX_TIMEOUT_CONFIG))
+    second = _fold_round2(await wire.exchange(calls))
+
+    ids_by_coordinator: dict[int, list[str]] = defaultdict(list)
+    for row in _first_listing_per_id(second.listed):
+        ids_by_coordinator[row.coordinator_id].append(row.transactional_id)
+    groups = [g for g in _first_listing_per_group(second.groups)
+              if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
+    groups_by_coordinator: dict[int, list[str]] = defaultdict(list)
+    for group in groups:
+        groups_by_coordinator[group.coordinator_id].append(group.group_id)
+    third_calls = [*batches.describe_transactions(ids_by_coordinator),
+                   *batches.offset_fetch(groups_by_coordinator,
+                                         batched=wire.supports(OffsetFetchRequest, 8))]
+    third = await wire.exchange(third_calls) if third_calls else []
+
+    transactions: dict[str, TransactionDescription] = {}
+    committed: dict[str, dict[TopicPartition, int]] = {}
+    unreachable = set(second.listing_failed)
+    problems = [*layout_errors, *second.errors]
+    for reply in third:
+        call = reply.call
+        if not reply.ok:
+            problems.append(errors.from_exception(call.api, call.variant or errors.broker_target(call.node_id),
+                                                  reply.failure))
+            if call.api == "DescribeTransactions":
+                unreachable.add(call.node_id)
+            continue
+        if call.api == "DescribeTransactions":
+            described = parse.parse_describe_transactions(reply.response, call.node_id)
+            transactions.update(described.value)
+            problems.extend(described.errors)
+        else:
+            fetched = parse.parse_offset_fetch(reply.response, call.variant or None)
+            committed.update(fetched.value)
+            problems.extend(fetched.errors)
+
+    partitions = {
+        tp: PartitionSnapshot(
+            tp=tp, leader=leader,
+            high_watermark=second.offsets[HIGH_WATERMARK.name].get(tp),
+            last_stable_offset=second.offsets[LAST_STABLE.name].get(tp),
+            log_start_offset=second.offsets[LOG_START.name].get(tp),
+            producers=second.producers.get(tp))
+        for tp, leader in sorted(watched.items())}
+    snapshot = ClusterSnapshot(
+        cluster=settings.name,
+        taken_at_ms=taken_at_ms,
+        duration_ms=0,
+        brokers=layout.brokers,
+        controller_id=layout.controller_id,
+        listed=tuple(second.listed),
+        transactions=transactions,
+        partitions=partitions,
+        groups={g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type, committed.get(g.group_id, {}))
+                for g in groups},
+        errors=tuple(problems),
+        listing_complete=not second.listing_failed,
+        unreachable_coordinators=frozenset(unreachable),
+        max_transaction_timeout_ms=second.max_timeout_ms or known_max_timeout_ms
+        or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+    )
+    return Collected(snapshot, second.max_timeout_ms or known_max_timeout_ms)
+
+
+async def _layout(wire: Wire, cluster: str) -> tuple[parse.ClusterLayout, tuple[RequestError, ...]]:
+    reasons: list[str] = []
+    for node in wire.candidate_nodes()[:_METADATA_ATTEMPTS]:
+        (reply,) = await wire.exchange([batches.metadata(node)])
+        if not reply.ok:
+            reasons.append(f"broker {node}: {reply.failure}")
+            continue
+        parsed = parse.parse_metadata(reply.response)
+        if parsed.value is None:
+            reasons.extend(f"broker {node}: {e.name} {e.message}" for e in parsed.errors)
+            continue
+        wire.learn_metadata(reply.response)
+        return parsed.value, parsed.errors
+    raise ClusterUnreachable(cluster, "; ".join(reasons) or "no broker available")
+
+
+def _fold_round2(replies: Iterable[Reply]) -> _Round2:
+    folded = _Round2()
+    for reply in replies:
+        call, node = reply.call, reply.call.node_id
+        if not reply.ok:
+            folded.errors.append(errors.from_exception(call.api, errors.broker_target(node), reply.failure))
+            if call.api == "ListTransactions":
+                folded.listing_failed.add(node)
+            continue
+        if call.api == "ListTransactions":
+            listed = parse.parse_list_transactions(reply.response, node)
+            if listed.value is None:
+                folded.listing_failed.add(node)
+            folded.listed.extend(listed.value or ())
+            folded.errors.extend(listed.errors)
+        elif call.api == "ListGroups":
+            groups = parse.parse_list_groups(reply.response, node)
+            folded.groups.extend(groups.value or ())
+            folded.errors.extend(groups.errors)
+        elif call.api == "DescribeProducers":
+            producers = parse.parse_describe_producers(reply.response, node)
+            folded.producers.update(producers.value)
+            folded.errors.extend(producers.errors)
+        elif call.api == "ListOffsets":
+            offsets = parse.parse_list_offsets(reply.response, node, call.variant)
+            folded.offsets[call.variant].update(offsets.value)
+            folded.errors.extend(offsets.errors)
+        elif call.api == "DescribeConfigs":
+            config = parse.parse_int_config(reply.response, node, MAX_TIMEOUT_CONFIG)
+            folded.max_timeout_ms = config.value
+            folded.errors.extend(config.errors)
+    return folded
+
+
+def _first_listing_per_id(rows: Iterable[ListedTransaction]) -> list[ListedTransaction]:
+    """One row per transactional id: two brokers list one id only while its coordinator moves."""
+    seen: dict[str, ListedTransaction] = {}
+    for row in rows:
+        seen.setdefault(row.transactional_id, row)
+    return list(seen.values())
+
+
+def _first_listing_per_group(groups: Iterable[parse.ListedGroup]) -> list[parse.ListedGroup]:
+    seen: dict[str, parse.ListedGroup] = {}
+    for group in groups:
+        seen.setdefault(group.group_id, group)
+    return list(seen.values())

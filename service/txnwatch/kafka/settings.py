@@ -1,0 +1,118 @@
+"""How to reach one cluster and which of its topics to watch.
+
+A frozen dataclass rather than the pydantic ``ClusterConfig`` so that the Kafka layer
+can be used (and tested) without the service's configuration machinery, and so that
+a connection can never see its settings change underneath it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from txnwatch.config import ClusterConfig
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+@dataclass(frozen=True)
+class ClusterConnectionSettings:
+    """Connection and topic-selection settings for one cluster.
+
+    Topic patterns use full-match semantics, as Kafka's own tools do: ``orders`` watches
+    the topic ``orders`` only, ``orders\\..*`` watches its namespace.  With no include
+    pattern every topic is watched; internal topics (``__consumer_offsets``,
+    ``__transaction_state``) never are, because their producers are the brokers.
+    """
+
+    name: str
+    bootstrap_servers: tuple[str, ...]
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+    request_timeout_ms: int = 10_000
+    topics_include: tuple[str, ...] = ()
+    topics_exclude: tuple[str, ...] = ()
+    client_id: str = "txnwatch"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bootstrap_servers, str):
+            object.__setattr__(self, "bootstrap_servers", tuple(
+                s.strip() for s in self.bootstrap_servers.split(",") if s.strip()))
+        if not self.bootstrap_servers:
+            raise ValueError(f"cluster {self.name!r}: bootstrap_servers is empty")
+        if self.request_timeout_ms <= 0:
+            raise ValueError(f"cluster {self.name!r}: request_timeout_ms must be positive")
+        uses_sasl = self.security_protocol.startswith("SASL_")
+        if uses_sasl and self.sasl_mechanism is None:
+            raise ValueError(f"cluster {self.name!r}: {self.security_protocol} needs sasl_mechanism")
+        if self.sasl_mechanism is not None and not uses_sasl:
+            raise ValueError(f"cluster {self.name!r}: sasl_mechanism needs a SASL_* security_protocol")
+        # Compile now so a bad pattern fails at configuration time, not mid-poll.
+        _ = self._include, self._exclude
+
+    @cached_property
+    def _include(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p) for p in self.topics_include)
+
+    @cached_property
+    def _exclude(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p) for p in self.topics_exclude)
+
+    def watches(self, topic: str, *, internal: bool = False) -> bool:
+        if internal:
+            return False
+        if self._include and not any(p.fullmatch(topic) for p in self._include):
+            return False
+        return not any(p.fullmatch(topic) for p in self._exclude)
+
+    def client_config(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's connection manager."""
+        config: dict[str, Any] = {
+            "bootstrap_servers": list(self.bootstrap_servers),
+            "client_id": self.client_id,
+            "request_timeout_ms": self.request_timeout_ms,
+            "socket_connection_setup_timeout_ms": min(self.request_timeout_ms, 10_000),
+            "socket_connection_setup_timeout_max_ms": self.request_timeout_ms,
+            # Bounded so a recovered broker is noticed within a poll interval or two.
+            "reconnect_backoff_max_ms": 5_000,
+            # One poll pipelines up to seven requests to a broker in a single round trip.
+            "max_in_flight_requests_per_connection": 16,
+            "security_protocol": self.security_protocol,
+            "sasl_mechanism": self.sasl_mechanism,
+            "sasl_plain_username": self.sasl_username,
+            "sasl_plain_password": self.sasl_password,
+            "ssl_cafile": self.ssl_cafile,
+            "ssl_certfile": self.ssl_certfile,
+            "ssl_keyfile": self.ssl_keyfile,
+            "ssl_check_hostname": self.ssl_check_hostname,
+        }
+        return config
+
+    @classmethod
+    def from_config(cls, config: "ClusterConfig") -> "ClusterConnectionSettings":
+        password = config.sasl_password.get_secret_value() if config.sasl_password else None
+        return cls(
+            name=config.name,
+            bootstrap_servers=tuple(config.bootstrap_servers),
+            security_protocol=config.security_protocol,
+            sasl_mechanism=config.sasl_mechanism,
+            sasl_username=config.sasl_username,
+            sasl_password=password,
+            ssl_cafile=str(config.ssl_cafile) if config.ssl_cafile else None,
+            ssl_certfile=str(config.ssl_certfile) if config.ssl_certfile else None,
+            ssl_keyfile=str(config.ssl_keyfile) if config.ssl_keyfile else None,
+            ssl_check_hostname=config.ssl_check_hostname,
+            request_timeout_ms=config.request_timeout_ms,
+            topics_include=tuple(config.topics_include),
+            topics_exclude=tuple(config.topics_exclude),
+        )
