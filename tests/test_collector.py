@@ -1,0 +1,119 @@
+"""Collector scheduling: no overlap per cluster, no cluster delays another, failures back off."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from txnwatch.collector import Backoff, ClusterCollector, Collector
+from txnwatch.model import ClusterSnapshot, RequestError
+from txnwatch.state import LatestState
+
+
+class FakePoller:
+    def __init__(self, name: str, delay: float = 0.0, fail: bool = False) -> None:
+        self.name, self.delay, self.fail = name, delay, fail
+        self.active = 0
+        self.max_active = 0
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def poll(self) -> ClusterSnapshot:
+        with self.lock:
+            self.active += 1
+            self.calls += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            time.sleep(self.delay)
+            if self.fail:
+                raise ConnectionError("no broker answered")
+            now = int(time.time() * 1000)
+            return ClusterSnapshot(cluster=self.name, taken_at_ms=now, duration_ms=int(self.delay * 1000),
+                                   errors=(RequestError("DescribeProducers", "t-0", 6, "NOT_LEADER_OR_FOLLOWER"),))
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def close(self) -> None:
+        pass
+
+
+class RecordingSink:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool, str | None]] = []
+
+    def on_poll(self, cluster: str, snapshot: Any, findings: Any, error: str | None, now_ms: int) -> None:
+        self.calls.append((cluster, snapshot is not None, error))
+
+
+def count_evaluate(state: int, snapshot: ClusterSnapshot, now_ms: int) -> tuple[int, dict[str, int]]:
+    return state + 1, {"polls_seen": state + 1}
+
+
+def make(name: str, poller: FakePoller, state: LatestState, sink: RecordingSink, **kw: Any) -> ClusterCollector:
+    return ClusterCollector(name, lambda: poller, count_evaluate, 0, [sink], state, **kw)
+
+
+def test_slow_cluster_never_delays_another_and_never_overlaps() -> None:
+    state, sink = LatestState(["slow", "fast"]), RecordingSink()
+    slow, fast = FakePoller("slow", delay=1.5), FakePoller("fast")
+    collector = Collector([(make("slow", slow, state, sink), 0.2), (make("fast", fast, state, sink), 0.2)])
+    collector.start()
+    time.sleep(2.0)
+    collector.stop()
+    assert slow.max_active == 1, "polls of one cluster overlapped"
+    assert fast.calls >= 6, f"fast cluster polled only {fast.calls} times next to a slow one"
+    assert slow.calls <= 2
+
+
+def test_failures_mark_down_back_off_and_recover() -> None:
+    clock = [1000.0]
+    state, sink = LatestState(["c"]), RecordingSink()
+    poller = FakePoller("c", fail=True)
+    c = make("c", poller, state, sink, clock=lambda: clock[0], backoff=Backoff(base_s=10, cap_s=40))
+    c.poll_once()
+    view = state.get("c")
+    assert view is not None and not view.up and "no broker answered" in (view.last_error or "")
+    c.poll_once()  # within backoff: not attempted
+    assert poller.calls == 1
+    for expected_delay in (10, 20, 40, 40):
+        clock[0] += expected_delay - 0.5
+        c.poll_once()
+        calls = poller.calls
+        clock[0] += 0.5
+        c.poll_once()
+        assert poller.calls == calls + 1
+    poller.fail = False
+    clock[0] += 40
+    c.poll_once()
+    view = state.get("c")
+    assert view is not None and view.up and view.consecutive_failures == 0 and view.last_error is None
+    assert view.request_errors == {"DescribeProducers": 1}
+    assert sink.calls[-1] == ("c", True, None)
+    assert any(err for _, _, err in sink.calls)
+
+
+def test_detection_failure_keeps_daemon_and_previous_state() -> None:
+    state, sink = LatestState(["c"]), RecordingSink()
+
+    def broken(prev: Any, snap: ClusterSnapshot, now_ms: int) -> tuple[Any, Any]:
+        raise ValueError("unexpected answer")
+
+    c = ClusterCollector("c", lambda: FakePoller("c"), broken, "prev", [sink], state)
+    c.poll_once()
+    view = state.get("c")
+    assert view is not None and view.up and view.findings is None
+    assert c._detector_state == "prev"
+
+
+def test_sink_failure_does_not_stop_other_sinks() -> None:
+    state, good = LatestState(["c"]), RecordingSink()
+
+    class Broken:
+        def on_poll(self, *args: Any) -> None:
+            raise RuntimeError("db down")
+
+    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, 0, [Broken(), good], state)  # type: ignore[list-item]
+    c.poll_once()
+    assert good.calls == [("c", True, None)]
