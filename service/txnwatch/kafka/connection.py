@@ -85,6 +85,7 @@ class ClusterConnection:
         """
         taken_at_ms = int(time.time() * 1000)
         started = time.monotonic()
+        self._last_round_trips = 0
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:

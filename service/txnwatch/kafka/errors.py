@@ -49,14 +49,14 @@ def from_code(api: str, target: str, code: int, message: str | None = None) -> R
                         message=message or kind.description or "", error_class=error_class(code))
 
 
-def from_exception(api: str, target: str, exc: BaseException) -> RequestError:
+def from_exception(api: str, target: str, exc: BaseException, context: str = "") -> RequestError:
     """A request that got no usable answer: connection refused, timeout, auth failure...
 
     Broker error exceptions keep their wire code; transport failures have none.
     """
     code = getattr(exc, "errno", None) if isinstance(exc, Errors.BrokerResponseError) else None
     name = getattr(exc, "message", None) if code is not None else None
-    detail = str(exc)
+    detail = f"{context}: {exc}" if context else str(exc)
     return RequestError(api=api, target=target, code=code, name=name or type(exc).__name__,
                         message=detail, error_class=error_class(code))
 

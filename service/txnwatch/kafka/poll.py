@@ -41,6 +41,7 @@ from txnwatch.model import (
 )
 
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 _METADATA_ATTEMPTS = 2
 # Share groups keep no committed offsets; OffsetFetch would only answer with an error.
 _GROUP_TYPES_WITHOUT_OFFSETS = frozenset({"share"})
@@ -96,9 +97,13 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                                          batched=wire.supports(OffsetFetchRequest, 8))]
     third = await wire.exchange(third_calls) if third_calls else []
 
+    # A coordinator partition without a live leader belongs to no broker's listing.
+    orphaned = {tp: leader for tp, leader in layout.leaders.items()
+                if tp.topic == TRANSACTION_STATE_TOPIC and leader not in brokers}
+
     transactions: dict[str, TransactionDescription] = {}
     committed: dict[str, dict[TopicPartition, int]] = {}
-    unreachable = set(second.listing_failed)
+    unreachable = set(second.listing_failed) | {n for n in orphaned.values() if n is not None}
     problems = [*layout_errors, *second.errors]
     for reply in third:
         call = reply.call
@@ -137,7 +142,7 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         groups={g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type, committed.get(g.group_id, {}))
                 for g in groups},
         errors=tuple(problems),
-        listing_complete=not second.listing_failed,
+        listing_complete=not second.listing_failed and not orphaned,
         unreachable_coordinators=frozenset(unreachable),
         max_transaction_timeout_ms=second.max_timeout_ms or known_max_timeout_ms
         or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
@@ -166,7 +171,8 @@ def _fold_round2(replies: Iterable[Reply]) -> _Round2:
     for reply in replies:
         call, node = reply.call, reply.call.node_id
         if not reply.ok:
-            folded.errors.append(errors.from_exception(call.api, errors.broker_target(node), reply.failure))
+            folded.errors.append(errors.from_exception(call.api, errors.broker_target(node), reply.failure,
+                                                       call.variant))
             if call.api == "ListTransactions":
                 folded.listing_failed.add(node)
             continue
