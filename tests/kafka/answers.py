@@ -96,11 +96,12 @@ def list_offsets(offsets: Mapping[TopicPartition, int], errors: Mapping[TopicPar
     return wire(R(topics=[R.ListOffsetsTopicResponse(name=t, partitions=p) for t, p in topics.items()]), 7)
 
 
-def list_groups(rows: Iterable[tuple[str, str, str]], error_code: int = 0) -> Any:
-    """rows: (group_id, state, protocol_type)."""
+def list_groups(rows: Iterable[tuple[str, ...]], error_code: int = 0) -> Any:
+    """rows: (group_id, state, protocol_type[, group_type])."""
     R = ListGroupsResponse
     return wire(R(error_code=error_code, groups=[
-        R.ListedGroup(group_id=g, protocol_type=p, group_state=s, group_type="classic") for g, s, p in rows]), 5)
+        R.ListedGroup(group_id=g, group_state=s, protocol_type=p, group_type=rest[0] if rest else "classic")
+        for g, s, p, *rest in rows]), 5)
 
 
 def offset_fetch(groups: Mapping[str, Mapping[TopicPartition, int] | int]) -> Any:
