@@ -1,0 +1,91 @@
+"""Resolve Kafka's jars from Maven Central into a per-version cache outside the repo.
+
+The pinned pom (lab/kafka/pom.xml) is the single source of truth for which
+artifacts a lab runs.  Jars are resolved once per machine and version and
+reused; a lock file keeps two processes (say, two pytest sessions) from both
+running Maven into the same directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from txnwatch.lab.errors import LabError, ToolMissingError
+
+DEFAULT_KAFKA_VERSION = "4.1.1"
+_POM = Path(__file__).with_name("kafka") / "pom.xml"
+_COMPLETE_MARKER = ".complete"
+
+
+def cache_root() -> Path:
+    """TXNWATCH_LAB_CACHE wins, then $XDG_CACHE_HOME/txnwatch/kafka, then ~/.cache/txnwatch/kafka."""
+    explicit = os.environ.get("TXNWATCH_LAB_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "txnwatch" / "kafka"
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ToolMissingError(name)
+    return path
+
+
+def kafka_major(version: str) -> int:
+    return int(version.split(".", 1)[0])
+
+
+def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = False) -> Path:
+    """Return the directory holding every runtime jar for Kafka `version`, downloading it if needed.
+
+    A `.complete` marker is written only after Maven succeeded, so an interrupted
+    download is redone rather than half-used.
+    """
+    target = cache_root() / version
+    if (target / _COMPLETE_MARKER).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.parent / f".{version}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / _COMPLETE_MARKER).exists():  # another process finished while we waited
+            return target
+        _download(version, target, quiet=quiet)
+    return target
+
+
+def _download(version: str, target: Path, *, quiet: bool) -> None:
+    mvn = require_tool("mvn")
+    require_tool("java")
+    if not quiet:
+        print(f"[lab] resolving Apache Kafka {version} jars from Maven Central into {target} (once per machine)...",
+              file=sys.stderr, flush=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
+    cmd = [mvn, "-q", "-B", "-f", str(_POM), "dependency:copy-dependencies",
+           f"-DoutputDirectory={staging}", "-DincludeScope=runtime", f"-Dkafka.version={version}"]
+    if kafka_major(version) < 4:
+        cmd.append("-Dkafka3")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise LabError(f"Maven could not resolve Kafka {version} (exit {proc.returncode}):\n"
+                       f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    (staging / _COMPLETE_MARKER).write_text(version + "\n")
+    if target.exists():
+        shutil.rmtree(target)
+    staging.rename(target)
+    if not quiet:
+        print(f"[lab] Kafka {version}: {len(list(target.glob('*.jar')))} jars cached", file=sys.stderr, flush=True)
+
+
+def classpath(jar_dir: Path) -> str:
+    """A JVM wildcard classpath: the JVM expands `dir/*` itself, keeping command lines short."""
+    return str(jar_dir / "*")
