@@ -79,10 +79,10 @@ def upgrade() -> None:
     sa.Column('last_seen_at', sa.DateTime(timezone=True), nullable=False),
     sa.Column('resolved_at', sa.DateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['cluster_id'], ['clusters.id'], name=op.f('fk_hanging_txns_cluster_id_clusters'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_hanging_txns'))
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_hanging_txns')),
+    sa.UniqueConstraint('cluster_id', 'incident_key', 'first_seen_at', name='uq_hanging_txns_episode')
     )
     with op.batch_alter_table('hanging_txns', schema=None) as batch_op:
-        batch_op.create_index('ix_hanging_txns_incident', ['incident_key', 'first_seen_at'], unique=False)
         batch_op.create_index('ix_hanging_txns_open', ['cluster_id', 'resolved_at'], unique=False)
 
     op.create_table('lag_samples',
@@ -117,11 +117,11 @@ def upgrade() -> None:
     sa.Column('blocking_producer_epoch', sa.Integer(), nullable=True),
     sa.Column('blocking_transactional_id', sa.String(length=512), nullable=True),
     sa.ForeignKeyConstraint(['cluster_id'], ['clusters.id'], name=op.f('fk_lso_stalls_cluster_id_clusters'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_lso_stalls'))
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_lso_stalls')),
+    sa.UniqueConstraint('cluster_id', 'topic', 'partition', 'started_at', name='uq_lso_stalls_episode')
     )
     with op.batch_alter_table('lso_stalls', schema=None) as batch_op:
         batch_op.create_index('ix_lso_stalls_open', ['cluster_id', 'ended_at'], unique=False)
-        batch_op.create_index('ix_lso_stalls_partition', ['cluster_id', 'topic', 'partition', 'started_at'], unique=False)
 
     op.create_table('partition_offsets',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -266,7 +266,6 @@ def downgrade() -> None:
 
     op.drop_table('partition_offsets')
     with op.batch_alter_table('lso_stalls', schema=None) as batch_op:
-        batch_op.drop_index('ix_lso_stalls_partition')
         batch_op.drop_index('ix_lso_stalls_open')
 
     op.drop_table('lso_stalls')
@@ -277,7 +276,6 @@ def downgrade() -> None:
     op.drop_table('lag_samples')
     with op.batch_alter_table('hanging_txns', schema=None) as batch_op:
         batch_op.drop_index('ix_hanging_txns_open')
-        batch_op.drop_index('ix_hanging_txns_incident')
 
     op.drop_table('hanging_txns')
     with op.batch_alter_table('alerts', schema=None) as batch_op:

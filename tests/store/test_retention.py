@@ -32,7 +32,7 @@ def test_purge_keeps_recent_and_open_rows(engine: Engine) -> None:
                                       high_watermark=1, last_stable_offset=1, log_start_offset=0))
         episode = dict(cluster_id=cluster.id, topic="t", partition=0, stalled_lso=5, max_gap=3, last_seen_at=old)
         s.add(m.LsoStallEpisode(started_at=old, ended_at=old, **episode))
-        s.add(m.LsoStallEpisode(started_at=old, ended_at=None, **episode))
+        s.add(m.LsoStallEpisode(started_at=old - timedelta(days=1), ended_at=None, **episode))
         firing = m.Alert(cluster_id=cluster.id, rule="r", incident_key="k", state="resolved", severity="critical",
                          summary="s", labels={}, details={}, started_at=old, resolved_at=old, last_seen_at=old)
         s.add(firing)

@@ -168,8 +168,8 @@ class PartitionOffsetSample(Base):
 class LsoStallEpisode(Base):
     __tablename__ = "lso_stalls"
     __table_args__ = (
+        UniqueConstraint("cluster_id", "topic", "partition", "started_at", name="uq_lso_stalls_episode"),
         Index("ix_lso_stalls_open", "cluster_id", "ended_at"),
-        Index("ix_lso_stalls_partition", "cluster_id", "topic", "partition", "started_at"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -189,8 +189,8 @@ class LsoStallEpisode(Base):
 class HangingEpisode(Base):
     __tablename__ = "hanging_txns"
     __table_args__ = (
+        UniqueConstraint("cluster_id", "incident_key", "first_seen_at", name="uq_hanging_txns_episode"),
         Index("ix_hanging_txns_open", "cluster_id", "resolved_at"),
-        Index("ix_hanging_txns_incident", "incident_key", "first_seen_at"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -1,0 +1,210 @@
+"""Writes each poll's snapshot and findings to the database, surviving database outages.
+
+A poll becomes one :class:`PollRecord` of plain rows (built without touching the DB),
+queued in a bounded buffer and written in one transaction.  When the database is
+down, records wait in memory up to ``max_buffered`` polls and are written in order
+when it returns; what falls off the end is counted (metric) and logged, never
+silently lost.  Every write is an idempotent upsert on natural keys, so replaying a
+record after a half-failed flush never duplicates an episode.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Table, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.model import ClusterSnapshot
+from txnwatch.state import LatestState
+from txnwatch.store import models as m
+
+log = logging.getLogger(__name__)
+
+
+def ts(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Upsert:
+    """Insert-or-update of one row identified by ``keys``; ``insert_only`` columns keep their first value."""
+
+    table: Table
+    keys: tuple[str, ...]
+    row: dict[str, Any]
+    insert_only: tuple[str, ...] = ()
+
+
+@dataclass
+class PollRecord:
+    """Everything one poll adds to the history; ``cluster_id`` is filled in at write time."""
+
+    cluster: str
+    bootstrap_servers: str
+    at: datetime
+    ok: bool
+    duration_ms: int
+    error: str | None
+    error_count: int = 0
+    inserts: list[tuple[Table, list[dict[str, Any]]]] = field(default_factory=list)
+    upserts: list[Upsert] = field(default_factory=list)
+    txn_ids_seen: frozenset[str] | None = None
+
+
+FindingsRows = Callable[[ClusterSnapshot | None, Any, datetime], tuple[list[tuple[Table, list[dict[str, Any]]]], list[Upsert]]]
+
+
+def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[Table, list[dict[str, Any]]]], list[Upsert]]:
+    """Rows every poll writes regardless of what detection found."""
+    samples = [
+        dict(topic=p.tp.topic, partition=p.tp.partition, sampled_at=at, leader=p.leader,
+             high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
+             log_start_offset=p.log_start_offset,
+             open_transactions=sum(1 for pr in (p.producers or ()) if pr.has_open_txn))
+        for p in sorted(snapshot.partitions.values(), key=lambda p: p.tp)
+    ]
+    states = [
+        Upsert(m.TransactionState.__table__, ("cluster_id", "transactional_id"), dict(
+            transactional_id=t.transactional_id, coordinator_id=t.coordinator_id, state=t.state.value,
+            producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
+            txn_started_at=ts(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions),
+            first_seen_at=at, last_seen_at=at, gone_at=None,
+        ), insert_only=("first_seen_at",))
+        for t in snapshot.transactions.values()
+    ]
+    return [(m.PartitionOffsetSample.__table__, samples)], states
+
+
+class Recorder:
+    """The store's collector sink.  Thread-safe: cluster jobs call it concurrently."""
+
+    def __init__(self, sessions: sessionmaker[Session], state: LatestState, findings_rows: FindingsRows | None = None,
+                 max_buffered: int = 1000) -> None:
+        self._sessions = sessions
+        self._state = state
+        self._findings_rows = findings_rows
+        self._buffer: deque[PollRecord] = deque()
+        self._max_buffered = max_buffered
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._cluster_ids: dict[str, int] = {}
+        self._bootstrap: dict[str, str] = {}
+
+    def register_cluster(self, name: str, bootstrap_servers: str) -> None:
+        self._bootstrap[name] = bootstrap_servers
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None:
+        self.enqueue(self.build(cluster, snapshot, findings, error, now_ms))
+        self.flush()
+
+    def build(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None,
+              now_ms: int) -> PollRecord:
+        at = ts(snapshot.taken_at_ms if snapshot else now_ms)
+        assert at is not None
+        record = PollRecord(cluster=cluster, bootstrap_servers=self._bootstrap.get(cluster, ""), at=at,
+                            ok=snapshot is not None, duration_ms=snapshot.duration_ms if snapshot else 0,
+                            error=error, error_count=len(snapshot.errors) if snapshot else 0)
+        if snapshot is not None:
+            inserts, upserts = snapshot_rows(snapshot, at)
+            record.inserts.extend(inserts)
+            record.upserts.extend(upserts)
+            if snapshot.listing_complete and not snapshot.unreachable_coordinators:
+                record.txn_ids_seen = frozenset(snapshot.transactions)
+        if self._findings_rows is not None:
+            inserts, upserts = self._findings_rows(snapshot, findings, at)
+            record.inserts.extend(inserts)
+            record.upserts.extend(upserts)
+        return record
+
+    def enqueue(self, record: PollRecord) -> None:
+        with self._lock:
+            self._buffer.append(record)
+            while len(self._buffer) > self._max_buffered:
+                dropped = self._buffer.popleft()
+                self._state.dropped_observations += 1
+                log.error("database unavailable for too long: dropped the buffered poll of %s at %s "
+                          "(buffer bound %d polls)", dropped.cluster, dropped.at.isoformat(), self._max_buffered)
+
+    def flush(self) -> bool:
+        """Write buffered records oldest first; stops at the first failure and keeps the rest."""
+        with self._flush_lock:
+            while self._buffer:
+                record = self._buffer[0]
+                try:
+                    with self._sessions.begin() as session:
+                        self._write(session, record)
+                except Exception as exc:
+                    reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    if self._state.db_error is None:
+                        log.error("database write failed (%s); buffering polls in memory (%d buffered)",
+                                  reason, len(self._buffer))
+                    self._state.db_ok, self._state.db_error = False, reason
+                    self._cluster_ids.clear()
+                    return False
+                with self._lock:
+                    if self._buffer and self._buffer[0] is record:
+                        self._buffer.popleft()
+            if self._state.db_error is not None:
+                log.info("database writes recovered")
+            self._state.db_ok, self._state.db_error = True, None
+            return True
+
+    def _cluster_id(self, session: Session, record: PollRecord) -> int:
+        cached = self._cluster_ids.get(record.cluster)
+        if cached is not None:
+            return cached
+        found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == record.cluster))
+        if found is None:
+            cluster = m.Cluster(name=record.cluster, bootstrap_servers=record.bootstrap_servers, up=False,
+                                created_at=record.at)
+            session.add(cluster)
+            session.flush()
+            found = cluster.id
+        self._cluster_ids[record.cluster] = found
+        return found
+
+    def _write(self, session: Session, record: PollRecord) -> None:
+        cluster_id = self._cluster_id(session, record)
+        values: dict[str, Any] = dict(up=record.ok, last_poll_at=record.at, last_error=record.error)
+        if record.ok:
+            values["last_success_at"] = record.at
+        if record.bootstrap_servers:
+            values["bootstrap_servers"] = record.bootstrap_servers
+        session.execute(update(m.Cluster).where(m.Cluster.id == cluster_id).values(**values))
+        session.execute(m.Poll.__table__.insert().values(
+            cluster_id=cluster_id, started_at=record.at, duration_ms=record.duration_ms, ok=record.ok,
+            error_count=record.error_count, error=record.error))
+        for table, rows in record.inserts:
+            if rows:
+                session.execute(table.insert(), [dict(row, cluster_id=cluster_id) for row in rows])
+        for upsert in record.upserts:
+            _upsert(session, upsert, cluster_id)
+        if record.txn_ids_seen is not None:
+            table = m.TransactionState.__table__
+            session.execute(
+                update(table)
+                .where(table.c.cluster_id == cluster_id, table.c.gone_at.is_(None),
+                       table.c.transactional_id.not_in(record.txn_ids_seen) if record.txn_ids_seen else True)
+                .values(gone_at=record.at)
+            )
+
+
+def _upsert(session: Session, upsert: Upsert, cluster_id: int) -> None:
+    row = dict(upsert.row, cluster_id=cluster_id)
+    dialect = session.get_bind().dialect.name
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(upsert.table).values(**row)
+    changes = {k: insert.excluded[k] for k in row if k not in upsert.keys and k not in upsert.insert_only}
+    session.execute(insert.on_conflict_do_update(index_elements=list(upsert.keys), set_=changes)
+                    if changes else insert.on_conflict_do_nothing(index_elements=list(upsert.keys)))

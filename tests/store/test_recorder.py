@@ -1,0 +1,80 @@
+"""The recorder writes polls idempotently and rides out database outages within its bound."""
+
+from __future__ import annotations
+
+import shutil
+
+from sqlalchemy import Engine, func, select
+
+from tests.fixtures.postgres_server import start_postgres
+from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
+                            TransactionDescription, TxnState)
+from txnwatch.state import LatestState
+from txnwatch.store import models as m
+from txnwatch.store.db import make_engine, make_sessionmaker
+from txnwatch.store.migrate import upgrade
+from txnwatch.store.recorder import Recorder
+
+TP = TopicPartition("orders", 0)
+
+
+def snapshot(at_ms: int, txn_ids: tuple[str, ...] = ("app-1",), hwm: int = 10) -> ClusterSnapshot:
+    open_producer = ProducerState(producer_id=7, producer_epoch=1, last_sequence=3, last_timestamp_ms=at_ms,
+                                  coordinator_epoch=0, current_txn_start_offset=5)
+    return ClusterSnapshot(
+        cluster="c", taken_at_ms=at_ms, duration_ms=12,
+        transactions={t: TransactionDescription(t, 1, TxnState.ONGOING, 7, 1, 60_000, at_ms - 1000, frozenset({TP}))
+                      for t in txn_ids},
+        partitions={TP: PartitionSnapshot(TP, leader=1, high_watermark=hwm, last_stable_offset=5, log_start_offset=0,
+                                          producers=(open_producer,))},
+    )
+
+
+def scalar(engine: Engine, stmt) -> object:  # type: ignore[no-untyped-def]
+    with make_sessionmaker(engine)() as s:
+        return s.scalar(stmt)
+
+
+def test_polls_become_history_and_current_state(engine: Engine) -> None:
+    state = LatestState(["c"])
+    rec = Recorder(make_sessionmaker(engine), state)
+    rec.register_cluster("c", "h:9092")
+    rec.on_poll("c", snapshot(1_700_000_000_000, ("app-1", "app-2")), None, None, 0)
+    rec.on_poll("c", snapshot(1_700_000_015_000, ("app-1",), hwm=12), None, None, 0)
+    rec.on_poll("c", None, None, "ConnectionError: down", 1_700_000_030_000)
+    assert scalar(engine, select(func.count()).select_from(m.Poll)) == 3
+    assert scalar(engine, select(func.count()).select_from(m.PartitionOffsetSample)) == 2
+    assert scalar(engine, select(m.PartitionOffsetSample.open_transactions).limit(1)) == 1
+    assert scalar(engine, select(func.count()).select_from(m.TransactionState)) == 2
+    assert scalar(engine, select(m.TransactionState.gone_at).where(m.TransactionState.transactional_id == "app-2")) is not None
+    first = scalar(engine, select(m.TransactionState.first_seen_at).where(m.TransactionState.transactional_id == "app-1"))
+    last = scalar(engine, select(m.TransactionState.last_seen_at).where(m.TransactionState.transactional_id == "app-1"))
+    assert first < last  # type: ignore[operator]
+    cluster = make_sessionmaker(engine)().scalars(select(m.Cluster)).one()
+    assert not cluster.up and cluster.last_error == "ConnectionError: down" and cluster.last_success_at is not None
+
+
+def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None:
+    server = start_postgres()
+    try:
+        url = server.create_database("outage")
+        upgrade(url)
+        engine = make_engine(url, pool_size=1, max_overflow=0)
+        state = LatestState(["c"])
+        rec = Recorder(make_sessionmaker(engine), state, max_buffered=3)
+        rec.on_poll("c", snapshot(1_700_000_000_000), None, None, 0)
+        server.stop(mode="fast")
+        for i in range(1, 6):
+            rec.on_poll("c", snapshot(1_700_000_000_000 + i * 1000, hwm=10 + i), None, None, 0)
+        assert not state.db_ok and state.db_error
+        assert rec.buffered == 3 and state.dropped_observations == 2
+        server.start_existing()
+        assert rec.flush(), state.db_error
+        assert state.db_ok and state.db_error is None and rec.buffered == 0
+        hwms = [row for row in make_sessionmaker(engine)().scalars(
+            select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at))]
+        assert hwms == [10, 13, 14, 15]
+        engine.dispose()
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
