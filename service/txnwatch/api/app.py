@@ -16,6 +16,8 @@ from txnwatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+MAX_BODY_BYTES = 64 * 1024  # the API takes small JSON bodies only
+
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -46,6 +48,9 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            return JSONResponse({"detail": f"request body larger than {MAX_BODY_BYTES} bytes"}, status_code=413)
         response = await call_next(request)
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
