@@ -6,7 +6,8 @@ the wire (decoded objects carry versions, defaults and types of the real codec).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse, ListGroupsResponse
 from kafka.protocol.admin.transactions import (

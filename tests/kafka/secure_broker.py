@@ -10,10 +10,10 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from txnwatch.lab.jars import classpath, resolve_kafka_jars
 

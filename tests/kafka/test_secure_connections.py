@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -55,9 +56,10 @@ def test_sasl_wrong_password_is_unreachable(broker: SecureBroker) -> None:
 
 
 def _ssl(broker: SecureBroker, **overrides: Any) -> ClusterConnectionSettings:
-    values: dict[str, Any] = dict(name="tls", bootstrap_servers=(broker.ssl_bootstrap,), security_protocol="SSL",
-                                  ssl_cafile=str(broker.ca), ssl_certfile=str(broker.client_cert),
-                                  ssl_keyfile=str(broker.client_key), request_timeout_ms=3000)
+    values: dict[str, Any] = {
+        "name": "tls", "bootstrap_servers": (broker.ssl_bootstrap,), "security_protocol": "SSL",
+        "ssl_cafile": str(broker.ca), "ssl_certfile": str(broker.client_cert), "ssl_keyfile": str(broker.client_key),
+        "request_timeout_ms": 3000}
     values.update(overrides)
     return ClusterConnectionSettings(**values)
 
@@ -69,6 +71,6 @@ def test_mutual_tls_with_custom_ca(broker: SecureBroker) -> None:
 
 def test_tls_without_client_certificate_is_refused(broker: SecureBroker) -> None:
     poll_until_up(_ssl(broker))
-    with ClusterConnection(_ssl(broker, ssl_certfile=None, ssl_keyfile=None)) as connection:
-        with pytest.raises(ClusterUnreachable):
-            connection.poll()
+    without_certificate = _ssl(broker, ssl_certfile=None, ssl_keyfile=None)
+    with ClusterConnection(without_certificate) as connection, pytest.raises(ClusterUnreachable):
+        connection.poll()

@@ -46,8 +46,9 @@ async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, produc
         return replace(asked, error=error)
 
     (reply,) = await wire.exchange([batches.describe_producers({tp: leader})[0]])
-    if not reply.ok:
-        return replace(asked, leader_id=leader, error=errors.from_exception("DescribeProducers", str(tp), reply.failure))
+    if reply.failure is not None:
+        failed = errors.from_exception("DescribeProducers", str(tp), reply.failure)
+        return replace(asked, leader_id=leader, error=failed)
     described = parse.parse_describe_producers(reply.response, leader)
     if tp not in described.value:
         return replace(asked, leader_id=leader, error=described.errors[0] if described.errors else
@@ -68,7 +69,7 @@ async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, produc
         return checked
 
     (reply,) = await wire.exchange([batches.abort_marker(leader, tp, producer_id, producer_epoch, epoch)])
-    if not reply.ok:
+    if reply.failure is not None:
         return replace(checked, error=errors.from_exception("WriteTxnMarkers", str(tp), reply.failure))
     written = parse.parse_write_txn_markers(reply.response, tp, producer_id)
     return replace(checked, aborted=written.value, error=written.errors[0] if written.errors else None)

@@ -11,8 +11,9 @@ API version onto the instance when it is sent.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
 from kafka.protocol.admin.transactions import (

@@ -20,7 +20,7 @@ from kafka.net.selector import NetworkSelector
 
 from txnwatch.kafka.abort import AbortOutcome, abort_transaction
 from txnwatch.kafka.errors import ClusterUnreachable
-from txnwatch.kafka.poll import collect
+from txnwatch.kafka.poll import Collected, collect
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
 from txnwatch.model import ClusterSnapshot, TopicPartition
@@ -89,7 +89,7 @@ class ClusterConnection:
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
-            collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
+            collected: Collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
                                                    known_max_timeout_ms=self._max_transaction_timeout_ms))
         except ClusterUnreachable:
             self._discard(client)
@@ -110,8 +110,9 @@ class ClusterConnection:
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
-            return client.run(lambda: abort_transaction(wire, self._settings.name, tp, producer_id,
-                                                        producer_epoch, coordinator_epoch, dry_run))
+            outcome: AbortOutcome = client.run(lambda: abort_transaction(
+                wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run))
+            return outcome
         except ClusterUnreachable:
             self._discard(client)
             raise
@@ -123,7 +124,7 @@ class ClusterConnection:
         if client is not None:
             client.close()
 
-    def __enter__(self) -> "ClusterConnection":
+    def __enter__(self) -> ClusterConnection:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -11,8 +11,9 @@ become ``None``, unknown state names become ``TxnState.UNKNOWN``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Generic, TypeVar
 
 from txnwatch.kafka import errors
 from txnwatch.model import (

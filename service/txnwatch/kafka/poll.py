@@ -19,8 +19,9 @@ partition" by racing a young transaction.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TypeVar
 
 from kafka.protocol.consumer import OffsetFetchRequest
 
@@ -39,6 +40,8 @@ from txnwatch.model import (
     TopicPartition,
     TransactionDescription,
 )
+
+R = TypeVar("R")
 
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -68,6 +71,14 @@ class _Round2:
     errors: list[RequestError] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Round3:
+    transactions: dict[str, TransactionDescription] = field(default_factory=dict)
+    describe_failed: set[int] = field(default_factory=set)
+    committed: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    errors: list[RequestError] = field(default_factory=list)
+
+
 async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
                   known_max_timeout_ms: int | None) -> Collected:
     """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
@@ -80,56 +91,24 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
     calls = [*batches.list_transactions(brokers), *batches.list_groups(brokers),
              *batches.describe_producers(led), *batches.list_offsets(led)]
     if known_max_timeout_ms is None:
-        calls.append(batches.describe_broker_config(layout.controller_id if layout.controller_id in brokers
-                                                    else brokers[0], MAX_TIMEOUT_CONFIG))
+        asked = layout.controller_id if layout.controller_id in brokers else brokers[0]
+        calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
     second = _fold_round2(await wire.exchange(calls))
 
-    ids_by_coordinator: dict[int, list[str]] = defaultdict(list)
-    for row in _first_listing_per_id(second.listed):
-        ids_by_coordinator[row.coordinator_id].append(row.transactional_id)
-    groups = [g for g in _first_listing_per_group(second.groups)
+    groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
               if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
-    groups_by_coordinator: dict[int, list[str]] = defaultdict(list)
-    for group in groups:
-        groups_by_coordinator[group.coordinator_id].append(group.group_id)
-    third_calls = [*batches.describe_transactions(ids_by_coordinator),
-                   *batches.offset_fetch(groups_by_coordinator,
-                                         batched=wire.supports(OffsetFetchRequest, 8))]
-    third = await wire.exchange(third_calls) if third_calls else []
+    calls = [*batches.describe_transactions(_by_coordinator(
+                 (t.coordinator_id, t.transactional_id)
+                 for t in _first_per_key(second.listed, lambda t: t.transactional_id))),
+             *batches.offset_fetch(_by_coordinator((g.coordinator_id, g.group_id) for g in groups),
+                                   batched=wire.supports(OffsetFetchRequest, 8))]
+    third = _fold_round3(await wire.exchange(calls) if calls else [])
 
-    # A coordinator partition without a live leader belongs to no broker's listing.
+    # A coordinator partition without a live leader is in no broker's listing.
     orphaned = {tp: leader for tp, leader in layout.leaders.items()
                 if tp.topic == TRANSACTION_STATE_TOPIC and leader not in brokers}
-
-    transactions: dict[str, TransactionDescription] = {}
-    committed: dict[str, dict[TopicPartition, int]] = {}
-    unreachable = set(second.listing_failed) | {n for n in orphaned.values() if n is not None}
-    problems = [*layout_errors, *second.errors]
-    for reply in third:
-        call = reply.call
-        if not reply.ok:
-            problems.append(errors.from_exception(call.api, call.variant or errors.broker_target(call.node_id),
-                                                  reply.failure))
-            if call.api == "DescribeTransactions":
-                unreachable.add(call.node_id)
-            continue
-        if call.api == "DescribeTransactions":
-            described = parse.parse_describe_transactions(reply.response, call.node_id)
-            transactions.update(described.value)
-            problems.extend(described.errors)
-        else:
-            fetched = parse.parse_offset_fetch(reply.response, call.variant or None)
-            committed.update(fetched.value)
-            problems.extend(fetched.errors)
-
-    partitions = {
-        tp: PartitionSnapshot(
-            tp=tp, leader=leader,
-            high_watermark=second.offsets[HIGH_WATERMARK.name].get(tp),
-            last_stable_offset=second.offsets[LAST_STABLE.name].get(tp),
-            log_start_offset=second.offsets[LOG_START.name].get(tp),
-            producers=second.producers.get(tp))
-        for tp, leader in sorted(watched.items())}
+    unreachable = second.listing_failed | third.describe_failed | {n for n in orphaned.values() if n is not None}
+    max_timeout_ms = second.max_timeout_ms or known_max_timeout_ms
     snapshot = ClusterSnapshot(
         cluster=settings.name,
         taken_at_ms=taken_at_ms,
@@ -137,24 +116,29 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         brokers=layout.brokers,
         controller_id=layout.controller_id,
         listed=tuple(second.listed),
-        transactions=transactions,
-        partitions=partitions,
-        groups={g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type, committed.get(g.group_id, {}))
+        transactions=third.transactions,
+        partitions={tp: PartitionSnapshot(
+                        tp=tp, leader=leader,
+                        high_watermark=second.offsets[HIGH_WATERMARK.name].get(tp),
+                        last_stable_offset=second.offsets[LAST_STABLE.name].get(tp),
+                        log_start_offset=second.offsets[LOG_START.name].get(tp),
+                        producers=second.producers.get(tp))
+                    for tp, leader in sorted(watched.items())},
+        groups={g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type, third.committed.get(g.group_id, {}))
                 for g in groups},
-        errors=tuple(problems),
+        errors=(*layout_errors, *second.errors, *third.errors),
         listing_complete=not second.listing_failed and not orphaned,
         unreachable_coordinators=frozenset(unreachable),
-        max_transaction_timeout_ms=second.max_timeout_ms or known_max_timeout_ms
-        or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
     )
-    return Collected(snapshot, second.max_timeout_ms or known_max_timeout_ms)
+    return Collected(snapshot, max_timeout_ms)
 
 
 async def _layout(wire: Wire, cluster: str) -> tuple[parse.ClusterLayout, tuple[RequestError, ...]]:
     reasons: list[str] = []
     for node in wire.candidate_nodes()[:_METADATA_ATTEMPTS]:
         (reply,) = await wire.exchange([batches.metadata(node)])
-        if not reply.ok:
+        if reply.failure is not None:
             reasons.append(f"broker {node}: {reply.failure}")
             continue
         parsed = parse.parse_metadata(reply.response)
@@ -170,7 +154,7 @@ def _fold_round2(replies: Iterable[Reply]) -> _Round2:
     folded = _Round2()
     for reply in replies:
         call, node = reply.call, reply.call.node_id
-        if not reply.ok:
+        if reply.failure is not None:
             folded.errors.append(errors.from_exception(call.api, errors.broker_target(node), reply.failure,
                                                        call.variant))
             if call.api == "ListTransactions":
@@ -201,16 +185,36 @@ def _fold_round2(replies: Iterable[Reply]) -> _Round2:
     return folded
 
 
-def _first_listing_per_id(rows: Iterable[ListedTransaction]) -> list[ListedTransaction]:
-    """One row per transactional id: two brokers list one id only while its coordinator moves."""
-    seen: dict[str, ListedTransaction] = {}
+def _fold_round3(replies: Iterable[Reply]) -> _Round3:
+    folded = _Round3()
+    for reply in replies:
+        call = reply.call
+        if reply.failure is not None:
+            target = call.variant or errors.broker_target(call.node_id)
+            folded.errors.append(errors.from_exception(call.api, target, reply.failure))
+            if call.api == "DescribeTransactions":
+                folded.describe_failed.add(call.node_id)
+        elif call.api == "DescribeTransactions":
+            described = parse.parse_describe_transactions(reply.response, call.node_id)
+            folded.transactions.update(described.value)
+            folded.errors.extend(described.errors)
+        elif call.api == "OffsetFetch":
+            fetched = parse.parse_offset_fetch(reply.response, call.variant or None)
+            folded.committed.update(fetched.value)
+            folded.errors.extend(fetched.errors)
+    return folded
+
+
+def _first_per_key(rows: Iterable[R], key: Callable[[R], str]) -> list[R]:
+    """One row per id: two brokers list the same id only while its coordinator moves."""
+    seen: dict[str, R] = {}
     for row in rows:
-        seen.setdefault(row.transactional_id, row)
+        seen.setdefault(key(row), row)
     return list(seen.values())
 
 
-def _first_listing_per_group(groups: Iterable[parse.ListedGroup]) -> list[parse.ListedGroup]:
-    seen: dict[str, parse.ListedGroup] = {}
-    for group in groups:
-        seen.setdefault(group.group_id, group)
-    return list(seen.values())
+def _by_coordinator(pairs: Iterable[tuple[int, str]]) -> dict[int, list[str]]:
+    grouped: dict[int, list[str]] = defaultdict(list)
+    for node, key in pairs:
+        grouped[node].append(key)
+    return grouped

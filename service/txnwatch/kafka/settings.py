@@ -99,7 +99,7 @@ class ClusterConnectionSettings:
         return config
 
     @classmethod
-    def from_config(cls, config: "ClusterConfig") -> "ClusterConnectionSettings":
+    def from_config(cls, config: ClusterConfig) -> ClusterConnectionSettings:
         password = config.sasl_password.get_secret_value() if config.sasl_password else None
         return cls(
             name=config.name,

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from kafka.future import Future
 
@@ -113,6 +114,6 @@ class ManagerWire:
         if versions is None:
             return False
         try:
-            return versions.api_version(request_class) >= version
+            return bool(versions.api_version(request_class) >= version)
         except Exception:
             return False
