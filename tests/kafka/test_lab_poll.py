@@ -172,8 +172,9 @@ def test_hanging_transaction_is_visible_and_abortable(lab_cluster: Any, new_topi
     assert snap.partitions[tp].last_stable_offset == snap.partitions[tp].high_watermark
 
 
-def test_stopped_broker_costs_only_what_it_covers(lab_cluster: Any, new_topic: Callable[..., str],
+def test_stopped_broker_costs_only_what_it_covers(require_managed_lab: Any, new_topic: Callable[..., str],
                                                   connection: ClusterConnection) -> None:
+    lab_cluster = require_managed_lab
     topic = new_topic(partitions=3)
     before = connection.poll()
     victim = max(b.node_id for b in before.brokers)
