@@ -1,0 +1,125 @@
+"""Admin abort: check at the partition leader first, write the marker only for a real open transaction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from kafka.errors import KafkaConnectionError
+
+from tests.kafka import answers as a
+from txnwatch.kafka import AbortOutcome, ClusterUnreachable
+from txnwatch.kafka.abort import abort_transaction
+from txnwatch.kafka.batches import Call
+from txnwatch.kafka.wire import Reply
+from txnwatch.model import TopicPartition
+
+TP = TopicPartition("orders", 0)
+
+
+class ScriptedWire:
+    """Answers each API with a scripted function; records every call."""
+
+    def __init__(self, **answers: Callable[[Call], Any]) -> None:
+        self.answers = {"Metadata": lambda c: a.metadata([1, 2], {TP: 2}), **answers}
+        self.calls: list[Call] = []
+        self.round_trips = 0
+
+    async def exchange(self, calls: Sequence[Call]) -> list[Reply]:
+        self.round_trips += 1
+        replies = []
+        for call in calls:
+            self.calls.append(call)
+            try:
+                replies.append(Reply(call, response=self.answers[call.api](call)))
+            except Exception as exc:  # noqa: BLE001 - a scripted failure is the reply
+                replies.append(Reply(call, failure=exc))
+        return replies
+
+    def candidate_nodes(self) -> list[int]:
+        return [1, 2]
+
+    def learn_metadata(self, response: Any) -> None:
+        pass
+
+    def supports(self, request_class: Any, version: int) -> bool:
+        return True
+
+
+def open_txn(coordinator_epoch: int = -1, epoch: int = 3) -> Callable[[Call], Any]:
+    return lambda call: a.describe_producers({TP: [a.producer(7, epoch=epoch, coordinator_epoch=coordinator_epoch,
+                                                             txn_start=40)]})
+
+
+def run(wire: ScriptedWire, *, epoch: int = 3, coordinator_epoch: int | None = None,
+        dry_run: bool = True) -> AbortOutcome:
+    return asyncio.run(abort_transaction(wire, "lab", TP, 7, epoch, coordinator_epoch, dry_run))
+
+
+def test_dry_run_checks_and_writes_nothing() -> None:
+    wire = ScriptedWire(DescribeProducers=open_txn())
+    outcome = run(wire)
+    assert outcome.error is None and not outcome.aborted and outcome.dry_run
+    assert (outcome.leader_id, outcome.txn_start_offset) == (2, 40)
+    assert outcome.coordinator_epoch == 0, "-1 (never had a marker) becomes 0, as kafka-transactions does"
+    assert [c.api for c in wire.calls] == ["Metadata", "DescribeProducers"]
+    assert wire.calls[1].node_id == 2
+
+
+def test_abort_writes_an_abort_marker_to_the_leader() -> None:
+    wire = ScriptedWire(DescribeProducers=open_txn(coordinator_epoch=5),
+                        WriteTxnMarkers=lambda call: a.write_txn_markers(7, TP))
+    outcome = run(wire, dry_run=False)
+    assert outcome.aborted and outcome.error is None and outcome.coordinator_epoch == 5
+    marker_call = wire.calls[-1]
+    [marker] = marker_call.request.markers
+    assert marker_call.node_id == 2 and marker.transaction_result is False
+    assert (marker.producer_id, marker.producer_epoch, marker.coordinator_epoch) == (7, 3, 5)
+    assert [(t.name, t.partition_indexes) for t in marker.topics] == [("orders", [0])]
+
+
+def test_explicit_coordinator_epoch_wins() -> None:
+    wire = ScriptedWire(DescribeProducers=open_txn(coordinator_epoch=5))
+    assert run(wire, coordinator_epoch=9).coordinator_epoch == 9
+
+
+@pytest.mark.parametrize("producers", [
+    lambda call: a.describe_producers({TP: []}),
+    lambda call: a.describe_producers({TP: [a.producer(7, epoch=3, txn_start=-1)]}),
+])
+def test_nothing_open_means_nothing_written(producers: Callable[[Call], Any]) -> None:
+    wire = ScriptedWire(DescribeProducers=producers)
+    outcome = run(wire, dry_run=False)
+    assert not outcome.aborted and outcome.error is not None and outcome.error.name == "NO_SUCH_OPEN_TRANSACTION"
+    assert "WriteTxnMarkers" not in [c.api for c in wire.calls]
+
+
+def test_other_epoch_is_refused_before_writing() -> None:
+    wire = ScriptedWire(DescribeProducers=open_txn(epoch=4))
+    outcome = run(wire, epoch=3, dry_run=False)
+    assert outcome.error is not None and "epoch 4" in outcome.error.message
+    assert "WriteTxnMarkers" not in [c.api for c in wire.calls]
+
+
+def test_marker_refused_by_the_leader() -> None:
+    wire = ScriptedWire(DescribeProducers=open_txn(),
+                        WriteTxnMarkers=lambda call: a.write_txn_markers(7, TP, error_code=47))
+    outcome = run(wire, dry_run=False)
+    assert not outcome.aborted and outcome.error is not None and outcome.error.name == "INVALID_PRODUCER_EPOCH"
+
+
+def test_unknown_partition() -> None:
+    wire = ScriptedWire(Metadata=lambda call: a.metadata([1, 2], {}, topic_errors={"orders": 3}))
+    outcome = run(wire)
+    assert outcome.leader_id is None and outcome.error is not None
+    assert outcome.error.name == "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def test_cluster_unreachable() -> None:
+    def down(call: Call) -> Any:
+        raise KafkaConnectionError("refused")
+
+    with pytest.raises(ClusterUnreachable):
+        run(ScriptedWire(Metadata=down))
