@@ -2,8 +2,34 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI
+
+from txnwatch.api.routers import (
+    admin,
+    alerts,
+    clusters,
+    consumer_groups,
+    hanging,
+    lso_stalls,
+    partitions,
+    transactions,
+    verification,
+)
+from txnwatch.api.routers.security import require_reader
+from txnwatch.api.schemas import ErrorOut
+
+API_PREFIX = "/api/v1"
+
+_READ_ROUTERS = (clusters, transactions, hanging, lso_stalls, partitions, consumer_groups, verification, alerts)
 
 
 def register(app: FastAPI) -> None:
-    pass
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_reader)],
+                    responses={401: {"model": ErrorOut, "description": "`api.read_token` is set and the bearer "
+                                                                      "token is missing or wrong."},
+                               503: {"model": ErrorOut, "description": "Database unreachable; retry."}})
+    for module in _READ_ROUTERS:
+        api.include_router(module.router)
+    app.include_router(api)
+    # Has its own (admin) token, so it sits outside the read-token scope.
+    app.include_router(admin.router)

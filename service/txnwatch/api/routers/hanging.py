@@ -1,0 +1,40 @@
+"""Hanging transactions: open transactions on partitions that nothing will ever finish."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from txnwatch.api.deps import SessionDep
+from txnwatch.api.routers.convert import hanging_out
+from txnwatch.api.routers.params import CursorParam, Limit, ScopeDep, decode_cursor, next_cursor, now
+from txnwatch.api.schemas import ErrorOut, HangingPage
+from txnwatch.store import queries
+
+router = APIRouter(prefix="/hanging", tags=["hanging transactions"])
+
+
+@router.get("", response_model=HangingPage, summary="Hanging transactions (open episodes by default)",
+            description="A hanging transaction pins the LSO of its partition, so read_committed consumers of "
+                        "that partition stop making progress, and the log cannot be compacted past it. Each "
+                        "episode names the partition, the producer id/epoch and, when the coordinator knows it, "
+                        "the transactional id. Episodes with no transactional id are the classic case that "
+                        "only an abort with WriteTxnMarkers (`kafka-transactions.sh abort`) ends. Newest first.",
+            responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
+def list_hanging(
+    session: SessionDep,
+    scope: ScopeDep,
+    include_resolved: Annotated[bool, Query(description="Also episodes that have ended.")] = False,
+    limit: Limit = 100,
+    cursor: CursorParam = None,
+) -> HangingPage:
+    kind = f"hanging:{int(include_resolved)}"
+    after = decode_cursor(cursor, kind, (datetime, int))
+    rows = queries.list_hanging(session, cluster_ids=scope.id_list, include_resolved=include_resolved, after=after,
+                                limit=limit)
+    at = now()
+    return HangingPage(items=[hanging_out(e, name, at) for e, name in rows],
+                       next_cursor=next_cursor(kind, rows, limit, lambda r: (r[0].first_seen_at, r[0].id)))
+

@@ -1,0 +1,42 @@
+"""LSO stalls: partitions whose last stable offset stopped while producers kept writing."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from txnwatch.api.deps import SessionDep
+from txnwatch.api.routers.convert import lso_stall_out
+from txnwatch.api.routers.params import CursorParam, Limit, ScopeDep, UtcDatetime, decode_cursor, next_cursor, now
+from txnwatch.api.schemas import ErrorOut, LsoStallPage
+from txnwatch.store import queries
+
+router = APIRouter(prefix="/lso-stalls", tags=["LSO stalls"])
+
+DEFAULT_LOOKBACK = timedelta(hours=24)
+
+
+@router.get("", response_model=LsoStallPage, summary="Open and recent LSO stall episodes",
+            description="While the LSO of a partition stands still and its high watermark moves, read_committed "
+                        "consumers of the partition are stuck at the LSO. Each episode records the stuck offset, "
+                        "the largest HWM − LSO seen and the producer (id, epoch, transactional id) whose open "
+                        "transaction blocks it. Returns every open episode plus those that ended since `since`; "
+                        "newest first.",
+            responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
+def list_lso_stalls(
+    session: SessionDep,
+    scope: ScopeDep,
+    since: Annotated[UtcDatetime | None, Query(description="Include episodes that ended at or after this time "
+                                               "(ISO 8601; naive means UTC). Default: 24 hours ago.")] = None,
+    limit: Limit = 100,
+    cursor: CursorParam = None,
+) -> LsoStallPage:
+    at = now()
+    since = since if since is not None else at - DEFAULT_LOOKBACK
+    kind = f"lso:{since.isoformat()}"
+    after = decode_cursor(cursor, kind, (datetime, int))
+    rows = queries.list_lso_stalls(session, cluster_ids=scope.id_list, since=since, after=after, limit=limit)
+    return LsoStallPage(items=[lso_stall_out(e, name, at) for e, name in rows],
+                        next_cursor=next_cursor(kind, rows, limit, lambda r: (r[0].started_at, r[0].id)))

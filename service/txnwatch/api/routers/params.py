@@ -1,0 +1,155 @@
+"""Query parameters shared by the routers: pagination cursors, cluster scope, time bounds.
+
+Every rejection is a 422 in FastAPI's own shape (``detail[].loc`` names the
+parameter), including the checks FastAPI cannot express, so clients parse one format.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Query, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import AfterValidator
+
+from txnwatch.api.deps import RuntimeDep, SessionDep, known_cluster
+from txnwatch.store import queries
+
+MAX_LIMIT = 1000
+
+
+def invalid(param: str, message: str, value: Any, where: str = "query") -> RequestValidationError:
+    return RequestValidationError([{"type": "value_error", "loc": (where, param), "msg": message, "input": value}])
+
+
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, 1 to {MAX_LIMIT}.")]
+CursorParam = Annotated[str | None, Query(max_length=2048, description="`next_cursor` of the previous page.")]
+
+
+# --- cursors ---------------------------------------------------------------------------------------------
+
+
+def encode_cursor(kind: str, key: Sequence[Any]) -> str:
+    """Opaque to clients; ``kind`` ties it to one endpoint and sort so it cannot be replayed elsewhere."""
+    values = [v.isoformat() if isinstance(v, datetime) else v for v in key]
+    raw = json.dumps([kind, values], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(token: str | None, kind: str, types: Sequence[type]) -> tuple[Any, ...] | None:
+    """The keyset the cursor carries, typed as ``types``; 422 naming ``cursor`` if it is not one of ours."""
+    if token is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        got_kind, values = json.loads(raw)
+        if got_kind != kind or not isinstance(values, list) or len(values) != len(types):
+            raise ValueError
+        return tuple(_typed(value, type_) for value, type_ in zip(values, types))
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise invalid("cursor", "invalid cursor: pass the next_cursor of a previous page requested with the same "
+                                "sort and order", token) from None
+
+
+def _typed(value: Any, type_: type) -> Any:
+    if type_ is datetime:
+        if not isinstance(value, str):
+            raise ValueError
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is None:
+            raise ValueError
+        return parsed.astimezone(timezone.utc)
+    if type_ is int:
+        if not isinstance(value, int) or isinstance(value, bool) or not -2**63 <= value < 2**63:
+            raise ValueError
+        return value
+    if not isinstance(value, type_) or (isinstance(value, str) and "\x00" in value):
+        raise ValueError
+    return value
+
+
+def next_cursor(kind: str, rows: Sequence[Any], limit: int, key: Any) -> str | None:
+    """A cursor after the last row of a full page; a short page is the last one."""
+    return encode_cursor(kind, key(rows[-1])) if rows and len(rows) == limit else None
+
+
+# --- values ----------------------------------------------------------------------------------------------
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive times are taken as UTC (operators paste them from logs); out-of-range ones are invalid."""
+    try:
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("out of range") from None
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+Text = Annotated[str, AfterValidator(_no_nul)]
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+# --- cluster scope ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterScope:
+    """Which clusters a request covers; ``ids`` holds those already in the database."""
+
+    names: tuple[str, ...]
+    ids: dict[str, int]
+    explicit: bool
+
+    @property
+    def id_list(self) -> tuple[int, ...]:
+        return tuple(self.ids.values())
+
+
+def cluster_scope(runtime: RuntimeDep, session: SessionDep,
+                  cluster: Annotated[str | None, Query(max_length=63, description="Only this cluster "
+                                                       "(its configured name); default: all clusters.")] = None,
+                  ) -> ClusterScope:
+    configured = [c.name for c in runtime.settings.clusters]
+    if cluster is not None and cluster not in configured:
+        raise HTTPException(status.HTTP_404_NOT_FOUND,
+                            f"unknown cluster {cluster!r}; known: {', '.join(configured) or 'none'}")
+    names = (cluster,) if cluster is not None else tuple(configured)
+    return ClusterScope(names, queries.cluster_ids(session, names), explicit=cluster is not None)
+
+
+ScopeDep = Annotated[ClusterScope, Depends(cluster_scope)]
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    """A cluster named in the path; ``id`` is None until its first poll is recorded."""
+
+    name: str
+    id: int | None
+
+
+def path_cluster(cluster: Annotated[str, Depends(known_cluster)], session: SessionDep) -> ClusterRef:
+    return ClusterRef(cluster, queries.cluster_ids(session, [cluster]).get(cluster))
+
+
+PathClusterDep = Annotated[ClusterRef, Depends(path_cluster)]
+
+
+def not_found(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, message)

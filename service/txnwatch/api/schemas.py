@@ -1,0 +1,261 @@
+"""Response models of the REST API: the public contract, so every field says what it means to a Kafka operator."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Page(_Out, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` to get the next page; null on the last page. Opaque: only valid with "
+                    "the same filters and sort.")
+
+
+# --- clusters ----------------------------------------------------------------------------------------------
+
+
+class ClusterSummary(_Out):
+    name: str
+    bootstrap_servers: list[str]
+    up: bool = Field(description="The latest poll reached the cluster and got its transactions and offsets.")
+    last_poll_at: datetime | None = Field(description="When the latest poll attempt started.")
+    last_success_at: datetime | None = Field(description="When the latest successful poll started.")
+    last_error: str | None = Field(description="Why the latest poll failed; null when it succeeded.")
+    polls: int = Field(description="Polls recorded in the history (every replica).")
+    failed_polls: int = Field(description="Recorded polls that failed, e.g. no broker reachable.")
+
+
+class ClusterDetail(ClusterSummary):
+    open_transactions: int = Field(description="Transactional ids the coordinators report in an open state "
+                                               "(Ongoing, Prepare*): each pins the LSO of its partitions.")
+    hanging_open: int = Field(description="Open hanging-transaction episodes.")
+    lso_stalls_open: int = Field(description="Partitions whose LSO is stalled right now.")
+    alerts_firing: int
+
+
+# --- transactions ------------------------------------------------------------------------------------------
+
+
+class TransactionSummary(_Out):
+    cluster: str
+    transactional_id: str
+    state: str = Field(description="Coordinator state as DescribeTransactions names it (Empty, Ongoing, "
+                                   "PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...).")
+    producer_id: int
+    producer_epoch: int
+    coordinator_id: int | None = Field(description="Broker id of the transaction coordinator.")
+    timeout_ms: int = Field(description="The producer's transaction.timeout.ms.")
+    txn_started_at: datetime | None = Field(description="Start of the current (or last) transaction.")
+    age_seconds: float | None = Field(description="How long the open transaction has been running; null unless "
+                                                  "the state is open (Ongoing, Prepare*).")
+    partitions: list[str] = Field(description="Partitions in the transaction, as topic-partition.")
+    hanging: bool = Field(description="An open hanging-transaction episode names this transactional id.")
+    first_seen_at: datetime
+    last_seen_at: datetime
+    gone_at: datetime | None = Field(description="When the coordinators stopped listing this id (expired); "
+                                                 "null while listed.")
+
+
+class TransactionPage(Page[TransactionSummary]):
+    pass
+
+
+class Transition(_Out):
+    observed_at: datetime
+    from_state: str | None
+    to_state: str
+    producer_id: int
+    producer_epoch: int
+    prev_producer_id: int | None
+    prev_producer_epoch: int | None
+    timeout_ms: int
+    txn_started_at: datetime | None
+    partitions: list[str]
+    events: list[str] = Field(description="What the change means, e.g. epoch_bump, fenced, timeout_abort.")
+    duration_ms: int | None = Field(description="Duration of the transaction that this change completed.")
+
+
+class TxnPartition(_Out):
+    topic: str
+    partition: int
+    sampled_at: datetime | None = Field(description="Latest offsets sample of the partition; null if none yet.")
+    high_watermark: int | None
+    last_stable_offset: int | None
+    hwm_minus_lso: int | None = Field(description="Records read_committed consumers cannot see yet.")
+    open_transactions: int | None
+
+
+class HangingEpisodeOut(_Out):
+    id: int
+    cluster: str
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    transactional_id: str | None = Field(description="Null when no coordinator knows the producer: the classic "
+                                                     "hanging case that only an admin abort can end.")
+    coordinator_id: int | None
+    reason: str = Field(description="Why it counts as hanging, e.g. unknown_to_coordinator, "
+                                    "partition_not_listed, older_than_timeout, prepare_stuck.")
+    txn_start_offset: int | None = Field(description="First offset of the open transaction: where the LSO is pinned.")
+    last_write_at: datetime | None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    resolved_at: datetime | None
+    open_seconds: float = Field(description="How long the episode lasted, or has lasted so far.")
+
+
+class HangingPage(Page[HangingEpisodeOut]):
+    pass
+
+
+class TransactionDetail(TransactionSummary):
+    partition_offsets: list[TxnPartition] = Field(description="The transaction's partitions with their latest "
+                                                              "offsets: an LSO at the transaction's first offset "
+                                                              "blocks read_committed consumers.")
+    hanging_episodes: list[HangingEpisodeOut] = Field(description="Open hanging episodes of this transactional id.")
+    timeline: list[Transition] = Field(description="Observed state changes, newest first.")
+    timeline_truncated: bool = Field(description="More transitions exist than `timeline_limit` returned.")
+
+
+# --- LSO stalls ------------------------------------------------------------------------------------------
+
+
+class LsoStallOut(_Out):
+    id: int
+    cluster: str
+    topic: str
+    partition: int
+    started_at: datetime
+    ended_at: datetime | None = Field(description="Null while the stall lasts.")
+    last_seen_at: datetime
+    stalled_lso: int = Field(description="The offset the LSO is stuck at.")
+    max_gap: int = Field(description="Largest HWM − LSO seen during the episode.")
+    blocking_producer_id: int | None
+    blocking_producer_epoch: int | None
+    blocking_transactional_id: str | None
+    duration_seconds: float = Field(description="How long the stall lasted, or has lasted so far.")
+
+
+class LsoStallPage(Page[LsoStallOut]):
+    pass
+
+
+# --- partitions ------------------------------------------------------------------------------------------
+
+
+class PartitionOut(_Out):
+    cluster: str
+    topic: str
+    partition: int
+    sampled_at: datetime
+    leader: int | None
+    high_watermark: int | None = Field(description="End of the log (read_uncommitted ListOffsets).")
+    last_stable_offset: int | None = Field(description="What read_committed consumers can reach "
+                                                       "(read_committed ListOffsets).")
+    hwm_minus_lso: int | None = Field(description="Records invisible to read_committed consumers; grows "
+                                                  "while an open transaction pins the LSO.")
+    log_start_offset: int | None = Field(description="Earliest offset still in the log.")
+    open_transactions: int = Field(description="Producers with an open transaction on the partition "
+                                               "(DescribeProducers).")
+
+
+class PartitionPage(Page[PartitionOut]):
+    pass
+
+
+# --- consumer groups ---------------------------------------------------------------------------------
+
+
+class ConsumerGroupSummary(_Out):
+    cluster: str
+    group_id: str
+    sampled_at: datetime
+    partitions: int = Field(description="Partitions with a committed offset.")
+    topics: list[str]
+    lag_lso: int | None = Field(description="Total lag against the LSO: what a read_committed consumer can "
+                                            "still read. Null when no partition's LSO is known.")
+    lag_hwm: int | None = Field(description="Total lag against the high watermark, as classic lag exporters "
+                                            "report it (overstates read_committed lag by HWM − LSO).")
+    max_lag_seconds: float | None = Field(description="Largest estimated time lag of any partition.")
+
+
+class ConsumerGroupPage(Page[ConsumerGroupSummary]):
+    pass
+
+
+class GroupPartitionLag(_Out):
+    topic: str
+    partition: int
+    committed_offset: int
+    lag_lso: int | None
+    lag_hwm: int | None
+    lag_seconds: float | None
+
+
+class ConsumerGroupDetail(ConsumerGroupSummary):
+    partition_lags: list[GroupPartitionLag]
+
+
+# --- verification --------------------------------------------------------------------------------------
+
+
+class VerificationStats(_Out):
+    cluster: str
+    window_seconds: int
+    window_start: datetime
+    window_end: datetime
+    samples: int = Field(description="Verification checks in the window.")
+    timed: int = Field(description="Checks with a measured verification time.")
+    verification_ms_p50: int | None = Field(description="VerificationTimeMs-style: time from a partition "
+                                                        "showing the producer's open transaction until the "
+                                                        "coordinator lists the partition (nearest rank).")
+    verification_ms_p95: int | None
+    verification_ms_p99: int | None
+    verification_ms_max: int | None
+    failed: int = Field(description="Checks where a partition held an open transaction the coordinator did "
+                                    "not list after the grace period.")
+    failure_rate: float | None = Field(description="VerificationFailureRate-style: failed / samples; null "
+                                                   "without samples.")
+
+
+class VerificationReport(_Out):
+    clusters: list[VerificationStats]
+
+
+# --- alerts --------------------------------------------------------------------------------------------
+
+
+class AlertOut(_Out):
+    id: int
+    cluster: str | None
+    rule: str
+    incident_key: str = Field(description="Stable per incident; the PagerDuty dedup_key derives from it.")
+    state: str = Field(description="pending (condition true, `for:` not elapsed), firing, or resolved.")
+    severity: str
+    summary: str
+    labels: dict[str, Any]
+    details: dict[str, Any]
+    started_at: datetime
+    fired_at: datetime | None
+    resolved_at: datetime | None
+    last_seen_at: datetime
+
+
+class AlertPage(Page[AlertOut]):
+    pass
+
+
+class ErrorOut(BaseModel):
+    detail: str
+

@@ -1,0 +1,416 @@
+"""Read-only queries behind the REST API.
+
+Everything the API shows comes from the database, not from process memory, so any
+number of API replicas answer alike.  Each query is shaped for one of the indexes in
+:mod:`txnwatch.store.models`; "latest" samples are the rows of a cluster's newest
+``sampled_at`` (every poll writes all its samples with one timestamp), found by a
+``max()`` on the ``(cluster_id, sampled_at)`` index instead of a scan.  Pagination is
+keyset (sort key, id): pages stay cheap and stable however deep a client walks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, case, exists, func, literal, or_, select, true, tuple_
+from sqlalchemy.orm import Session
+
+from txnwatch.model import TxnState
+from txnwatch.store import models as m
+
+OPEN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
+# Sort key of transactions without an age: sorts them as the youngest.
+NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
+
+Keyset = tuple[Any, ...]
+
+
+def _after(columns: Sequence[ColumnElement[Any]], after: Keyset | None, descending: bool) -> ColumnElement[bool]:
+    """Rows strictly past ``after`` in (columns...) order; a row-value comparison both backends index."""
+    if after is None:
+        return true()
+    left, right = tuple_(*columns), tuple_(*(_bind_like(c, v) for c, v in zip(columns, after)))
+    return left < right if descending else left > right
+
+
+def _bind_like(column: ColumnElement[Any], value: Any) -> ColumnElement[Any]:
+    return literal(value, type_=column.type)
+
+
+def _order(columns: Sequence[ColumnElement[Any]], descending: bool) -> list[ColumnElement[Any]]:
+    return [c.desc() if descending else c.asc() for c in columns]
+
+
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+# --- clusters ------------------------------------------------------------------------------------------
+
+
+def cluster_ids(session: Session, names: Iterable[str] | None = None) -> dict[str, int]:
+    stmt = select(m.Cluster.name, m.Cluster.id)
+    if names is not None:
+        stmt = stmt.where(m.Cluster.name.in_(list(names)))
+    return {name: id_ for name, id_ in session.execute(stmt)}
+
+
+def cluster_records(session: Session, names: Iterable[str] | None = None) -> dict[str, m.Cluster]:
+    stmt = select(m.Cluster)
+    if names is not None:
+        stmt = stmt.where(m.Cluster.name.in_(list(names)))
+    return {c.name: c for c in session.scalars(stmt)}
+
+
+@dataclass(frozen=True)
+class PollCounts:
+    total: int = 0
+    failed: int = 0
+
+
+def poll_counts(session: Session, cluster_id: int | None = None) -> dict[int, PollCounts]:
+    stmt = (select(m.Poll.cluster_id, func.count(), func.sum(case((m.Poll.ok.is_(False), 1), else_=0)))
+            .group_by(m.Poll.cluster_id))
+    if cluster_id is not None:
+        stmt = stmt.where(m.Poll.cluster_id == cluster_id)
+    return {cid: PollCounts(int(total), int(failed or 0)) for cid, total, failed in session.execute(stmt)}
+
+
+@dataclass(frozen=True)
+class ClusterActivity:
+    open_transactions: int
+    hanging_open: int
+    lso_stalls_open: int
+    alerts_firing: int
+
+
+def cluster_activity(session: Session, cluster_id: int) -> ClusterActivity:
+    def count(stmt: Select[Any]) -> int:
+        return int(session.scalar(stmt) or 0)
+
+    T, H, S, A = m.TransactionState, m.HangingEpisode, m.LsoStallEpisode, m.Alert
+    return ClusterActivity(
+        open_transactions=count(select(func.count()).select_from(T).where(
+            T.cluster_id == cluster_id, T.state.in_(OPEN_STATES), T.gone_at.is_(None))),
+        hanging_open=count(select(func.count()).select_from(H).where(H.cluster_id == cluster_id,
+                                                                     H.resolved_at.is_(None))),
+        lso_stalls_open=count(select(func.count()).select_from(S).where(S.cluster_id == cluster_id,
+                                                                        S.ended_at.is_(None))),
+        alerts_firing=count(select(func.count()).select_from(A).where(A.state == "firing",
+                                                                      A.cluster_id == cluster_id)),
+    )
+
+
+# --- transactions -------------------------------------------------------------------------------------
+
+
+class TxnSort(StrEnum):
+    AGE = "age"
+    TRANSACTIONAL_ID = "transactional_id"
+    STATE = "state"
+
+
+@dataclass(frozen=True)
+class TxnFilter:
+    cluster_ids: tuple[int, ...] = ()
+    states: tuple[str, ...] = ()
+    min_age_seconds: float | None = None
+    id_prefix: str | None = None
+    topic: str | None = None
+    hanging: bool | None = None
+    include_gone: bool = False
+
+
+@dataclass(frozen=True)
+class TxnRow:
+    txn: m.TransactionState
+    cluster: str
+    hanging: bool
+
+    def age_seconds(self, now: datetime) -> float | None:
+        started = _open_start(self.txn)
+        return None if started is None else max(0.0, (now - started).total_seconds())
+
+
+def _open_start(txn: m.TransactionState) -> datetime | None:
+    return txn.txn_started_at if txn.state in OPEN_STATES else None
+
+
+_T = m.TransactionState
+_AGE_KEY = case((and_(_T.state.in_(OPEN_STATES), _T.txn_started_at.is_not(None)), _T.txn_started_at),
+                else_=_bind_like(_T.txn_started_at, NO_AGE))
+
+
+def _txn_key_column(sort: TxnSort) -> ColumnElement[Any]:
+    return {TxnSort.AGE: _AGE_KEY, TxnSort.TRANSACTIONAL_ID: _T.transactional_id, TxnSort.STATE: _T.state}[sort]
+
+
+def txn_sort_key(txn: m.TransactionState, sort: TxnSort) -> Keyset:
+    """The keyset of a row, for the cursor of the page it ends."""
+    if sort is TxnSort.AGE:
+        return (_open_start(txn) or NO_AGE, txn.id)
+    return (getattr(txn, sort.value), txn.id)
+
+
+def _hanging_exists() -> ColumnElement[bool]:
+    H = m.HangingEpisode
+    return exists().where(H.cluster_id == _T.cluster_id, H.transactional_id == _T.transactional_id,
+                          H.resolved_at.is_(None))
+
+
+def _topic_member(session: Session, topic: str) -> ColumnElement[bool]:
+    """``partitions`` (a JSON list of "topic-partition") holds a partition of ``topic``.
+
+    Topics may contain '-', so "a-1-0" is partition 0 of "a-1", never of "a": the rest
+    after ``topic + "-"`` must be all digits.
+    """
+    if _dialect(session) == "postgresql":
+        elements = func.json_array_elements_text(_T.partitions).table_valued("value").alias("tp")
+        rest = func.substr(elements.c.value, len(topic) + 2)
+        digits: ColumnElement[bool] = rest.regexp_match("^[0-9]+$")
+    else:
+        elements = func.json_each(_T.partitions).table_valued("value").alias("tp")
+        rest = func.substr(elements.c.value, len(topic) + 2)
+        digits = and_(rest != "", rest.op("NOT GLOB")("*[^0-9]*"))
+    return exists(select(1).select_from(elements).where(
+        func.substr(elements.c.value, 1, len(topic) + 1) == topic + "-", digits))
+
+
+def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [_T.cluster_id.in_(f.cluster_ids)]
+    if not f.include_gone:
+        where.append(_T.gone_at.is_(None))
+    if f.states:
+        where.append(_T.state.in_(f.states))
+    if f.min_age_seconds is not None:
+        where += [_T.state.in_(OPEN_STATES), _T.txn_started_at <= now - timedelta(seconds=f.min_age_seconds)]
+    if f.id_prefix:
+        # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping.
+        where.append(func.substr(_T.transactional_id, 1, len(f.id_prefix)) == f.id_prefix)
+    if f.topic:
+        where.append(_topic_member(session, f.topic))
+    if f.hanging is not None:
+        where.append(_hanging_exists() if f.hanging else ~_hanging_exists())
+    return where
+
+
+def list_transactions(session: Session, f: TxnFilter, *, sort: TxnSort, descending: bool, after: Keyset | None,
+                      limit: int, now: datetime) -> list[TxnRow]:
+    key = _txn_key_column(sort)
+    # "Oldest first" is ascending start time.
+    key_descending = not descending if sort is TxnSort.AGE else descending
+    stmt = (select(_T, m.Cluster.name, _hanging_exists().label("hanging"))
+            .join(m.Cluster, m.Cluster.id == _T.cluster_id)
+            .where(*_txn_conditions(session, f, now), _after((key, _T.id), after, key_descending))
+            .order_by(*_order((key, _T.id), key_descending))
+            .limit(limit))
+    return [TxnRow(txn, name, bool(hanging)) for txn, name, hanging in session.execute(stmt)]
+
+
+def get_transaction(session: Session, cluster_id: int, transactional_id: str) -> TxnRow | None:
+    stmt = (select(_T, m.Cluster.name, _hanging_exists().label("hanging"))
+            .join(m.Cluster, m.Cluster.id == _T.cluster_id)
+            .where(_T.cluster_id == cluster_id, _T.transactional_id == transactional_id))
+    row = session.execute(stmt).first()
+    return None if row is None else TxnRow(row[0], row[1], bool(row[2]))
+
+
+def transitions(session: Session, cluster_id: int, transactional_id: str, limit: int) -> list[m.TransactionTransition]:
+    """Newest first, along the (cluster_id, transactional_id, observed_at) index."""
+    X = m.TransactionTransition
+    return list(session.scalars(
+        select(X).where(X.cluster_id == cluster_id, X.transactional_id == transactional_id)
+        .order_by(X.observed_at.desc(), X.id.desc()).limit(limit)))
+
+
+def open_hanging_of(session: Session, cluster_id: int, transactional_id: str) -> list[m.HangingEpisode]:
+    H = m.HangingEpisode
+    return list(session.scalars(
+        select(H).where(H.cluster_id == cluster_id, H.resolved_at.is_(None), H.transactional_id == transactional_id)
+        .order_by(H.first_seen_at, H.id)))
+
+
+# --- partitions ----------------------------------------------------------------------------------------
+
+
+def latest_sampled_at(session: Session, model: type[m.PartitionOffsetSample] | type[m.ConsumerLagSample],
+                      cluster_ids_: Iterable[int]) -> dict[int, datetime]:
+    """Newest sample time per cluster: one index probe each, never a scan of the history."""
+    found: dict[int, datetime] = {}
+    for cid in cluster_ids_:
+        at = session.scalar(select(func.max(model.sampled_at)).where(model.cluster_id == cid))
+        if at is not None:
+            found[cid] = at
+    return found
+
+
+def _latest_condition(model: type[m.PartitionOffsetSample] | type[m.ConsumerLagSample],
+                      latest: dict[int, datetime]) -> ColumnElement[bool]:
+    return or_(*(and_(model.cluster_id == cid, model.sampled_at == at) for cid, at in latest.items()))
+
+
+def partition_samples(session: Session, cluster_id: int, topics: Iterable[str]) -> list[m.PartitionOffsetSample]:
+    """The cluster's latest samples of the partitions of ``topics``."""
+    latest = latest_sampled_at(session, m.PartitionOffsetSample, [cluster_id])
+    topics = sorted(set(topics))
+    if not latest or not topics:
+        return []
+    P = m.PartitionOffsetSample
+    return list(session.scalars(select(P).where(_latest_condition(P, latest), P.topic.in_(topics))))
+
+
+def list_partitions(session: Session, cluster_ids_: Iterable[int], *, topic: str | None, after: Keyset | None,
+                    limit: int) -> list[tuple[m.PartitionOffsetSample, str]]:
+    """Latest sample of each partition, in (cluster id, topic, partition) order."""
+    P = m.PartitionOffsetSample
+    latest = latest_sampled_at(session, P, cluster_ids_)
+    if not latest:
+        return []
+    key = (P.cluster_id, P.topic, P.partition)
+    stmt = (select(P, m.Cluster.name).join(m.Cluster, m.Cluster.id == P.cluster_id)
+            .where(_latest_condition(P, latest), _after(key, after, False))
+            .order_by(*key).limit(limit))
+    if topic is not None:
+        stmt = stmt.where(P.topic == topic)
+    return [(sample, name) for sample, name in session.execute(stmt)]
+
+
+# --- consumer groups -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    cluster_id: int
+    cluster: str
+    group_id: str
+    sampled_at: datetime
+    partitions: int
+    lag_lso: int | None
+    lag_hwm: int | None
+    max_lag_seconds: float | None
+    topics: tuple[str, ...] = ()
+
+
+def list_groups(session: Session, cluster_ids_: Iterable[int], *, after: Keyset | None, limit: int) -> list[GroupLag]:
+    """Each group's lag in its cluster's latest lag sample, in (cluster id, group) order."""
+    L = m.ConsumerLagSample
+    latest = latest_sampled_at(session, L, cluster_ids_)
+    if not latest:
+        return []
+    key = (L.cluster_id, L.group_id)
+    stmt = (select(L.cluster_id, m.Cluster.name, L.group_id, func.max(L.sampled_at), func.count(),
+                   func.sum(L.lag_lso), func.sum(L.lag_hwm), func.max(L.lag_seconds))
+            .join(m.Cluster, m.Cluster.id == L.cluster_id)
+            .where(_latest_condition(L, latest), _after(key, after, False))
+            .group_by(L.cluster_id, m.Cluster.name, L.group_id)
+            .order_by(*key).limit(limit))
+    groups = [GroupLag(cid, name, gid, at, int(n), _int(lso), _int(hwm), secs)
+              for cid, name, gid, at, n, lso, hwm, secs in session.execute(stmt)]
+    if not groups:
+        return groups
+    topics: dict[tuple[int, str], set[str]] = {}
+    for cid, gid, topic in session.execute(
+            select(L.cluster_id, L.group_id, L.topic).distinct()
+            .where(_latest_condition(L, latest), L.group_id.in_({g.group_id for g in groups}))):
+        topics.setdefault((cid, gid), set()).add(topic)
+    return [GroupLag(**{**g.__dict__, "topics": tuple(sorted(topics.get((g.cluster_id, g.group_id), ())))})
+            for g in groups]
+
+
+def group_partitions(session: Session, cluster_id: int, group_id: str) -> list[m.ConsumerLagSample]:
+    """The group's own latest sample, so a group that stopped committing still shows where it stopped."""
+    L = m.ConsumerLagSample
+    at = session.scalar(select(func.max(L.sampled_at)).where(L.cluster_id == cluster_id, L.group_id == group_id))
+    if at is None:
+        return []
+    return list(session.scalars(select(L).where(L.cluster_id == cluster_id, L.group_id == group_id,
+                                                L.sampled_at == at).order_by(L.topic, L.partition)))
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# --- episodes -------------------------------------------------------------------------------------------
+
+
+def list_hanging(session: Session, *, cluster_ids: Collection[int], include_resolved: bool, after: Keyset | None,
+                 limit: int) -> list[tuple[m.HangingEpisode, str]]:
+    """Newest episodes first."""
+    H = m.HangingEpisode
+    key = (H.first_seen_at, H.id)
+    stmt = (select(H, m.Cluster.name).join(m.Cluster, m.Cluster.id == H.cluster_id)
+            .where(H.cluster_id.in_(cluster_ids), _after(key, after, True)).order_by(*_order(key, True)).limit(limit))
+    if not include_resolved:
+        stmt = stmt.where(H.resolved_at.is_(None))
+    return [(episode, name) for episode, name in session.execute(stmt)]
+
+
+def list_lso_stalls(session: Session, *, cluster_ids: Collection[int], since: datetime, after: Keyset | None,
+                    limit: int) -> list[tuple[m.LsoStallEpisode, str]]:
+    """Open stalls and those that ended at or after ``since``; newest first."""
+    S = m.LsoStallEpisode
+    key = (S.started_at, S.id)
+    stmt = (select(S, m.Cluster.name).join(m.Cluster, m.Cluster.id == S.cluster_id)
+            .where(S.cluster_id.in_(cluster_ids), or_(S.ended_at.is_(None), S.ended_at >= since),
+                   _after(key, after, True))
+            .order_by(*_order(key, True)).limit(limit))
+    return [(episode, name) for episode, name in session.execute(stmt)]
+
+
+# --- verification --------------------------------------------------------------------------------------
+
+PERCENTILES = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class VerificationAgg:
+    samples: int
+    timed: int
+    failed: int
+    max_ms: int | None
+    percentiles: tuple[int | None, ...]  # in PERCENTILES order, nearest rank
+
+
+def verification_stats(session: Session, cluster_id: int, start: datetime, end: datetime) -> VerificationAgg:
+    """Samples with ``start < observed_at <= end``, on the (cluster_id, observed_at) index."""
+    V = m.VerificationSample
+    window = (V.cluster_id == cluster_id, V.observed_at > start, V.observed_at <= end)
+    samples, timed, failed, max_ms = session.execute(
+        select(func.count(), func.count(V.verification_ms), func.sum(case((V.failed.is_(True), 1), else_=0)),
+               func.max(V.verification_ms)).where(*window)).one()
+    percentiles: tuple[int | None, ...] = tuple(None for _ in PERCENTILES)
+    if timed:
+        if _dialect(session) == "postgresql":
+            row = session.execute(select(*(func.percentile_disc(p).within_group(V.verification_ms)
+                                           for p in PERCENTILES)).where(*window)).one()
+            percentiles = tuple(_int(v) for v in row)
+        else:
+            # Nearest rank, as PostgreSQL's percentile_disc: the ceil(p·n)-th smallest value.
+            percentiles = tuple(_int(session.scalar(
+                select(V.verification_ms).where(*window, V.verification_ms.is_not(None))
+                .order_by(V.verification_ms).offset(max(math.ceil(p * timed) - 1, 0)).limit(1)))
+                for p in PERCENTILES)
+    return VerificationAgg(int(samples), int(timed), int(failed or 0), _int(max_ms), percentiles)
+
+
+# --- alerts --------------------------------------------------------------------------------------------
+
+
+def list_alerts(session: Session, *, cluster_ids: Collection[int], with_unscoped: bool, states: Sequence[str], after: Keyset | None,
+                limit: int) -> list[tuple[m.Alert, str | None]]:
+    """Newest first; ``with_unscoped`` adds alerts about no cluster in particular (e.g. the database)."""
+    A = m.Alert
+    key = (A.started_at, A.id)
+    scoped = A.cluster_id.in_(cluster_ids)
+    stmt = (select(A, m.Cluster.name).outerjoin(m.Cluster, m.Cluster.id == A.cluster_id)
+            .where(or_(scoped, A.cluster_id.is_(None)) if with_unscoped else scoped, _after(key, after, True))
+            .order_by(*_order(key, True)).limit(limit))
+    if states:
+        stmt = stmt.where(A.state.in_(list(states)))
+    return [(alert, name) for alert, name in session.execute(stmt)]
