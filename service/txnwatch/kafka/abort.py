@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kafka.protocol.metadata import MetadataRequest
-
 from txnwatch.kafka import batches, errors, parse
-from txnwatch.kafka.batches import Call
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.wire import Wire
 from txnwatch.model import RequestError, TopicPartition
@@ -77,17 +74,14 @@ async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, produc
 
 async def _leader(wire: Wire, cluster: str, tp: TopicPartition) -> tuple[int | None, RequestError | None]:
     for node in wire.candidate_nodes()[:2]:
-        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=tp.topic)],
-                                  allow_auto_topic_creation=False)
-        (reply,) = await wire.exchange([Call("Metadata", node, request)])
-        if reply.ok:
-            layout = parse.parse_metadata(reply.response)
-            if layout.value is None:
-                continue
-            leader = layout.value.leaders.get(tp)
-            if leader is not None:
-                return leader, None
-            problem = next((e for e in layout.errors if e.target in (tp.topic, str(tp))), None)
-            return None, problem or RequestError("Metadata", str(tp), None, "UNKNOWN_PARTITION",
-                                                 f"{tp} has no leader or does not exist")
+        (reply,) = await wire.exchange([batches.metadata(node, topics=[tp.topic])])
+        layout = parse.parse_metadata(reply.response) if reply.failure is None else None
+        if layout is None or layout.value is None:
+            continue
+        leader = layout.value.leaders.get(tp)
+        if leader is not None:
+            return leader, None
+        problem = next((e for e in layout.errors if e.target in (tp.topic, str(tp))), None)
+        return None, problem or RequestError("Metadata", str(tp), None, "UNKNOWN_PARTITION",
+                                             f"{tp} has no leader or does not exist")
     raise ClusterUnreachable(cluster, "no broker answered Metadata")

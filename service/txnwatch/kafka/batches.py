@@ -72,9 +72,11 @@ def by_node(partitions: Mapping[TopicPartition, int]) -> dict[int, dict[str, lis
     return {node: dict(topics) for node, topics in grouped.items()}
 
 
-def metadata(node_id: int) -> Call:
-    return Call("Metadata", node_id, MetadataRequest(topics=MetadataRequest.ALL_TOPICS,
-                                                     allow_auto_topic_creation=False))
+def metadata(node_id: int, topics: Sequence[str] | None = None) -> Call:
+    """Brokers and leaders of ``topics`` (default: every topic, internal ones included)."""
+    wanted = (MetadataRequest.ALL_TOPICS if topics is None else
+              [MetadataRequest.MetadataRequestTopic(name=t) for t in topics])
+    return Call("Metadata", node_id, MetadataRequest(topics=wanted, allow_auto_topic_creation=False))
 
 
 def list_transactions(broker_ids: Iterable[int]) -> list[Call]:

@@ -11,21 +11,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import TypeVar
 
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
 from txnwatch.kafka.abort import AbortOutcome, abort_transaction
 from txnwatch.kafka.errors import ClusterUnreachable
-from txnwatch.kafka.poll import Collected, collect
+from txnwatch.kafka.poll import collect
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
 from txnwatch.model import ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _Client:
@@ -43,8 +45,10 @@ class _Client:
             self.close()
             raise
 
-    def run(self, coro: Any, *args: Any) -> Any:
-        return self.manager.run(coro, *args)
+    def run(self, coroutine: Callable[[], Awaitable[T]]) -> T:
+        """Run on the client's IO thread, blocking the caller until done."""
+        result: T = self.manager.run(coroutine)
+        return result
 
     def close(self) -> None:
         try:
@@ -89,7 +93,7 @@ class ClusterConnection:
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
-            collected: Collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
+            collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
                                                    known_max_timeout_ms=self._max_transaction_timeout_ms))
         except ClusterUnreachable:
             self._discard(client)
@@ -110,9 +114,8 @@ class ClusterConnection:
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
-            outcome: AbortOutcome = client.run(lambda: abort_transaction(
+            return client.run(lambda: abort_transaction(
                 wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run))
-            return outcome
         except ClusterUnreachable:
             self._discard(client)
             raise

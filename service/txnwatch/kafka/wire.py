@@ -31,10 +31,6 @@ class Reply:
     response: Any = None
     failure: BaseException | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
-
 
 class Wire(Protocol):
     """What a poll needs from the network."""
