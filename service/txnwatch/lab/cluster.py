@@ -120,6 +120,8 @@ class LabState:
 class LabCluster:
     """Handle on a running lab; built by `start_lab` (we are the parent) or `LabCluster.load` (another shell)."""
 
+    managed = True
+
     def __init__(self, state: LabState, children: dict[int, subprocess.Popen[bytes]] | None = None,
                  die_with_parent: bool = False) -> None:
         self.state = state
