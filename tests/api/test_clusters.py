@@ -1,0 +1,76 @@
+"""GET /api/v1/clusters: the clusters table merged with this replica's latest poll."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import Seeded, make_client, make_settings
+from tests.api.factory import BOOTSTRAP, PROD, STAGING
+from tests.api.helpers import ok
+from txnwatch.runtime import build_runtime
+
+URL = "/api/v1/clusters"
+
+
+def test_lists_configured_clusters_with_poll_status(client: TestClient) -> None:
+    clusters = {c["name"]: c for c in ok(client, URL)}
+    assert list(clusters) == [PROD, STAGING]
+    prod, staging = clusters[PROD], clusters[STAGING]
+    assert prod["bootstrap_servers"] == BOOTSTRAP[PROD]
+    assert prod["up"] is True and prod["last_error"] is None
+    assert (prod["polls"], prod["failed_polls"]) == (6, 1)
+    assert staging["up"] is False and staging["last_error"].startswith("NoBrokersAvailable")
+    assert staging["last_success_at"] < staging["last_poll_at"]
+
+
+def test_one_cluster_counts_what_needs_attention(client: TestClient) -> None:
+    prod = ok(client, f"{URL}/{PROD}")
+    open_txns = ok(client, "/api/v1/transactions", cluster=PROD, state=["Ongoing", "PrepareCommit", "PrepareAbort"],
+                   limit=1000)["items"]
+    assert prod["open_transactions"] == len(open_txns)
+    assert (prod["hanging_open"], prod["lso_stalls_open"], prod["alerts_firing"]) == (2, 1, 1)
+    staging = ok(client, f"{URL}/{STAGING}")
+    assert (staging["open_transactions"], staging["hanging_open"], staging["alerts_firing"]) == (3, 0, 1)
+
+
+def test_unknown_cluster_is_404(client: TestClient) -> None:
+    response = client.get(f"{URL}/nope")
+    assert response.status_code == 404
+    assert response.json()["detail"] == f"unknown cluster 'nope'; known: {PROD}, {STAGING}"
+
+
+def test_a_fresher_poll_in_this_replica_wins_over_the_database(seeded: Seeded) -> None:
+    """While the database is down the collector keeps polling; the API must not show stale status."""
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    now_ms = int(time.time() * 1000)
+    runtime.state.update(STAGING, up=True, polls=1, last_poll_at_ms=now_ms, last_success_at_ms=now_ms, last_error=None)
+    runtime.state.update(PROD, up=False, polls=1, last_poll_at_ms=now_ms - 3_600_000, last_error="stale view")
+    try:
+        with make_client(runtime) as client:
+            clusters = {c["name"]: c for c in ok(client, URL)}
+    finally:
+        runtime.engine.dispose()
+    assert clusters[STAGING]["up"] is True and clusters[STAGING]["last_error"] is None
+    assert clusters[STAGING]["last_success_at"] == clusters[STAGING]["last_poll_at"]
+    assert clusters[PROD]["up"] is True, "an older in-memory view must not override the database"
+
+
+def test_configured_cluster_never_polled(seeded: Seeded) -> None:
+    settings = make_settings(seeded.url)
+    settings = settings.model_copy(update={"clusters": [*settings.clusters,
+                                                        settings.clusters[0].model_copy(update={"name": "dr"})]})
+    runtime = build_runtime(settings, collect=False)
+    try:
+        with make_client(runtime) as client:
+            dr = ok(client, f"{URL}/dr")
+            assert (dr["up"], dr["polls"], dr["last_poll_at"], dr["open_transactions"]) == (False, 0, None, 0)
+            for url in ("/api/v1/transactions", "/api/v1/hanging", "/api/v1/lso-stalls", "/api/v1/partitions",
+                        "/api/v1/consumer-groups", "/api/v1/alerts"):
+                assert ok(client, url, cluster="dr")["items"] == [], url
+            assert ok(client, "/api/v1/verification", cluster="dr")["clusters"][0]["samples"] == 0
+            assert client.get("/api/v1/transactions/dr/orders-app-0_0").status_code == 404
+            assert client.get("/api/v1/consumer-groups/dr/orders-consumer").status_code == 404
+    finally:
+        runtime.engine.dispose()

@@ -1,0 +1,66 @@
+"""GET /api/v1/partitions and /api/v1/consumer-groups: latest samples only."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.api.factory import PROD, STAGING
+from tests.api.helpers import flat, invalid_param, ok, walk
+
+
+def test_partitions_show_the_latest_sample_only(client: TestClient) -> None:
+    items = ok(client, "/api/v1/partitions", cluster=PROD)["items"]
+    keyed = {(i["topic"], i["partition"]): i for i in items}
+    assert len(items) == 10
+    orders0 = keyed[("orders", 0)]
+    assert (orders0["high_watermark"], orders0["last_stable_offset"], orders0["hwm_minus_lso"],
+            orders0["log_start_offset"], orders0["open_transactions"]) == (1920, 420, 1500, 10, 1)
+    assert keyed[("payments-eu", 0)]["hwm_minus_lso"] == 10
+    assert [(i["topic"], i["partition"]) for i in items] == sorted(keyed), "ordered by topic, partition"
+
+
+def test_partitions_of_all_clusters_topic_filter_and_pages(client: TestClient) -> None:
+    everything = ok(client, "/api/v1/partitions")["items"]
+    assert [i["cluster"] for i in everything].count(STAGING) == 1
+    walked = flat(walk(client, "/api/v1/partitions", limit=3))
+    assert walked == everything
+    orders = ok(client, "/api/v1/partitions", topic="orders")["items"]
+    assert [(i["cluster"], i["partition"]) for i in orders] == [(PROD, 0), (PROD, 1), (PROD, 2), (PROD, 3),
+                                                                (STAGING, 0)]
+    assert ok(client, "/api/v1/partitions", topic="payments")["items"][0]["topic"] == "payments"
+    invalid_param(client, "/api/v1/partitions", "topic", topic="no/slashes")
+    invalid_param(client, "/api/v1/partitions", "cursor", cursor="eyJ4Ijox")
+
+
+def test_consumer_groups_latest_lag_vs_lso_and_hwm(client: TestClient) -> None:
+    groups = ok(client, "/api/v1/consumer-groups")["items"]
+    assert [(g["cluster"], g["group_id"]) for g in groups] == [(PROD, "audit/readers"), (PROD, "orders-consumer")]
+    orders = groups[1]
+    assert (orders["partitions"], orders["lag_lso"], orders["lag_hwm"], orders["max_lag_seconds"]) == (4, 40, 1730, 30.0)
+    assert orders["topics"] == ["orders"]
+    assert groups[0]["topics"] == ["payments", "payments-eu"]
+    assert flat(walk(client, "/api/v1/consumer-groups", limit=1)) == groups
+    assert ok(client, "/api/v1/consumer-groups", cluster=STAGING)["items"] == []
+
+
+def test_one_group_per_partition(client: TestClient) -> None:
+    group = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+    lags = [(p["partition"], p["committed_offset"], p["lag_lso"], p["lag_hwm"], p["lag_seconds"])
+            for p in group["partition_lags"]]
+    assert lags == [(0, 400, 20, 1520, 30.0), (1, 990, 0, 10, 0.0), (2, 800, 0, 0, None), (3, 400, 20, 200, 12.5)]
+    assert (group["lag_lso"], group["lag_hwm"]) == (40, 1730)
+    assert ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")["partitions"] == 2
+
+
+def test_a_group_that_stopped_committing_shows_where_it_stopped(client: TestClient) -> None:
+    old = ok(client, f"/api/v1/consumer-groups/{PROD}/old-group")
+    latest = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+    assert old["sampled_at"] < latest["sampled_at"]
+    assert old["lag_lso"] == 800
+
+
+def test_unknown_group_is_404(client: TestClient) -> None:
+    for path in (f"{PROD}/nobody", f"{STAGING}/orders-consumer", "nope/orders-consumer"):
+        response = client.get(f"/api/v1/consumer-groups/{path}")
+        assert response.status_code == 404, path
+        assert "unknown cluster" in response.json()["detail"] or "no committed offsets" in response.json()["detail"]
