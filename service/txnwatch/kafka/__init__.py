@@ -3,12 +3,15 @@
 ``ClusterConnection(settings).poll()`` turns one poll of one cluster into a
 :class:`txnwatch.model.ClusterSnapshot`, in a few concurrent, per-broker batched round
 trips; failures of single requests are recorded in the snapshot, and only a cluster
-that answers nothing raises :class:`ClusterUnreachable`.
+that answers nothing raises :class:`ClusterUnreachable`.  :class:`TransactionLogTail`
+follows ``__transaction_state`` for exact coordinator transitions.
 """
 
 from txnwatch.kafka.abort import AbortOutcome
 from txnwatch.kafka.connection import ClusterConnection
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogEntry, TxnLogValue
 
-__all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable"]
+__all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable",
+           "TransactionLogTail", "TxnLogEntry", "TxnLogValue"]

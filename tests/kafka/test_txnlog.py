@@ -1,0 +1,130 @@
+"""Decoding __transaction_state records, and tailing it on a real cluster."""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaProducer
+
+from txnwatch.kafka import ClusterConnectionSettings
+from txnwatch.kafka.errors import CORRUPT
+from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogEntry, decode_record
+from txnwatch.model import RequestError, TopicPartition, TxnState
+
+# Captured from a Kafka 4.1.1 coordinator: transactional id "tl-xe2caf".
+KEY = bytes.fromhex("00000009746c2d786532636166")
+EMPTY = bytes.fromhex("000100000000000000000000000027100000000001a205b9b471ffffffffffffffff00")
+ONGOING_ONE_PARTITION = bytes.fromhex(
+    "00010000000000000000000000002710010207786532636166020000000000000001a205b9b4c4000001a205b9b4c400")
+PREPARE_COMMIT_TWO = bytes.fromhex(
+    "0001000000000000000000000000271002020778653263616603000000000000000100000001a205b9b54f000001a205b9b4c400")
+
+
+def entry(key: bytes | None, value: bytes | None) -> TxnLogEntry:
+    decoded = decode_record(key, value, 6, 42, 1_000)
+    assert isinstance(decoded, TxnLogEntry), decoded
+    return decoded
+
+
+def test_captured_records() -> None:
+    empty = entry(KEY, EMPTY)
+    assert empty.transactional_id == "tl-xe2caf" and (empty.log_partition, empty.offset) == (6, 42)
+    assert empty.value is not None and empty.value.state is TxnState.EMPTY
+    assert (empty.value.producer_id, empty.value.producer_epoch, empty.value.timeout_ms) == (0, 0, 10_000)
+    assert empty.value.start_ms is None and empty.value.partitions == frozenset()
+
+    ongoing = entry(KEY, ONGOING_ONE_PARTITION).value
+    assert ongoing is not None and ongoing.state is TxnState.ONGOING
+    assert ongoing.partitions == {TopicPartition("xe2caf", 0)}
+    assert ongoing.start_ms == ongoing.last_update_ms == 0x1A205B9B4C4
+
+    prepare = entry(KEY, PREPARE_COMMIT_TWO).value
+    assert prepare is not None and prepare.state is TxnState.PREPARE_COMMIT
+    assert prepare.partitions == {TopicPartition("xe2caf", 0), TopicPartition("xe2caf", 1)}
+    assert prepare.start_ms == ongoing.start_ms and prepare.last_update_ms > ongoing.last_update_ms
+
+
+def test_tombstone_is_an_expired_id() -> None:
+    assert entry(KEY, None).value is None
+
+
+def _v0(status: int, partitions: dict[str, list[int]] | None) -> bytes:
+    def string(s: str) -> bytes:
+        return struct.pack(">h", len(s)) + s.encode()
+
+    body = struct.pack(">hqhib", 0, 77, 4, 30_000, status)
+    if partitions is None:
+        body += struct.pack(">i", -1)
+    else:
+        body += struct.pack(">i", len(partitions))
+        for topic, ids in partitions.items():
+            body += string(topic) + struct.pack(">i", len(ids)) + b"".join(struct.pack(">i", i) for i in ids)
+    return body + struct.pack(">qq", 2_000, 1_500)
+
+
+def test_version_zero_values() -> None:
+    value = entry(KEY, _v0(7, {"orders": [3, 5]})).value
+    assert value is not None and value.state is TxnState.PREPARE_EPOCH_FENCE
+    assert (value.producer_id, value.producer_epoch, value.timeout_ms, value.start_ms) == (77, 4, 30_000, 1_500)
+    assert value.partitions == {TopicPartition("orders", 3), TopicPartition("orders", 5)}
+    assert entry(KEY, _v0(6, None)).value.state is TxnState.DEAD  # type: ignore[union-attr]
+
+
+def test_tagged_fields_of_version_one() -> None:
+    tags = (b"\x03" + b"\x00\x08" + struct.pack(">q", 11) + b"\x01\x08" + struct.pack(">q", 12)
+            + b"\x02\x02" + struct.pack(">h", 2))
+    value = entry(KEY, EMPTY[:-1] + tags).value
+    assert value is not None
+    assert (value.previous_producer_id, value.next_producer_id, value.client_transaction_version) == (11, 12, 2)
+
+
+@pytest.mark.parametrize("key, value", [
+    (None, EMPTY),
+    (b"\x00\x01\x00\x02ab", EMPTY),             # a key of another record type
+    (KEY, EMPTY[:-3]),                           # cut short
+    (KEY, EMPTY + b"\x00"),                      # trailing garbage
+    (KEY, b"\x00\x09" + EMPTY[2:]),              # unknown value version
+    (KEY, EMPTY[:16] + b"\x2a" + EMPTY[17:]),    # unknown status
+    (b"\x00\x00\x00\x02\xff\xfe", EMPTY),        # not UTF-8
+])
+def test_garbled_records_are_reported(key: bytes | None, value: bytes) -> None:
+    decoded = decode_record(key, value, 3, 9, -1)
+    assert isinstance(decoded, RequestError)
+    assert decoded.name == CORRUPT and decoded.target == "__transaction_state-3@9"
+
+
+@pytest.mark.lab
+def test_tail_sees_every_transition(lab_cluster: Any, new_topic: Callable[..., str]) -> None:
+    topic = new_topic(partitions=2)
+    tid = f"txnwatch-txnlog-{uuid.uuid4().hex[:8]}"
+    settings = ClusterConnectionSettings(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)
+    with TransactionLogTail(settings) as tail:
+        assert tail.partitions > 0
+        producer = KafkaProducer(bootstrap_servers=lab_cluster.bootstrap_servers, transactional_id=tid,
+                                 transaction_timeout_ms=10_000)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send(topic, b"v", partition=0)
+            producer.send(topic, b"v", partition=1)
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        seen: list[TxnLogEntry] = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not any(
+                e.value and e.value.state is TxnState.COMPLETE_COMMIT for e in seen):
+            entries, problems = tail.read(500)
+            assert problems == []
+            seen.extend(e for e in entries if e.transactional_id == tid)
+    states = [e.value.state for e in seen if e.value]
+    assert states[0] is TxnState.EMPTY and states[-2:] == [TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
+    assert TxnState.ONGOING in states
+    prepare = next(e.value for e in seen if e.value and e.value.state is TxnState.PREPARE_COMMIT)
+    assert prepare.partitions == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    assert [e.offset for e in seen] == sorted(e.offset for e in seen)
