@@ -1,0 +1,3 @@
+from txnwatch.lab.cli import main
+
+main()

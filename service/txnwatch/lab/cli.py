@@ -1,0 +1,261 @@
+"""`txnwatch lab ...`: run a local Kafka cluster, drive it, break it, and ask Kafka's own tool about it.
+
+Mounted by txnwatch.cli as the `lab` sub-command; also runnable as `python -m txnwatch.lab`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from txnwatch.lab.errors import LabError
+from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION
+
+app = typer.Typer(no_args_is_help=True, help="Local real-Kafka lab: cluster, workload, faults, reference tool.")
+fault_app = typer.Typer(no_args_is_help=True, help="Inject faults into a running lab (each clearable).")
+app.add_typer(fault_app, name="fault")
+
+DirOption = typer.Option(None, "--dir", help="Lab directory (default $TXNWATCH_LAB_DIR or ~/.local/state/txnwatch/lab).")
+
+#: `lab up` serves the demo, where LSO stalls should last long enough to alert on; tests use 15 s.
+CLI_TRANSACTION_MAX_TIMEOUT_MS = 60_000
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(1)
+
+
+def _load(lab_dir: Optional[Path]):  # -> LabCluster
+    from txnwatch.lab.cluster import LabCluster
+
+    try:
+        return LabCluster.load(lab_dir)
+    except LabError as exc:
+        _fail(exc)
+
+
+@app.command()
+def up(
+    brokers: int = typer.Option(3, help="Number of brokers."),
+    kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1)."),
+    lab_dir: Optional[Path] = DirOption,
+    combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
+    proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),
+    transaction_max_timeout_ms: int = typer.Option(CLI_TRANSACTION_MAX_TIMEOUT_MS, help="transaction.max.timeout.ms"),
+    partition_verification: bool = typer.Option(False, help="transaction.partition.verification.enable "
+                                                            "(off lets hanging transactions be injected)."),
+    broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
+) -> None:
+    """Format and start a KRaft cluster on free 127.0.0.1 ports; it keeps running after this command returns."""
+    from txnwatch.lab.cluster import start_lab
+    from txnwatch.lab.settings import LabSettings, TransactionSettings
+
+    extra = dict(item.split("=", 1) for item in broker_config)
+    settings = LabSettings(brokers=brokers, kafka_version=kafka_version, combined=combined, proxy=proxy,
+                           transactions=TransactionSettings(max_timeout_ms=transaction_max_timeout_ms,
+                                                            partition_verification_enable=partition_verification,
+                                                            extra=extra))
+    try:
+        lab = start_lab(settings, lab_dir)
+    except LabError as exc:
+        _fail(exc)
+    typer.echo(lab.bootstrap_servers)
+
+
+@app.command()
+def down(lab_dir: Optional[Path] = DirOption) -> None:
+    """Stop exactly the processes `lab up` started (as recorded in the lab's state file)."""
+    lab = _load(lab_dir)
+    lab.down()
+    typer.echo(f"lab in {lab.lab_dir} stopped")
+
+
+@app.command()
+def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show the lab's nodes, pids, ports and whether each process is running, frozen or dead."""
+    info = _load(lab_dir).status()
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    typer.echo(f"Kafka {info['kafka_version']}  bootstrap {info['bootstrap_servers']}  dir {info['lab_dir']}")
+    for n in info["nodes"]:
+        typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {n['pid']:>7}  "
+                   f"port {n['port'] or '-':>5}  {n['state']}")
+    if info["proxy"]:
+        p = info["proxy"]
+        typer.echo(f"  proxy   pid {p['pid']}  control port {p['control_port']}  {p['state']}")
+
+
+@app.command()
+def bootstrap(lab_dir: Optional[Path] = DirOption) -> None:
+    """Print the bootstrap servers (for scripts: `--bootstrap-servers $(txnwatch lab bootstrap)`)."""
+    typer.echo(_load(lab_dir).bootstrap_servers)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             name="kafka-transactions")
+def kafka_transactions(ctx: typer.Context, lab_dir: Optional[Path] = DirOption,
+                       bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server")) -> None:
+    """Run Kafka's own kafka-transactions tool against the lab: list, describe, describe-producers,
+    find-hanging, abort (arguments are passed through)."""
+    from txnwatch.lab.reference import run_kafka_transactions
+
+    version = DEFAULT_KAFKA_VERSION
+    if bootstrap_servers is None:
+        lab = _load(lab_dir)
+        bootstrap_servers, version = lab.bootstrap_servers, lab.kafka_version
+    try:
+        typer.echo(run_kafka_transactions(bootstrap_servers, *ctx.args, kafka_version=version), nl=False)
+    except LabError as exc:
+        _fail(exc)
+
+
+@app.command()
+def workload(
+    scenario: str = typer.Option("demo", help="demo | steady | chaos"),
+    duration: Optional[float] = typer.Option(None, help="Seconds to run (default: until Ctrl-C)."),
+    lab_dir: Optional[Path] = DirOption,
+    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
+    topic_prefix: Optional[str] = typer.Option(None),
+    verbose: bool = typer.Option(False, "-v"),
+) -> None:
+    """Drive real transactional producers, read_committed/read_uncommitted groups and a
+    consume-transform-produce loop; demo and chaos also inject faults. Runs in the foreground."""
+    from txnwatch.lab.workload import SCENARIOS, Workload
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if scenario not in SCENARIOS:
+        _fail(LabError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}"))
+    lab = None
+    if bootstrap_servers is None:
+        lab = _load(lab_dir)
+        bootstrap_servers = lab.bootstrap_servers
+    runner = Workload(bootstrap_servers, scenario, lab=lab, topic_prefix=topic_prefix)
+    typer.echo(f"workload {scenario}: topics {runner.input_topic}, {runner.output_topic}; Ctrl-C to stop", err=True)
+    stats = runner.run(duration, report=lambda s: typer.echo(
+        f"committed {s.transactions_committed} aborted {s.transactions_aborted} ctp {s.ctp_transactions} "
+        f"errors {s.producer_errors}+{s.ctp_errors} faults {s.faults_injected[-3:]}", err=True))
+    typer.echo(json.dumps(stats.as_dict(), indent=2))
+
+
+# -- faults ------------------------------------------------------------------------------------------------
+# Process and network faults act on the lab and are cleared by a matching command; client-side
+# transaction faults live as long as the process holding the producer, so they run until Ctrl-C.
+
+
+def _hold(fault, describe: str) -> None:
+    import time
+
+    typer.echo(describe)
+    typer.echo("holding the fault; Ctrl-C clears it", err=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fault.clear()
+        typer.echo("cleared", err=True)
+
+
+@fault_app.command("hanging")
+def fault_hanging(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+                  hold: bool = typer.Option(False, help="Stay in the foreground and abort it on Ctrl-C.")) -> None:
+    """A transactional batch the coordinator never heard of (stays until `txnwatch lab kafka-transactions abort`)."""
+    from txnwatch.lab.faults import inject_hanging_transaction
+
+    fault = inject_hanging_transaction(_load(lab_dir).bootstrap_servers, topic, partition)
+    text = (f"hanging transaction on {topic}-{partition}: producer id {fault.producer_id} epoch "
+            f"{fault.producer_epoch} first offset {fault.first_offset} (transactional id {fault.transactional_id})")
+    if hold:
+        _hold(fault, text)
+    else:
+        typer.echo(text)
+        typer.echo(f"clear with: txnwatch lab kafka-transactions abort --topic {topic} --partition {partition} "
+                   f"--start-offset {fault.first_offset}", err=True)
+
+
+@fault_app.command("lso-stall")
+def fault_lso_stall(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+                    timeout_ms: Optional[int] = typer.Option(None, help="transaction.timeout.ms (default: the lab's max).")) -> None:
+    """Open a transaction and go silent until Ctrl-C (or until the coordinator times it out)."""
+    from txnwatch.lab.faults import start_lso_stall
+
+    lab = _load(lab_dir)
+    fault = start_lso_stall(lab.bootstrap_servers, topic, partition,
+                            transaction_timeout_ms=timeout_ms or lab.transaction_max_timeout_ms)
+    _hold(fault, f"LSO of {topic}-{partition} pinned at {fault.first_offset} by {fault.transactional_id}")
+
+
+@fault_app.command("freeze")
+def fault_freeze(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+    """SIGSTOP a broker (clear with `fault thaw`)."""
+    _load(lab_dir).freeze_broker(node_id)
+    typer.echo(f"node {node_id} frozen")
+
+
+@fault_app.command("thaw")
+def fault_thaw(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+    _load(lab_dir).thaw_broker(node_id)
+    typer.echo(f"node {node_id} resumed")
+
+
+@fault_app.command("stop")
+def fault_stop(node_id: int, lab_dir: Optional[Path] = DirOption,
+               kill: bool = typer.Option(False, help="SIGKILL (crash) instead of a controlled shutdown.")) -> None:
+    """Stop a broker (clear with `fault start`)."""
+    _load(lab_dir).stop_broker(node_id, kill=kill)
+    typer.echo(f"node {node_id} stopped")
+
+
+@fault_app.command("start")
+def fault_start(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+    lab = _load(lab_dir)
+    try:
+        lab.start_broker(node_id)
+    except LabError as exc:
+        _fail(exc)
+    typer.echo(f"node {node_id} running (pid {lab.node(node_id).pid})")
+
+
+@fault_app.command("coordinator-failover")
+def fault_coordinator_failover(transactional_id: str, lab_dir: Optional[Path] = DirOption) -> None:
+    """Stop the broker leading the transactional id's __transaction_state partition (clear: `fault start`)."""
+    from txnwatch.lab.faults import fail_over_coordinator
+
+    failover = fail_over_coordinator(_load(lab_dir), transactional_id)
+    typer.echo(f"stopped coordinator node {failover.old_coordinator}; new coordinator {failover.new_coordinator()}")
+
+
+@fault_app.command("latency")
+def fault_latency(ms: float, node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."),
+                  lab_dir: Optional[Path] = DirOption) -> None:
+    """Add one-way latency between clients and a broker (0 clears)."""
+    _load(lab_dir).proxy.delay(node_id, ms)
+    typer.echo(f"latency {ms} ms on {'all brokers' if node_id is None else f'node {node_id}'}")
+
+
+@fault_app.command("cut")
+def fault_cut(node_id: Optional[int] = typer.Option(None, "--node"), lab_dir: Optional[Path] = DirOption,
+              block: bool = typer.Option(False, help="Also refuse new connections until `fault clear-network`.")) -> None:
+    """Drop clients' connections to a broker."""
+    reply = _load(lab_dir).proxy.cut(node_id, block=block)
+    typer.echo(f"cut {reply['cut']} connection(s)")
+
+
+@fault_app.command("clear-network")
+def fault_clear_network(node_id: Optional[int] = typer.Option(None, "--node"), lab_dir: Optional[Path] = DirOption) -> None:
+    _load(lab_dir).proxy.clear(node_id)
+    typer.echo("network faults cleared")
+
+
+def main() -> None:
+    app()
