@@ -96,8 +96,9 @@ def describe_producers(leaders: Mapping[TopicPartition, int]) -> list[Call]:
             for node, topics in by_node(leaders).items()]
 
 
-def list_offsets(leaders: Mapping[TopicPartition, int],
-                 queries: Sequence[OffsetQuery] = OFFSET_QUERIES) -> list[Call]:
+def list_offsets(leaders: Mapping[TopicPartition, int], queries: Sequence[OffsetQuery] = OFFSET_QUERIES,
+                 timeout_ms: int = 0) -> list[Call]:
+    """``timeout_ms`` bounds lookups in tiered storage (ListOffsets v10+); local logs answer at once."""
     topic = ListOffsetsRequest.ListOffsetsTopic
     partition = topic.ListOffsetsPartition
     calls = []
@@ -110,7 +111,7 @@ def list_offsets(leaders: Mapping[TopicPartition, int],
                 topics=[topic(name=name, partitions=[partition(partition_index=p, timestamp=int(query.timestamp))
                                                      for p in parts])
                         for name, parts in topics.items()],
-                min_version=min_version)
+                timeout_ms=timeout_ms, min_version=min_version)
             calls.append(Call("ListOffsets", node, request, query.name))
     return calls
 

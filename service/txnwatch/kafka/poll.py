@@ -89,7 +89,8 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
     led = {tp: leader for tp, leader in watched.items() if leader is not None}
 
     calls = [*batches.list_transactions(brokers), *batches.list_groups(brokers),
-             *batches.describe_producers(led), *batches.list_offsets(led)]
+             *batches.describe_producers(led),
+             *batches.list_offsets(led, timeout_ms=settings.request_timeout_ms)]
     if known_max_timeout_ms is None:
         asked = layout.controller_id if layout.controller_id in brokers else brokers[0]
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
