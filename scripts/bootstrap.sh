@@ -55,7 +55,7 @@ if [[ ! -e $stamp ]]; then
 fi
 
 # Kafka jars for the lab, resolved with Maven into a cache outside the repo.
-.venv/bin/txnwatch lab fetch >&2
+.venv/bin/python -c 'from txnwatch.lab.jars import resolve_kafka_jars; resolve_kafka_jars()' >&2
 
 if $want_test; then
   if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then apt_install postgresql; fi

@@ -19,6 +19,16 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.")
 app.add_typer(config_app, name="config")
 
+
+def _mount_subapps() -> None:
+    """Sub-apps live beside their subject; their modules import nothing heavy at the top."""
+    from txnwatch.lab.cli import app as lab_app
+
+    app.add_typer(lab_app, name="lab", help="Real local Kafka clusters, workloads and fault injection.")
+
+
+_mount_subapps()
+
 ConfigOption = Annotated[
     Optional[Path],
     typer.Option("--config", "-c", envvar="TXNWATCH_CONFIG", help="YAML config file (TXNWATCH_* env vars override it)."),
