@@ -95,7 +95,8 @@ class ClusterConnection:
         try:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
                                                    known_max_timeout_ms=self._max_transaction_timeout_ms))
-        except ClusterUnreachable:
+        except Exception:
+            # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)
             raise
         finally:
@@ -116,7 +117,7 @@ class ClusterConnection:
         try:
             return client.run(lambda: abort_transaction(
                 wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run))
-        except ClusterUnreachable:
+        except Exception:
             self._discard(client)
             raise
 
