@@ -87,6 +87,20 @@ def run(config: ConfigOption = None,
     serve(settings)
 
 
+@app.command()
+def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
+         var_dir: Annotated[Path, typer.Option("--dir", help="Where the demo keeps its DB and lab.")] = Path("var"),
+         brokers: Annotated[int, typer.Option(min=1, max=5, help="Lab brokers.")] = 3) -> None:
+    """Start a lab Kafka cluster with the demo workload (a hanging transaction, an LSO stall) and the daemon."""
+    from txnwatch.demo import run_demo
+    from txnwatch.lab.errors import LabError
+
+    try:
+        run_demo(port, var_dir.resolve(), brokers)
+    except LabError as exc:
+        fail(str(exc), 1)
+
+
 def main() -> None:
     try:
         app()

@@ -12,8 +12,9 @@
 The order is deliberate.  Partitions are read before coordinators, and Kafka adds a
 partition to a transaction at its coordinator before the partition sees the first
 write, so a transaction seen open on a partition is already known to the coordinator
-when we ask it.  A poll cannot produce a false "coordinator does not list this
-partition" by racing a young transaction.
+when we ask it: a young transaction never looks like one the coordinator lost.  One
+that completes between the two rounds shows as PrepareCommit/Complete* at the
+coordinator, which detection tells apart by state.
 """
 
 from __future__ import annotations
