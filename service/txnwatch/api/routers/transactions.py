@@ -57,7 +57,8 @@ def summary(row: queries.TxnRow, at: datetime) -> TransactionSummary:
             description="The coordinators' latest view of each transactional id. Typical questions: which "
                         "transactions have been open longer than a minute (`min_age_seconds=60`), which touch a "
                         "topic whose read_committed consumers are stuck (`topic=orders`), which are hanging "
-                        "(`hanging=true`). Oldest open transactions come first by default.")
+                        "(`hanging=true`). Oldest open transactions come first by default.",
+            responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_transactions(
     session: SessionDep,
     scope: ScopeDep,
