@@ -14,6 +14,7 @@ from kafka.future import Future
 from tests.kafka import answers as a
 from txnwatch.kafka import ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.kafka.batches import Call
+from txnwatch.kafka.errors import CORRUPT
 from txnwatch.kafka.poll import Collected, collect
 from txnwatch.kafka.wire import ManagerWire, Reply
 from txnwatch.model import TopicPartition, TxnState
@@ -279,3 +280,21 @@ def test_manager_wire_sends_in_waves_of_max_in_flight() -> None:
     assert [r.response for r in replies[:6]] == [("answer", 1)] * 5 + [("answer", 2)]
     assert isinstance(replies[6].failure, KafkaConnectionError)
     assert [r.call for r in replies] == calls
+
+
+@pytest.mark.parametrize("api", ["ListTransactions", "ListGroups", "DescribeProducers", "ListOffsets",
+                                 "DescribeConfigs", "DescribeTransactions", "OffsetFetch"])
+@pytest.mark.parametrize("junk", [None, "garbage", 42, object()])
+def test_nonsense_answers_become_errors_not_crashes(api: str, junk: Any) -> None:
+    cluster = cluster_with(3)
+
+    class Nonsense(FakeWire):
+        async def exchange(self, calls: Sequence[Call]) -> list[Reply]:
+            replies = await super().exchange(calls)
+            return [Reply(r.call, response=junk) if r.call.api == api else r for r in replies]
+
+    snap = run(Nonsense(cluster)).snapshot
+    assert any(e.api == api and e.name == CORRUPT for e in snap.errors)
+    assert snap.partitions and snap.brokers
+    if api == "ListTransactions":
+        assert not snap.listing_complete

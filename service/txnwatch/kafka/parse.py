@@ -101,7 +101,7 @@ def _unreadable(exc: Exception) -> str:
     return str(exc) if isinstance(exc, _Corrupt) else f"{type(exc).__name__}: {exc}"
 
 
-_BROKEN = (_Corrupt, TypeError, AttributeError, ValueError)
+_BROKEN = (_Corrupt, TypeError, AttributeError, ValueError, LookupError)
 
 
 def _code(value: Any) -> int:
