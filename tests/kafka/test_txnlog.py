@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka import KafkaProducer
 
 from txnwatch.kafka import ClusterConnectionSettings
@@ -128,3 +130,14 @@ def test_tail_sees_every_transition(lab_cluster: Any, new_topic: Callable[..., s
     prepare = next(e.value for e in seen if e.value and e.value.state is TxnState.PREPARE_COMMIT)
     assert prepare.partitions == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     assert [e.offset for e in seen] == sorted(e.offset for e in seen)
+
+
+@given(key=st.one_of(st.none(), st.binary(max_size=40)), value=st.one_of(st.none(), st.binary(max_size=120)))
+def test_any_bytes_decode_or_are_reported(key: bytes | None, value: bytes | None) -> None:
+    assert isinstance(decode_record(key, value, 0, 0, 0), (TxnLogEntry, RequestError))
+
+
+@given(cut=st.integers(min_value=0, max_value=len(PREPARE_COMMIT_TWO) - 1), flip=st.integers(0, 255))
+def test_damaged_real_records_decode_or_are_reported(cut: int, flip: int) -> None:
+    damaged = PREPARE_COMMIT_TWO[:cut] + bytes([flip]) + PREPARE_COMMIT_TWO[cut + 1:]
+    assert isinstance(decode_record(KEY, damaged, 0, 0, 0), (TxnLogEntry, RequestError))

@@ -8,6 +8,7 @@ This is the one adapter to kafka-python's networking internals (its
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -17,6 +18,8 @@ from typing import Any, Protocol
 from kafka.future import Future
 
 from txnwatch.kafka.batches import Call
+
+log = logging.getLogger(__name__)
 
 # Slack over the per-request timeout, so the connection's own timer fires first and
 # names the failure; ours only guards against a future nobody completes.
@@ -103,7 +106,10 @@ class ManagerWire:
 
     def learn_metadata(self, response: Any) -> None:
         """Share a fresh Metadata answer with kafka-python, which resolves broker addresses from it."""
-        self._manager.cluster.update_metadata(response)
+        try:
+            self._manager.cluster.update_metadata(response)
+        except Exception:  # its own refresh loop will catch up; this poll already has its layout
+            log.debug("kafka-python refused a metadata answer", exc_info=True)
 
     def supports(self, request_class: Any, version: int) -> bool:
         versions = self._manager.broker_version_data
