@@ -196,3 +196,27 @@ def test_stopped_broker_costs_only_what_it_covers(require_managed_lab: Any, new_
         lab_cluster.start_broker(victim)
     recovered = eventually(connection.poll, lambda s: s.listing_complete and not s.errors, timeout=60)
     assert recovered.listing_complete and victim in {b.node_id for b in recovered.brokers}
+
+
+def test_frozen_broker_costs_a_timeout_not_a_hang(require_managed_lab: Any, new_topic: Callable[..., str]) -> None:
+    lab_cluster = require_managed_lab
+    new_topic(partitions=3)
+    timeout_ms = 2_000
+    settings = ClusterConnectionSettings(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers,
+                                         request_timeout_ms=timeout_ms)
+    with ClusterConnection(settings) as connection:
+        victim = min(b.node_id for b in connection.poll().brokers)
+        lab_cluster.freeze_broker(victim)
+        try:
+            started = time.monotonic()
+            snap = connection.poll()
+            elapsed = time.monotonic() - started
+        finally:
+            lab_cluster.thaw_broker(victim)
+        # At worst: metadata from the frozen broker, then a fallback, then one timeout per later round.
+        assert elapsed < 4 * (timeout_ms / 1000 + 1)
+        timed_out = [e for e in snap.errors if e.target == f"broker:{victim}"]
+        assert timed_out and not snap.listing_complete
+        assert any(p.high_watermark is not None for p in snap.partitions.values() if p.leader != victim)
+        recovered = eventually(connection.poll, lambda s: s.listing_complete and not s.errors, timeout=60)
+        assert recovered.listing_complete
