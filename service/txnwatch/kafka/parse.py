@@ -79,7 +79,7 @@ def _optional_str(value: Any) -> str | None:
 
 
 def _offset(value: Any, what: str) -> int | None:
-    """Offsets: -1 means "none"; anything below is a broken answer."""
+    """Offsets and timestamps: -1 means "none"; anything below is a broken answer."""
     number = _int(value, what)
     if number == -1:
         return None
@@ -88,13 +88,7 @@ def _offset(value: Any, what: str) -> int | None:
     return number
 
 
-def _timestamp(value: Any, what: str) -> int | None:
-    number = _int(value, what)
-    if number == -1:
-        return None
-    if number < -1:
-        raise _Corrupt(f"{what} is {number}")
-    return number
+_timestamp = _offset
 
 
 def _unreadable(exc: Exception) -> str:
