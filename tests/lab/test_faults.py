@@ -49,6 +49,10 @@ def test_hanging_transaction_is_what_kafka_calls_hanging(lab_cluster, new_topic,
         assert ref_desc["transaction_state"] == "Empty" and ref_desc["topic_partitions"] == []
         assert ref_desc["producer_id"] == hanging.producer_id == desc.producer_id
 
+        # kafka-python's find_hanging_transactions only asks coordinators, so it cannot see this case.
+        assert all(t.producer_id != hanging.producer_id
+                   for t in admin.find_hanging_transactions(max_transaction_timeout_ms=0))
+
         # ...so Kafka's own tool calls it hanging (0 min: skip the "older than the max timeout" filter).
         hanging_rows = ref.find_hanging(topic=topic, partition=0, max_transaction_timeout_min=0)
         assert [(r["producer_id"], r["producer_epoch"], r["start_offset"]) for r in hanging_rows] == [
@@ -124,6 +128,23 @@ def test_frozen_leader_leaves_coordinator_in_prepare_commit(require_managed_lab,
         wait_for(lambda: (o := offsets(fresh, topic, 0))[0] == o[1], what="LSO == HWM after the marker")
     finally:
         fresh.close()
+
+
+def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab, new_topic, admin, ref):
+    lab = require_managed_lab
+    topic = new_topic(partitions=1, replication=1)
+    fault = faults.stuck_prepare(lab, topic, 0, mode="stop", commit=False)
+    try:
+        wait_for(lambda: txn_state(admin, fault.transactional_id).state.value == "PrepareAbort", timeout=40,
+                 what="PrepareAbort")
+        assert lab.node_state(fault.leader) == "dead"
+        desc = ref.describe(fault.transactional_id)
+        assert (desc["transaction_state"], desc["coordinator_id"], desc["topic_partitions"]) == (
+            "PrepareAbort", fault.coordinator, [(topic, 0)])
+    finally:
+        fault.clear()
+    wait_for(lambda: txn_state(admin, fault.transactional_id).state.value == "CompleteAbort", timeout=60,
+             what="CompleteAbort after restart")
 
 
 def test_coordinator_failover_moves_the_transactional_id(require_managed_lab, new_topic, ref):

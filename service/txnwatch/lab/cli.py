@@ -52,10 +52,21 @@ def up(
     partition_verification: bool = typer.Option(False, help="transaction.partition.verification.enable "
                                                             "(off lets hanging transactions be injected)."),
     broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
+    reuse: bool = typer.Option(False, "--reuse", help="If a lab is already running in the dir, print its "
+                                                     "bootstrap and succeed instead of failing."),
 ) -> None:
     """Format and start a KRaft cluster on free 127.0.0.1 ports; it keeps running after this command returns."""
-    from txnwatch.lab.cluster import start_lab
+    from txnwatch.lab.cluster import LabCluster, start_lab
     from txnwatch.lab.settings import LabSettings, TransactionSettings
+
+    if reuse:
+        try:
+            running = LabCluster.load(lab_dir)
+        except LabError:
+            running = None
+        if running is not None and all(n["state"] == "running" for n in running.status()["nodes"]):
+            typer.echo(running.bootstrap_servers)
+            return
 
     extra = dict(item.split("=", 1) for item in broker_config)
     settings = LabSettings(brokers=brokers, kafka_version=kafka_version, combined=combined, proxy=proxy,
