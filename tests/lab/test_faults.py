@@ -67,6 +67,19 @@ def test_hanging_transaction_is_what_kafka_calls_hanging(lab_cluster, new_topic,
     assert ref.find_hanging(topic=topic, partition=0, max_transaction_timeout_min=0) == []
 
 
+def test_kafka_transactions_abort_clears_a_hanging_transaction(lab_cluster, new_topic, admin, ref):
+    topic = new_topic(partitions=1)
+    with faults.inject_hanging_transaction(lab_cluster.bootstrap_servers, topic, 0, records=3) as hanging:
+        assert offsets(admin, topic, 0)[0] == hanging.first_offset
+        ref.abort(topic, 0, start_offset=hanging.first_offset)
+        lso, hwm = wait_for(lambda: (o := offsets(admin, topic, 0))[0] == o[1] and o, what="LSO == HWM")
+        assert hwm == hanging.first_offset + 4  # three records and the abort marker
+        producer = ref.describe_producers(topic, 0)[0]
+        assert producer["producer_id"] == hanging.producer_id
+        assert producer["current_transaction_start_offset"] is None
+    # clear() sees nothing left to abort and does nothing
+
+
 def test_lso_stall_pins_lso_until_transaction_ends(lab_cluster, new_topic, admin, ref):
     topic = new_topic(partitions=2)
     stall = faults.start_lso_stall(lab_cluster.bootstrap_servers, topic, 1)

@@ -206,6 +206,29 @@ def fault_lso_stall(topic: str, partition: int = 0, lab_dir: Optional[Path] = Di
     _hold(fault, f"LSO of {topic}-{partition} pinned at {fault.first_offset} by {fault.transactional_id}")
 
 
+@fault_app.command("coordinator-timeout")
+def fault_coordinator_timeout(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+                              timeout_ms: int = typer.Option(2000, help="The producer's transaction.timeout.ms.")) -> None:
+    """Open a transaction with a short timeout, let the coordinator abort it and bump the epoch, then
+    show what the late producer's commit gets (KIP-588)."""
+    from txnwatch.lab.faults import coordinator_timeout_abort
+
+    with coordinator_timeout_abort(_load(lab_dir).bootstrap_servers, topic, partition,
+                                   transaction_timeout_ms=timeout_ms) as fault:
+        typer.echo(f"{fault.transactional_id}: producer id {fault.producer_id} epoch {fault.epoch_before} -> "
+                   f"{fault.epoch_after} ({fault.final_state}); late commit: {fault.late_commit()!r}")
+
+
+@fault_app.command("fence")
+def fault_fence(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption) -> None:
+    """Start a second producer with a running producer's transactional.id and show the zombie's fate."""
+    from txnwatch.lab.faults import fence_producer
+
+    with fence_producer(_load(lab_dir).bootstrap_servers, topic, partition) as fencing:
+        typer.echo(f"{fencing.transactional_id}: epoch {fencing.zombie_epoch} fenced by {fencing.successor_epoch}; "
+                   f"zombie commit: {fencing.zombie_commit()!r}")
+
+
 @fault_app.command("freeze")
 def fault_freeze(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
     """SIGSTOP a broker (clear with `fault thaw`)."""

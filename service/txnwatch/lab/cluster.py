@@ -297,7 +297,7 @@ def start_lab(settings: LabSettings | None = None, lab_dir: Path | str | None = 
     _write_log_configs(lab_path)
 
     nodes = _plan_nodes(settings, lab_path)
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     say(f"formatting {len(nodes)} KRaft node(s) for Kafka {settings.kafka_version} in {lab_path}")
     _format(settings, jars, lab_path, nodes, cluster_id)
 
@@ -327,6 +327,15 @@ def start_lab(settings: LabSettings | None = None, lab_dir: Path | str | None = 
         raise
     say(f"cluster up in {time.monotonic() - t0:.1f}s: bootstrap {state.bootstrap_servers}")
     return lab
+
+
+def new_cluster_id() -> str:
+    """A Kafka Uuid in its URL-safe base64 form.  Like Kafka's Uuid.randomUuid, never one starting with
+    '-': the storage tool's argument parser would take it for an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _prepare_dir(lab_path: Path) -> None:

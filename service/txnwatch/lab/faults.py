@@ -115,8 +115,10 @@ class HangingTxn(Fault):
         admin = admin_client(self.bootstrap)
         try:
             state = admin.describe_producers([self.topic_partition])[self.topic_partition]
-            coordinator_epoch = next((p.coordinator_epoch for p in state.active_producers
-                                      if p.producer_id == self.producer_id), -1)
+            ours = [p for p in state.active_producers if p.producer_id == self.producer_id]
+            if not ours or ours[0].current_transaction_start_offset < 0:
+                return  # already aborted, e.g. with `kafka-transactions abort`
+            coordinator_epoch = ours[0].coordinator_epoch
             admin.abort_transaction(AbortTransactionSpec(self.topic_partition, self.producer_id,
                                                          self.producer_epoch, coordinator_epoch))
         finally:

@@ -39,14 +39,19 @@ class Proxy:
         self.control_port = control_port
         self._stop = asyncio.Event()
 
-    async def serve(self) -> None:
+    def stop(self) -> None:
+        """Thread-safe only via loop.call_soon_threadsafe(proxy.stop)."""
+        self._stop.set()
+
+    async def serve(self, install_signal_handlers: bool = True) -> None:
         servers = [await asyncio.start_server(lambda r, w, route=route: self._handle(route, r, w),
                                               "127.0.0.1", route.listen_port, reuse_address=True)
                    for route in self.routes.values()]
         servers.append(await asyncio.start_server(self._control, "127.0.0.1", self.control_port, reuse_address=True))
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stop.set)
+        if install_signal_handlers:  # only possible on the main thread, i.e. as `python -m txnwatch.lab.proxy`
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stop.set)
         print(f"proxy ready: {[r.describe() for r in self.routes.values()]}", flush=True)
         await self._stop.wait()
         for server in servers:

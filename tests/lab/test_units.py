@@ -1,0 +1,180 @@
+"""Lab plumbing that needs no Kafka: broker properties, ids, the jar cache, the TCP proxy, process checks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from txnwatch.lab import jars
+from txnwatch.lab.cluster import new_cluster_id
+from txnwatch.lab.processes import process_state
+from txnwatch.lab.proxy import Proxy, ProxyControl, Route
+from txnwatch.lab.settings import LabSettings, NodePorts, TransactionSettings, render_properties
+
+
+def _broker_props(settings: LabSettings) -> dict[str, str]:
+    node = NodePorts(node_id=1, client=9001, internal=9002, controller=None, advertised=9003)
+    return render_properties(settings, node, ["broker"], "0@127.0.0.1:9000", "/data")
+
+
+@pytest.mark.parametrize("brokers, rf, min_isr", [(1, "1", "1"), (2, "2", "2"), (3, "3", "2"), (5, "3", "2")])
+def test_internal_topics_fit_the_broker_count(brokers, rf, min_isr):
+    props = _broker_props(LabSettings(brokers=brokers))
+    assert props["offsets.topic.replication.factor"] == props["transaction.state.log.replication.factor"] == rf
+    assert props["transaction.state.log.min.isr"] == min_isr
+    assert props["default.replication.factor"] == rf
+
+
+def test_clients_are_told_the_proxy_port_and_replication_stays_direct():
+    props = _broker_props(LabSettings())
+    assert props["listeners"] == "CLIENT://127.0.0.1:9001,INTERNAL://127.0.0.1:9002"
+    assert props["advertised.listeners"] == "CLIENT://127.0.0.1:9003,INTERNAL://127.0.0.1:9002"
+    assert props["inter.broker.listener.name"] == "INTERNAL"
+
+
+def test_transaction_settings_are_configurable():
+    tx = TransactionSettings(max_timeout_ms=20_000, partition_verification_enable=True,
+                             extra={"transactional.id.expiration.ms": "60000"})
+    props = _broker_props(LabSettings(transactions=tx))
+    assert props["transaction.max.timeout.ms"] == "20000"
+    assert props["transaction.partition.verification.enable"] == "true"
+    assert props["transactional.id.expiration.ms"] == "60000"
+    assert _broker_props(LabSettings())["transaction.partition.verification.enable"] == "false"
+    assert _broker_props(LabSettings())["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_heaps_are_capped():
+    with pytest.raises(ValueError):
+        LabSettings(broker_heap_mb=1024)
+
+
+def test_cluster_ids_never_look_like_options():
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000 and not any(i.startswith("-") for i in ids)
+    assert all(len(i) == 22 for i in ids)
+
+
+def test_jar_cache_location_and_reuse(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXNWATCH_LAB_CACHE", str(tmp_path / "explicit"))
+    assert jars.cache_root() == tmp_path / "explicit"
+    monkeypatch.delenv("TXNWATCH_LAB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jars.cache_root() == tmp_path / "xdg" / "txnwatch" / "kafka"
+    done = jars.cache_root() / "9.9.9"
+    done.mkdir(parents=True)
+    (done / ".complete").write_text("9.9.9\n")
+    monkeypatch.setenv("PATH", "")  # resolving a cached version must not need Maven
+    assert jars.resolve_kafka_jars("9.9.9") == done
+
+
+def test_missing_maven_names_the_packages(tmp_path, monkeypatch):
+    monkeypatch.setenv("TXNWATCH_LAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(jars.ToolMissingError, match="apt-get install openjdk-17-jre-headless maven"):
+        jars.resolve_kafka_jars("9.9.8", quiet=True)
+
+
+def test_process_state_only_recognises_our_marker():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--lab-marker-xyz"])
+    try:
+        # Right after a vfork-based spawn the kernel may not have published the new cmdline yet.
+        deadline = time.monotonic() + 5
+        while process_state(proc.pid, "--lab-marker-xyz") != "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process_state(proc.pid, "--lab-marker-xyz") == "running"
+        assert process_state(proc.pid, "some-other-lab") == "dead"  # a reused pid is not ours
+        os.kill(proc.pid, 19)  # SIGSTOP
+        time.sleep(0.2)
+        assert process_state(proc.pid, "--lab-marker-xyz") == "frozen"
+        os.kill(proc.pid, 18)  # SIGCONT
+    finally:
+        proc.kill()
+        proc.wait()
+    assert process_state(proc.pid, "--lab-marker-xyz", proc) == "dead"
+
+
+@pytest.fixture
+def echo_behind_proxy():
+    """An echo server with the lab proxy in front of it, both on an event loop thread."""
+    loop = asyncio.new_event_loop()
+    ports: dict[str, int] = {}
+    ready = threading.Event()
+
+    async def main() -> None:
+        async def echo(reader, writer):
+            while data := await reader.read(1024):
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        ports["echo"] = server.sockets[0].getsockname()[1]
+        from txnwatch.lab.ports import free_ports
+
+        ports["listen"], ports["control"] = free_ports(2)
+        proxy = Proxy([Route(1, ports["listen"], ports["echo"])], ports["control"])
+        holder["proxy"] = proxy
+        task = asyncio.ensure_future(proxy.serve(install_signal_handlers=False))
+        while not _listening(ports["control"]):
+            await asyncio.sleep(0.05)
+        ready.set()
+        await task
+        server.close()
+
+    holder: dict[str, Proxy] = {}
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    yield ports
+    loop.call_soon_threadsafe(holder["proxy"].stop)
+    thread.join(5)
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _round_trip(port: int) -> float:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        start = time.monotonic()
+        sock.sendall(b"ping")
+        assert sock.recv(16) == b"ping"
+        return time.monotonic() - start
+
+
+def test_proxy_delays_cuts_and_blocks(echo_behind_proxy):
+    control = ProxyControl(echo_behind_proxy["control"])
+    port = echo_behind_proxy["listen"]
+    assert _round_trip(port) < 0.1
+    control.delay(1, 150)
+    assert _round_trip(port) >= 0.3  # both directions
+    control.clear()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"x")
+        assert sock.recv(4) == b"x"
+        assert control.cut(1, block=True)["cut"] == 1
+        assert sock.recv(4) == b""  # our connection was dropped
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"x")
+        with pytest.raises(ConnectionResetError):  # and new ones are reset while blocked
+            if sock.recv(4) == b"":
+                raise ConnectionResetError
+    control.clear(1)
+    assert _round_trip(port) < 0.1
+    assert control.status()["routes"][0]["blocked"] is False
