@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -34,8 +35,17 @@ def test_up_status_kafka_transactions_down(tmp_path):
         assert listing.startswith("TransactionalId")
         second = _lab("up", "--brokers", "1", "--dir", lab_dir, check=False)
         assert second.returncode == 1 and "already running" in second.stderr
+        assert _lab("up", "--brokers", "1", "--dir", lab_dir, "--reuse").stdout == up.stdout
+        _lab("workload", "--scenario", "steady", "--background", "--dir", lab_dir)
+        workload_pid = json.loads(_lab("status", "--dir", lab_dir, "--json").stdout)["workloads"]["steady"]["pid"]
+        log = tmp_path / "cli-lab" / "workload-steady.log"
+        deadline = time.monotonic() + 60
+        while "transactions_committed" not in log.read_text() and "committed " not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(1)
     finally:
         _lab("down", "--dir", lab_dir, check=False)
     for node in status["nodes"]:
         assert process_state(node["pid"], lab_dir) == "dead"
     assert process_state(status["proxy"]["pid"], lab_dir) == "dead"
+    assert process_state(workload_pid, lab_dir) == "dead"

@@ -102,6 +102,8 @@ def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(Fal
     if info["proxy"]:
         p = info["proxy"]
         typer.echo(f"  proxy   pid {p['pid']}  control port {p['control_port']}  {p['state']}")
+    for name, w in info["workloads"].items():
+        typer.echo(f"  workload {name}  pid {w['pid']}  {w['state']}")
 
 
 @app.command()
@@ -136,12 +138,16 @@ def workload(
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
     topic_prefix: Optional[str] = typer.Option(None),
     verbose: bool = typer.Option(False, "-v"),
+    background: bool = typer.Option(False, "--background", help="Detach; `lab down` or `lab workload-stop` "
+                                                                "stops it. Log: <lab dir>/workload-<scenario>.log"),
 ) -> None:
     """Drive real transactional producers, read_committed/read_uncommitted groups and a
-    consume-transform-produce loop; demo and chaos also inject faults. Runs in the foreground."""
+    consume-transform-produce loop; demo and chaos also inject faults. Foreground unless --background."""
+    import signal
+
     from txnwatch.lab.workload import SCENARIOS, Workload
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
+    logging.basicConfig(level=logging.INFO if verbose or background else logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if scenario not in SCENARIOS:
         _fail(LabError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}"))
@@ -149,12 +155,35 @@ def workload(
     if bootstrap_servers is None:
         lab = _load(lab_dir)
         bootstrap_servers = lab.bootstrap_servers
+    if background:
+        if lab is None:
+            _fail(LabError("--background needs a lab (its state file records the process)"))
+        try:
+            pid = lab.start_workload_process(scenario)
+        except LabError as exc:
+            _fail(exc)
+        typer.echo(f"workload {scenario} running in the background, pid {pid}, log {lab.lab_dir}/workload-{scenario}.log")
+        return
+
+    def _terminate(signum, frame):  # `lab down` sends SIGTERM: stop gracefully so faults are cleared
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
     runner = Workload(bootstrap_servers, scenario, lab=lab, topic_prefix=topic_prefix)
     typer.echo(f"workload {scenario}: topics {runner.input_topic}, {runner.output_topic}; Ctrl-C to stop", err=True)
     stats = runner.run(duration, report=lambda s: typer.echo(
         f"committed {s.transactions_committed} aborted {s.transactions_aborted} ctp {s.ctp_transactions} "
         f"errors {s.producer_errors}+{s.ctp_errors} faults {s.faults_injected[-3:]}", err=True))
     typer.echo(json.dumps(stats.as_dict(), indent=2))
+
+
+@app.command("workload-stop")
+def workload_stop(lab_dir: Optional[Path] = DirOption) -> None:
+    """Stop background workloads (their faults are cleared on the way out)."""
+    lab = _load(lab_dir)
+    names = list(lab.state.workloads)
+    lab.stop_workloads()
+    typer.echo(f"stopped {', '.join(names) if names else 'nothing'}")
 
 
 # -- faults ------------------------------------------------------------------------------------------------

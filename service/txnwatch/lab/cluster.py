@@ -98,6 +98,8 @@ class LabState:
     nodes: list[LabNode]
     settings: dict[str, Any]
     proxy_pid: int | None = None
+    #: Background workload processes (`txnwatch lab workload --background`): scenario -> pid.
+    workloads: dict[str, int] = field(default_factory=dict)
     proxy_control_port: int | None = None
     started_at: float = field(default_factory=time.time)
 
@@ -182,10 +184,13 @@ class LabCluster:
             proxy = {"pid": self.state.proxy_pid, "control_port": self.state.proxy_control_port,
                      "state": process_state(self.state.proxy_pid, self._proxy_marker,
                                             self._children.get(self.state.proxy_pid))}
+        workloads = {name: {"pid": pid, "state": process_state(pid, self._workload_marker(name),
+                                                               self._children.get(pid))}
+                     for name, pid in self.state.workloads.items()}
         return {"lab_dir": self.state.lab_dir, "kafka_version": self.kafka_version,
                 "cluster_id": self.state.cluster_id, "bootstrap_servers": self.bootstrap_servers,
                 "transaction_max_timeout_ms": self.transaction_max_timeout_ms,
-                "nodes": nodes, "proxy": proxy}
+                "nodes": nodes, "proxy": proxy, "workloads": workloads}
 
     @property
     def _proxy_marker(self) -> str:
@@ -254,11 +259,42 @@ class LabCluster:
         if not signal_if_ours(n.pid, n.config_file, signal.SIGCONT, self._children.get(n.pid or 0)):
             raise LabError(f"node {node_id} is not running")
 
+    # -- background workloads -------------------------------------------------------------------
+
+    def _workload_marker(self, scenario: str) -> str:
+        return f"workload --scenario {scenario} --dir={self.state.lab_dir}"
+
+    def start_workload_process(self, scenario: str) -> int:
+        """Run `txnwatch lab workload --scenario S` detached, logging to <lab_dir>/workload-S.log.
+
+        It is recorded in the state file, so `lab down` stops it first and its faults get cleared
+        (SIGTERM makes the workload stop gracefully)."""
+        if scenario in self.state.workloads and process_state(
+                self.state.workloads[scenario], self._workload_marker(scenario)) != "dead":
+            raise LabError(f"workload {scenario!r} already runs (pid {self.state.workloads[scenario]})")
+        cmd = [sys.executable, "-m", "txnwatch.lab", *self._workload_marker(scenario).split(" ")]
+        proc = spawn(cmd, self.lab_dir / f"workload-{scenario}.log", self.lab_dir,
+                     die_with_parent=self._die_with_parent)
+        self._children[proc.pid] = proc
+        self.state.workloads[scenario] = proc.pid
+        self.state.save()
+        return proc.pid
+
+    def stop_workloads(self, timeout: float = 30.0) -> None:
+        pids = {pid: self._workload_marker(name) for name, pid in self.state.workloads.items()}
+        if pids:
+            stop(pids, timeout=timeout, children=self._children)
+        self.state.workloads.clear()
+        if (self.lab_dir / STATE_FILE).exists():
+            self.state.save()
+
     # -- teardown -------------------------------------------------------------------------------
 
     def down(self) -> None:
-        """Stop exactly the processes recorded for this lab: brokers first (their controlled
-        shutdown needs the controller), then controllers, then the proxy."""
+        """Stop exactly the processes recorded for this lab: workloads first (so they can clear
+        their faults), then brokers (their controlled shutdown needs the controller), then
+        controllers, then the proxy."""
+        self.stop_workloads()
         brokers_only = [n for n in self.state.nodes if n.roles == ["broker"]]
         rest = [n for n in self.state.nodes if n.roles != ["broker"]]
         for group in (brokers_only, rest):

@@ -136,7 +136,8 @@ class Workload:
         started = time.monotonic()
         try:
             while duration is None or time.monotonic() - started < duration:
-                time.sleep(min(report_every, duration - (time.monotonic() - started)) if duration else report_every)
+                remaining = report_every if duration is None else duration - (time.monotonic() - started)
+                time.sleep(max(0.0, min(report_every, remaining)))
                 if report:
                     report(self.stats)
         except KeyboardInterrupt:
