@@ -117,3 +117,21 @@ def test_sink_failure_does_not_stop_other_sinks() -> None:
     c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, 0, [Broken(), good], state)  # type: ignore[list-item]
     c.poll_once()
     assert good.calls == [("c", True, None)]
+
+
+def test_followers_do_not_poll_and_a_new_term_starts_detection_afresh() -> None:
+    state, sink = LatestState(["c"]), RecordingSink()
+    leading = [False]
+    poller = FakePoller("c")
+    c = ClusterCollector("c", lambda: poller, count_evaluate, 0, [sink], state, leading=lambda: leading[0])
+    c.poll_once()
+    assert poller.calls == 0
+    leading[0] = True
+    c.poll_once()
+    c.poll_once()
+    assert c._detector_state == 2
+    leading[0] = False
+    c.poll_once()
+    leading[0] = True
+    c.poll_once()
+    assert poller.calls == 3 and c._detector_state == 1

@@ -63,6 +63,7 @@ class ClusterCollector:
         count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
         clock: Callable[[], float] = time.time,
         backoff: Backoff = Backoff(),
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.name = name
         self._connect = connect
@@ -75,9 +76,21 @@ class ClusterCollector:
         self._backoff = backoff
         self._poller: Poller | None = None
         self._retry_at = 0.0
+        self._leading = leading
+        self._initial_state = initial_state
+        self._was_leading = False
 
     def poll_once(self) -> None:
-        """One scheduled tick; returns early while backing off."""
+        """One scheduled tick; returns early while backing off or while another replica leads."""
+        if not self._leading():
+            if self._was_leading:
+                self._was_leading = False
+                self._close_poller()
+            return
+        if not self._was_leading:
+            # Whatever this replica knew from an earlier term is stale: start detection afresh.
+            self._was_leading = True
+            self._detector_state = self._initial_state
         now = self._clock()
         if now < self._retry_at:
             return
