@@ -16,15 +16,14 @@ import typer
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION
+from txnwatch.lab.settings import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
 app = typer.Typer(no_args_is_help=True, help="Local real-Kafka lab: cluster, workload, faults, reference tool.")
 fault_app = typer.Typer(no_args_is_help=True, help="Inject faults into a running lab (each clearable).")
 app.add_typer(fault_app, name="fault")
 
-DirOption = typer.Option(None, "--dir", help="Lab directory (default $TXNWATCH_LAB_DIR or ~/.local/state/txnwatch/lab).")
-
-#: `lab up` serves the demo, where LSO stalls should last long enough to alert on; tests use 15 s.
-CLI_TRANSACTION_MAX_TIMEOUT_MS = 60_000
+DirOption = typer.Option(None, "--dir", "--lab-dir",
+                         help="Lab directory (default $TXNWATCH_LAB_DIR or ~/.local/state/txnwatch/lab).")
 
 
 def _fail(exc: Exception) -> None:
@@ -48,7 +47,7 @@ def up(
     lab_dir: Optional[Path] = DirOption,
     combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
     proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),
-    transaction_max_timeout_ms: int = typer.Option(CLI_TRANSACTION_MAX_TIMEOUT_MS, help="transaction.max.timeout.ms"),
+    transaction_max_timeout_ms: int = typer.Option(DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, help="transaction.max.timeout.ms"),
     partition_verification: bool = typer.Option(False, help="transaction.partition.verification.enable "
                                                             "(off lets hanging transactions be injected)."),
     broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
@@ -97,7 +96,7 @@ def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(Fal
         return
     typer.echo(f"Kafka {info['kafka_version']}  bootstrap {info['bootstrap_servers']}  dir {info['lab_dir']}")
     for n in info["nodes"]:
-        typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {n['pid']:>7}  "
+        typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {str(n['pid']):>7}  "
                    f"port {n['port'] or '-':>5}  {n['state']}")
     if info["proxy"]:
         p = info["proxy"]

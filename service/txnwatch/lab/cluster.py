@@ -374,7 +374,16 @@ def new_cluster_id() -> str:
             return cluster_id
 
 
+_LAB_ENTRIES = ("lab.json", "lab.tmp", "node-*", "log4j*.properties", "proxy.log", "workload-*.log")
+
+
 def _prepare_dir(lab_path: Path) -> None:
+    """Reuse a stopped lab's directory, but never wipe a directory that is not a lab's."""
+    if lab_path.exists():
+        foreign = [p.name for p in lab_path.iterdir() if not any(p.match(pat) for pat in _LAB_ENTRIES)]
+        if foreign:
+            raise LabError(f"{lab_path} holds files that are not a lab's ({', '.join(sorted(foreign)[:5])}); "
+                           "choose an empty or new --dir")
     if (lab_path / STATE_FILE).exists():
         existing = LabCluster.load(lab_path)
         if any(existing.node_state(n.node_id) != "dead" for n in existing.state.nodes):
@@ -427,7 +436,7 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
     return nodes
 
 
-def _jvm_base(settings: LabSettings, heap_mb: int) -> list[str]:
+def _jvm_base(heap_mb: int) -> list[str]:
     # Serial GC and C1-only JIT: several JVMs share 2 cores, and startup time matters more than peak throughput.
     return [require_tool("java"), "-Xms64m", f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true"]
@@ -436,7 +445,7 @@ def _jvm_base(settings: LabSettings, heap_mb: int) -> list[str]:
 def _java_cmd(settings: LabSettings, lab_path: Path, config: Path, node: LabNode) -> list[str]:
     heap = settings.broker_heap_mb if node.is_broker else settings.controller_heap_mb
     jars = resolve_kafka_jars(settings.kafka_version, quiet=True)
-    return [*_jvm_base(settings, heap), *log_opts(lab_path, settings.kafka_version, "server"),
+    return [*_jvm_base(heap), *log_opts(lab_path, settings.kafka_version, "server"),
             f"-Dkafka.logs.dir={config.parent}", "-cp", classpath(jars), "kafka.Kafka", str(config)]
 
 
@@ -444,7 +453,7 @@ def _format(settings: LabSettings, jars: Path, lab_path: Path, nodes: list[LabNo
     # kafka.tools.StorageTool is the entry point in both 3.9 and 4.1 (checked in the jars).
     procs = []
     for n in nodes:
-        cmd = [*_jvm_base(settings, 256), *log_opts(lab_path, settings.kafka_version, "tools"), "-cp",
+        cmd = [*_jvm_base(256), *log_opts(lab_path, settings.kafka_version, "tools"), "-cp",
                classpath(jars), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", n.config_file]
         procs.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     for n, proc in procs:

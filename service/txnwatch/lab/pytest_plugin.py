@@ -32,10 +32,11 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield ExternalLab(bootstrap)
         return
     from txnwatch.lab.cluster import start_lab
-    from txnwatch.lab.settings import LabSettings
+    from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
-    settings = LabSettings(brokers=3, kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION",
-                                                                   DEFAULT_KAFKA_VERSION))
+    settings = LabSettings(brokers=3,
+                           kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
+                           transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS))
     lab = start_lab(settings, tmp_path_factory.mktemp("txnwatch-lab"), die_with_parent=True)
     try:
         yield lab

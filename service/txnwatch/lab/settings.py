@@ -14,17 +14,22 @@ from dataclasses import dataclass, field
 
 from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, kafka_major
 
-#: The lab's default `transaction.max.timeout.ms`.  find-hanging only flags a
-#: transaction older than this, so tests wait a bit longer than this value.
-#: Producers' `transaction.timeout.ms` must be <= it.
+#: `transaction.max.timeout.ms` of the pytest lab: small, so an LSO stall or a
+#: coordinator-side timeout resolves within a test.  Producers in tests must use
+#: `transaction.timeout.ms` <= it.
 LAB_TRANSACTION_MAX_TIMEOUT_MS = 15_000
+
+#: Default for `txnwatch lab up` and the demo: long enough that an LSO stall
+#: outlives the demo's stall threshold and alert `for:` before the coordinator
+#: aborts it.
+DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True)
 class TransactionSettings:
     """Broker-side transaction settings the lab exposes (all `transaction.*` broker configs)."""
 
-    max_timeout_ms: int = LAB_TRANSACTION_MAX_TIMEOUT_MS
+    max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
     partition_verification_enable: bool = False
     #: How often the coordinator looks for timed-out transactions to abort (Kafka's default is 10 s).
     abort_timed_out_check_interval_ms: int = 1_000
