@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.config import Settings
+from txnwatch.leader import Leadership, SingleInstance
 from txnwatch.state import LatestState
 from txnwatch.store.db import make_engine, make_sessionmaker
 
@@ -30,6 +31,7 @@ class Runtime:
     engine: Engine
     sessions: sessionmaker[Session]
     state: LatestState
+    leadership: Leadership = field(default_factory=SingleInstance)
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
 

@@ -6,9 +6,11 @@ import time
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from txnwatch.api.deps import RuntimeDep
+from txnwatch.runtime import Runtime
+from txnwatch.store.models import Cluster
 
 router = APIRouter(tags=["health"])
 
@@ -29,15 +31,32 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
         reasons.append(f"database unreachable: {str(exc).splitlines()[0]}")
     if runtime.state.db_error:
         reasons.append(f"database writes failing: {runtime.state.db_error}")
+    leading = runtime.leadership.is_leader()
+    polls = _last_polls(runtime) if leading else _last_polls_from_db(runtime, reasons)
     now_ms = int(time.time() * 1000)
     for cluster in runtime.settings.clusters:
-        view = runtime.state.get(cluster.name)
+        last_success_ms, last_error = polls.get(cluster.name, (None, None))
         stale_after_ms = int(3 * runtime.settings.interval_for(cluster) * 1000) + 30_000
-        if view is None or view.last_success_at_ms is None:
-            reasons.append(f"cluster {cluster.name}: not polled successfully yet"
-                           + (f" ({view.last_error})" if view and view.last_error else ""))
-        elif now_ms - view.last_success_at_ms > stale_after_ms:
-            reasons.append(f"cluster {cluster.name}: last successful poll {(now_ms - view.last_success_at_ms) // 1000}s ago"
-                           + (f" ({view.last_error})" if view.last_error else ""))
-    body = {"status": "ready" if not reasons else "not ready", "reasons": reasons}
+        why = f" ({last_error})" if last_error else ""
+        if last_success_ms is None:
+            reasons.append(f"cluster {cluster.name}: not polled successfully yet{why}")
+        elif now_ms - last_success_ms > stale_after_ms:
+            reasons.append(f"cluster {cluster.name}: last successful poll {(now_ms - last_success_ms) // 1000}s ago{why}")
+    body = {"status": "ready" if not reasons else "not ready", "role": "leader" if leading else "follower",
+            "reasons": reasons}
     return JSONResponse(body, status_code=200 if not reasons else 503)
+
+
+def _last_polls(runtime: Runtime) -> dict[str, tuple[int | None, str | None]]:
+    """The leader knows its own polls, even while the database is down."""
+    return {v.name: (v.last_success_at_ms, v.last_error) for v in runtime.state.views()}
+
+
+def _last_polls_from_db(runtime: Runtime, reasons: list[str]) -> dict[str, tuple[int | None, str | None]]:
+    """A follower judges the leader's polls by what the leader wrote."""
+    try:
+        with runtime.sessions() as session:
+            rows = session.execute(select(Cluster.name, Cluster.last_success_at, Cluster.last_error)).all()
+    except Exception:
+        return {}
+    return {name: (int(at.timestamp() * 1000) if at else None, error) for name, at, error in rows}
