@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -32,6 +33,7 @@ class Runtime:
     sessions: sessionmaker[Session]
     state: LatestState
     leadership: Leadership = field(default_factory=SingleInstance)
+    registry: CollectorRegistry | None = None
     starters: list[Callable[[], None]] = field(default_factory=list)
     stoppers: list[Callable[[], None]] = field(default_factory=list)
 

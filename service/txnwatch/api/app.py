@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from txnwatch import __version__
-from txnwatch.api.routers import health
+from txnwatch.api.routers import health, metrics
 from txnwatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
                             headers={"Retry-After": "5"})
 
     app.include_router(health.router)
+    app.include_router(metrics.router)
     from txnwatch.api.routers import register
 
     register(app)
