@@ -6,11 +6,18 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
 from txnwatch.api.routers.convert import from_row
-from txnwatch.api.routers.params import CursorParam, Limit, ScopeDep, decode_cursor, next_cursor
+from txnwatch.api.routers.params import (
+    ClusterFilter,
+    CursorParam,
+    Limit,
+    ReadSession,
+    decode_cursor,
+    json_response,
+    next_cursor,
+)
 from txnwatch.api.schemas import AlertOut, AlertPage, ErrorOut
 from txnwatch.store import queries
 
@@ -29,15 +36,16 @@ class AlertState(StrEnum):
                         "`cluster` filter, alerts about txnwatch itself (no cluster) are included.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_alerts(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     state: Annotated[list[AlertState] | None, Query(description="Repeat for several.")] = None,
     limit: Limit = 100,
     cursor: CursorParam = None,
-) -> AlertPage:
+) -> Response:
     kind = "alerts"
     after = decode_cursor(cursor, kind, (datetime, int))
-    rows = queries.list_alerts(session, cluster_ids=scope.id_list, with_unscoped=not scope.explicit,
+    rows = queries.list_alerts(session, clusters=clusters.names, with_unscoped=not clusters.explicit,
                                states=[s.value for s in state or ()], after=after, limit=limit)
-    return AlertPage(items=[from_row(AlertOut, a, cluster=name) for a, name in rows],
-                     next_cursor=next_cursor(kind, rows, limit, lambda r: (r[0].started_at, r[0].id)))
+    cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
+    return json_response(AlertPage, {"items": [from_row(AlertOut, r, cluster=r.cluster_name) for r in rows],
+                                     "next_cursor": cursor_out})

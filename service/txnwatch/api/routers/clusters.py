@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from txnwatch.api.deps import SessionDep, SettingsDep, StateDep
-from txnwatch.api.routers.params import PathClusterDep
+from txnwatch.api.routers.params import PathCluster, ReadSession, RuntimeNow, cluster_ref, json_response
 from txnwatch.api.schemas import ClusterDetail, ClusterSummary, ErrorOut
 from txnwatch.config import ClusterConfig
 from txnwatch.state import ClusterView
@@ -44,14 +43,14 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
             description="Every configured cluster, whether its latest poll reached it, and since when it has "
                         "been failing. A cluster that is down keeps its last known transactions and offsets "
                         "in the other endpoints; check `last_success_at` before trusting them.")
-def list_clusters(session: SessionDep, settings: SettingsDep, state: StateDep) -> list[ClusterSummary]:
+def list_clusters(session: ReadSession, runtime: RuntimeNow) -> list[ClusterSummary]:
     records = queries.cluster_records(session)
     counts = queries.poll_counts(session)
     summaries = []
-    for config in settings.clusters:
+    for config in runtime.settings.clusters:
         record = records.get(config.name)
         polls = counts.get(record.id) if record is not None else None
-        summaries.append(_summary(config, record, polls or queries.PollCounts(), state.get(config.name)))
+        summaries.append(_summary(config, record, polls or queries.PollCounts(), runtime.state.get(config.name)))
     return summaries
 
 
@@ -59,14 +58,14 @@ def list_clusters(session: SessionDep, settings: SettingsDep, state: StateDep) -
             description="Poll status plus counts of open transactions, open hanging-transaction episodes, "
                         "stalled LSOs and firing alerts.",
             responses={404: {"model": ErrorOut, "description": "No cluster of that name is configured."}})
-def get_cluster(cluster: PathClusterDep, session: SessionDep, settings: SettingsDep,
-                state: StateDep) -> ClusterDetail:
-    config = next(c for c in settings.clusters if c.name == cluster.name)
+def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeNow) -> Response:
+    cluster = cluster_ref(session, name)
+    config = next(c for c in runtime.settings.clusters if c.name == cluster.name)
     record = queries.cluster_records(session, [cluster.name]).get(cluster.name)
     if cluster.id is None:
         counts, activity = queries.PollCounts(), queries.ClusterActivity(0, 0, 0, 0)
     else:
         counts = queries.poll_counts(session, cluster.id).get(cluster.id, queries.PollCounts())
         activity = queries.cluster_activity(session, cluster.id)
-    summary = _summary(config, record, counts, state.get(cluster.name))
-    return ClusterDetail(**summary.model_dump(), **activity.__dict__)
+    summary = _summary(config, record, counts, runtime.state.get(cluster.name))
+    return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__})

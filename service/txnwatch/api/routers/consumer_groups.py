@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-from txnwatch.api.deps import SessionDep
 from txnwatch.api.routers.convert import from_row
 from txnwatch.api.routers.params import (
+    ClusterFilter,
     CursorParam,
     Limit,
-    PathClusterDep,
-    ScopeDep,
+    PathCluster,
+    ReadSession,
+    cluster_ref,
     decode_cursor,
+    json_response,
     next_cursor,
     not_found,
 )
@@ -27,14 +29,15 @@ router = APIRouter(prefix="/consumer-groups", tags=["consumer groups"])
                         "show). The difference is data held back by open transactions, not slow consumers. "
                         "Ordered by cluster and group id.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
-def list_groups(session: SessionDep, scope: ScopeDep, limit: Limit = 100,
-                cursor: CursorParam = None) -> ConsumerGroupPage:
+def list_groups(session: ReadSession, clusters: ClusterFilter, limit: Limit = 100,
+                cursor: CursorParam = None) -> Response:
     kind = "groups"
     after = decode_cursor(cursor, kind, (int, str))
+    scope = clusters.resolve(session)
     groups = queries.list_groups(session, scope.id_list, after=after, limit=limit)
     items = [from_row(ConsumerGroupSummary, g, topics=list(g.topics)) for g in groups]
-    return ConsumerGroupPage(items=items, next_cursor=next_cursor(kind, groups, limit,
-                                                                  lambda g: (g.cluster_id, g.group_id)))
+    cursor_out = next_cursor(kind, groups, limit, lambda g: (g.cluster_id, g.group_id))
+    return json_response(ConsumerGroupPage, {"items": items, "next_cursor": cursor_out})
 
 
 @router.get("/{cluster}/{group_id:path}", response_model=ConsumerGroupDetail,
@@ -43,7 +46,8 @@ def list_groups(session: SessionDep, scope: ScopeDep, limit: Limit = 100,
                         "in seconds for each partition. A group that stopped committing shows where it stopped "
                         "(see `sampled_at`).",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster or group."}})
-def get_group(cluster: PathClusterDep, group_id: str, session: SessionDep) -> ConsumerGroupDetail:
+def get_group(name: PathCluster, group_id: str, session: ReadSession) -> Response:
+    cluster = cluster_ref(session, name)
     rows = []
     if cluster.id is not None and "\x00" not in group_id:
         rows = queries.group_partitions(session, cluster.id, group_id)
@@ -52,8 +56,8 @@ def get_group(cluster: PathClusterDep, group_id: str, session: SessionDep) -> Co
     lso = [r.lag_lso for r in rows if r.lag_lso is not None]
     hwm = [r.lag_hwm for r in rows if r.lag_hwm is not None]
     secs = [r.lag_seconds for r in rows if r.lag_seconds is not None]
-    return ConsumerGroupDetail(
+    return json_response(ConsumerGroupDetail, dict(
         cluster=cluster.name, group_id=group_id, sampled_at=rows[0].sampled_at, partitions=len(rows),
         topics=sorted({r.topic for r in rows}), lag_lso=sum(lso) if lso else None, lag_hwm=sum(hwm) if hwm else None,
         max_lag_seconds=max(secs, default=None),
-        partition_lags=[from_row(GroupPartitionLag, r) for r in rows])
+        partition_lags=[from_row(GroupPartitionLag, r) for r in rows]))

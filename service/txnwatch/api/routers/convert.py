@@ -1,22 +1,21 @@
-"""From ORM rows to response models."""
+"""From database rows to the data of response models."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import Row
 
 from txnwatch.api.schemas import HangingEpisodeOut, LsoStallOut
 from txnwatch.store import models as m
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def from_row(model: type[M], row: object, **computed: Any) -> M:
-    """Copy the columns a response model shares with a row; fields the row lacks come from ``computed``."""
+def from_row(model: type[BaseModel], row: object, **computed: Any) -> dict[str, Any]:
+    """The fields of ``model`` taken from a row's columns, or from ``computed`` for those it lacks;
+    plain data for :func:`params.json_response` to validate in one pass."""
     data = {name: getattr(row, name) for name in model.model_fields if name not in computed}
-    return model.model_validate({**data, **computed})
+    return {**data, **computed}
 
 
 def seconds_between(start: datetime, end: datetime) -> float:
@@ -28,11 +27,11 @@ def gap(hwm: int | None, lso: int | None) -> int | None:
     return None if hwm is None or lso is None else max(0, hwm - lso)
 
 
-def hanging_out(episode: m.HangingEpisode, cluster: str, now: datetime) -> HangingEpisodeOut:
+def hanging_out(episode: m.HangingEpisode | Row[Any], cluster: str, now: datetime) -> dict[str, Any]:
     return from_row(HangingEpisodeOut, episode, cluster=cluster,
                     open_seconds=seconds_between(episode.first_seen_at, episode.resolved_at or now))
 
 
-def lso_stall_out(episode: m.LsoStallEpisode, cluster: str, now: datetime) -> LsoStallOut:
+def lso_stall_out(episode: Row[Any], cluster: str, now: datetime) -> dict[str, Any]:
     return from_row(LsoStallOut, episode, cluster=cluster,
                     duration_seconds=seconds_between(episode.started_at, episode.ended_at or now))

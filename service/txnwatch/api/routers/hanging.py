@@ -5,11 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
 from txnwatch.api.routers.convert import hanging_out
-from txnwatch.api.routers.params import CursorParam, Limit, ScopeDep, decode_cursor, next_cursor, now
+from txnwatch.api.routers.params import (
+    ClusterFilter,
+    CursorParam,
+    Limit,
+    ReadSession,
+    decode_cursor,
+    json_response,
+    next_cursor,
+    now,
+)
 from txnwatch.api.schemas import ErrorOut, HangingPage
 from txnwatch.store import queries
 
@@ -24,17 +32,18 @@ router = APIRouter(prefix="/hanging", tags=["hanging transactions"])
                         "only an abort with WriteTxnMarkers (`kafka-transactions.sh abort`) ends. Newest first.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_hanging(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     include_resolved: Annotated[bool, Query(description="Also episodes that have ended.")] = False,
     limit: Limit = 100,
     cursor: CursorParam = None,
-) -> HangingPage:
+) -> Response:
     kind = f"hanging:{int(include_resolved)}"
     after = decode_cursor(cursor, kind, (datetime, int))
-    rows = queries.list_hanging(session, cluster_ids=scope.id_list, include_resolved=include_resolved, after=after,
+    rows = queries.list_hanging(session, clusters=clusters.names, include_resolved=include_resolved, after=after,
                                 limit=limit)
     at = now()
-    return HangingPage(items=[hanging_out(e, name, at) for e, name in rows],
-                       next_cursor=next_cursor(kind, rows, limit, lambda r: (r[0].first_seen_at, r[0].id)))
+    cursor_out = next_cursor(kind, rows, limit, lambda r: (r.first_seen_at, r.id))
+    return json_response(HangingPage, {"items": [hanging_out(r, r.cluster_name, at) for r in rows],
+                                       "next_cursor": cursor_out})
 

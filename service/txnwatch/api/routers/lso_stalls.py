@@ -5,11 +5,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
 from txnwatch.api.routers.convert import lso_stall_out
-from txnwatch.api.routers.params import CursorParam, Limit, ScopeDep, UtcDatetime, decode_cursor, next_cursor, now
+from txnwatch.api.routers.params import (
+    ClusterFilter,
+    CursorParam,
+    Limit,
+    ReadSession,
+    UtcDatetime,
+    decode_cursor,
+    json_response,
+    next_cursor,
+    now,
+)
 from txnwatch.api.schemas import ErrorOut, LsoStallPage
 from txnwatch.store import queries
 
@@ -26,17 +35,18 @@ DEFAULT_LOOKBACK = timedelta(hours=24)
                         "newest first.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_lso_stalls(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     since: Annotated[UtcDatetime | None, Query(description="Include episodes that ended at or after this time "
                                                "(ISO 8601; naive means UTC). Default: 24 hours ago.")] = None,
     limit: Limit = 100,
     cursor: CursorParam = None,
-) -> LsoStallPage:
+) -> Response:
     at = now()
     since = since if since is not None else at - DEFAULT_LOOKBACK
     kind = f"lso:{since.isoformat()}"
     after = decode_cursor(cursor, kind, (datetime, int))
-    rows = queries.list_lso_stalls(session, cluster_ids=scope.id_list, since=since, after=after, limit=limit)
-    return LsoStallPage(items=[lso_stall_out(e, name, at) for e, name in rows],
-                        next_cursor=next_cursor(kind, rows, limit, lambda r: (r[0].started_at, r[0].id)))
+    rows = queries.list_lso_stalls(session, clusters=clusters.names, since=since, after=after, limit=limit)
+    cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
+    return json_response(LsoStallPage, {"items": [lso_stall_out(r, r.cluster_name, at) for r in rows],
+                                        "next_cursor": cursor_out})

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
 from txnwatch.api.routers.convert import from_row, gap
 from txnwatch.api.routers.params import (
     TOPIC_PATTERN,
+    ClusterFilter,
     CursorParam,
     Limit,
-    ScopeDep,
+    ReadSession,
     decode_cursor,
+    json_response,
     next_cursor,
 )
 from txnwatch.api.schemas import ErrorOut, PartitionOut, PartitionPage
@@ -30,16 +31,17 @@ router = APIRouter(prefix="/partitions", tags=["partitions"])
                         "cluster, topic, partition.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_partitions(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     topic: Annotated[str | None, Query(pattern=TOPIC_PATTERN, description="Only this topic.")] = None,
     limit: Limit = 100,
     cursor: CursorParam = None,
-) -> PartitionPage:
+) -> Response:
     kind = "partitions"
     after = decode_cursor(cursor, kind, (int, str, int))
+    scope = clusters.resolve(session)
     rows = queries.list_partitions(session, scope.id_list, topic=topic, after=after, limit=limit)
-    items = [from_row(PartitionOut, s, cluster=name, hwm_minus_lso=gap(s.high_watermark, s.last_stable_offset))
-             for s, name in rows]
-    return PartitionPage(items=items, next_cursor=next_cursor(
-        kind, rows, limit, lambda r: (r[0].cluster_id, r[0].topic, r[0].partition)))
+    items = [from_row(PartitionOut, r, cluster=r.cluster_name,
+                      hwm_minus_lso=gap(r.high_watermark, r.last_stable_offset)) for r in rows]
+    cursor_out = next_cursor(kind, rows, limit, lambda r: (r.cluster_id, r.topic, r.partition))
+    return json_response(PartitionPage, {"items": items, "next_cursor": cursor_out})

@@ -10,18 +10,17 @@ from __future__ import annotations
 import hmac
 from typing import Annotated
 
-from fastapi import HTTPException, Security, status
+from fastapi import HTTPException, Request, Security, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-
-from txnwatch.api.deps import RuntimeDep
 
 bearer = HTTPBearer(auto_error=False, scheme_name="readToken",
                     description="Needed only when `api.read_token` is configured.")
 
 
-def require_reader(runtime: RuntimeDep,
-                   credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> None:
-    token = runtime.settings.api.read_token
+async def require_reader(request: Request,
+                         credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> None:
+    # async and no RuntimeDep: runs on the event loop, no thread hop on every request.
+    token = request.app.state.runtime.settings.api.read_token
     if token is None:
         return
     offered = credentials.credentials if credentials is not None else ""

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
-from txnwatch.api.routers.convert import gap, hanging_out
+from txnwatch.api.routers.convert import from_row, gap, hanging_out
 from txnwatch.api.routers.params import (
     TOPIC_PATTERN,
+    ClusterFilter,
     CursorParam,
     Limit,
-    PathClusterDep,
-    ScopeDep,
+    PathCluster,
+    ReadSession,
     Text,
+    cluster_ref,
     decode_cursor,
+    json_response,
     next_cursor,
     not_found,
     now,
@@ -26,9 +28,7 @@ from txnwatch.api.schemas import (
     ErrorOut,
     TransactionDetail,
     TransactionPage,
-    TransactionSummary,
     Transition,
-    TxnPartition,
 )
 from txnwatch.model import TxnState
 from txnwatch.store import queries
@@ -44,9 +44,9 @@ class Order(StrEnum):
     DESC = "desc"
 
 
-def summary(row: queries.TxnRow, at: datetime) -> TransactionSummary:
+def summary(row: queries.TxnRow, at: datetime) -> dict[str, Any]:
     t = row.txn
-    return TransactionSummary(
+    return dict(
         cluster=row.cluster, transactional_id=t.transactional_id, state=t.state, producer_id=t.producer_id,
         producer_epoch=t.producer_epoch, coordinator_id=t.coordinator_id, timeout_ms=t.timeout_ms,
         txn_started_at=t.txn_started_at, age_seconds=row.age_seconds(at), partitions=list(t.partitions or []),
@@ -60,8 +60,8 @@ def summary(row: queries.TxnRow, at: datetime) -> TransactionSummary:
                         "(`hanging=true`). Oldest open transactions come first by default.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_transactions(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     state: Annotated[list[TxnState] | None, Query(description="Coordinator state; repeat for several.")] = None,
     min_age_seconds: Annotated[float | None, Query(ge=0, le=MAX_AGE_SECONDS, description="Only open transactions "
                                                    "(Ongoing, Prepare*) running at least this long.")] = None,
@@ -78,18 +78,18 @@ def list_transactions(
     = None,
     limit: Limit = 100,
     cursor: CursorParam = None,
-) -> TransactionPage:
+) -> Response:
     descending = (order or (Order.DESC if sort is TxnSort.AGE else Order.ASC)) is Order.DESC
     kind = f"txn:{sort.value}:{'desc' if descending else 'asc'}"
     after = decode_cursor(cursor, kind, (datetime if sort is TxnSort.AGE else str, int))
     at = now()
-    query = queries.TxnFilter(cluster_ids=scope.id_list, states=tuple(s.value for s in state or ()),
+    query = queries.TxnFilter(clusters=clusters.names, states=tuple(s.value for s in state or ()),
                               min_age_seconds=min_age_seconds, id_prefix=id_prefix, topic=topic, hanging=hanging,
                               include_gone=include_gone)
     rows = queries.list_transactions(session, query, sort=sort, descending=descending, after=after, limit=limit,
                                      now=at)
-    return TransactionPage(items=[summary(r, at) for r in rows],
-                           next_cursor=next_cursor(kind, rows, limit, lambda r: queries.txn_sort_key(r.txn, sort)))
+    cursor_out = next_cursor(kind, rows, limit, lambda r: queries.txn_sort_key(r.txn, sort))
+    return json_response(TransactionPage, {"items": [summary(r, at) for r in rows], "next_cursor": cursor_out})
 
 
 @router.get("/{cluster}/{transactional_id:path}", response_model=TransactionDetail,
@@ -100,11 +100,12 @@ def list_transactions(
                         "Transactional ids may contain '/'; the rest of the path is the id.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster or transactional id."}})
 def get_transaction(
-    cluster: PathClusterDep,
+    name: PathCluster,
     transactional_id: str,
-    session: SessionDep,
+    session: ReadSession,
     timeline_limit: Annotated[int, Query(ge=1, le=1000, description="Most recent transitions to return.")] = 100,
-) -> TransactionDetail:
+) -> Response:
+    cluster = cluster_ref(session, name)
     row = None
     if cluster.id is not None and "\x00" not in transactional_id:
         row = queries.get_transaction(session, cluster.id, transactional_id)
@@ -118,19 +119,19 @@ def get_transaction(
     partitions = []
     for topic, partition in topics_partitions:
         s = samples.get((topic, partition))
-        partitions.append(TxnPartition(
+        partitions.append(dict(
             topic=topic, partition=partition, sampled_at=s.sampled_at if s else None,
             high_watermark=s.high_watermark if s else None, last_stable_offset=s.last_stable_offset if s else None,
             hwm_minus_lso=gap(s.high_watermark, s.last_stable_offset) if s else None,
             open_transactions=s.open_transactions if s else None))
-    return TransactionDetail(
-        **summary(row, at).model_dump(),
+    return json_response(TransactionDetail, dict(
+        **summary(row, at),
         partition_offsets=partitions,
         hanging_episodes=[hanging_out(e, cluster.name, at)
                           for e in queries.open_hanging_of(session, cluster.id, transactional_id)],
-        timeline=[Transition.model_validate(t) for t in timeline[:timeline_limit]],
+        timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
         timeline_truncated=len(timeline) > timeline_limit,
-    )
+    ))
 
 
 def _split(tp: str) -> tuple[str, int]:

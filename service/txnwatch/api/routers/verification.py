@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import SessionDep
-from txnwatch.api.routers.params import ScopeDep, now
+from txnwatch.api.routers.params import ClusterFilter, ReadSession, json_response, now
 from txnwatch.api.schemas import ErrorOut, VerificationReport, VerificationStats
 from txnwatch.store import queries
 
@@ -24,10 +23,11 @@ router = APIRouter(prefix="/verification", tags=["verification"])
                         "brokers without KIP-890 verification.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def verification(
-    session: SessionDep,
-    scope: ScopeDep,
+    session: ReadSession,
+    clusters: ClusterFilter,
     window_seconds: Annotated[int, Query(ge=60, le=30 * 86400, description="Look-back window.")] = 3600,
-) -> VerificationReport:
+) -> Response:
+    scope = clusters.resolve(session)
     end = now()
     start = end - timedelta(seconds=window_seconds)
     stats = []
@@ -41,4 +41,4 @@ def verification(
             timed=agg.timed, verification_ms_p50=p50, verification_ms_p95=p95, verification_ms_p99=p99,
             verification_ms_max=agg.max_ms, failed=agg.failed,
             failure_rate=agg.failed / agg.samples if agg.samples else None))
-    return VerificationReport(clusters=stats)
+    return json_response(VerificationReport, {"clusters": stats})
