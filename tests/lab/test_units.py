@@ -127,6 +127,10 @@ def echo_behind_proxy():
         ready.set()
         await task
         server.close()
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for other in others:  # connection handlers the proxy has already aborted
+            other.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     holder: dict[str, Proxy] = {}
     thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
@@ -135,10 +139,6 @@ def echo_behind_proxy():
     yield ports
     loop.call_soon_threadsafe(holder["proxy"].stop)
     thread.join(5)
-    pending = asyncio.all_tasks(loop)
-    for task in pending:
-        task.cancel()
-    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import kafka.errors as Errors
 from kafka import KafkaProducer, TopicPartition
-from kafka.admin._transactions import AbortTransactionSpec
+from kafka.admin import AbortTransactionSpec
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 

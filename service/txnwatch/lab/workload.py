@@ -22,6 +22,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from txnwatch.lab import faults
+from txnwatch.lab.errors import LabError
 from txnwatch.lab.topics import create_topic
 from txnwatch.lab.wire import admin_client
 
@@ -267,12 +268,13 @@ class Workload:
             except Errors.KafkaError as exc:
                 log.info("consume-transform-produce: %r; restarting from committed offsets", exc)
                 self._count(ctp_errors=1)
-                for client in (producer, consumer):
-                    if client is not None:
-                        try:
-                            client.close(timeout=2) if client is producer else client.close()
-                        except Errors.KafkaError:
-                            pass
+                try:
+                    if producer is not None:
+                        producer.close(timeout=2)
+                    if consumer is not None:
+                        consumer.close()
+                except Errors.KafkaError:
+                    pass
                 consumer = producer = None
                 self._stop.wait(1.0)
         if producer is not None:
@@ -302,13 +304,25 @@ class Workload:
         times out after transaction.max.timeout.ms, restarted a little later, over and over."""
         if self._stop.wait(5.0):
             return
-        if "hanging" in self.scenario.standing_faults:
-            self._register("hanging", faults.inject_hanging_transaction(self.bootstrap, self.input_topic, 0,
-                                                                        transactional_id=f"{self.prefix}-hanging"))
+        while "hanging" in self.scenario.standing_faults and not self._stop.is_set():
+            try:
+                self._register("hanging", faults.inject_hanging_transaction(
+                    self.bootstrap, self.input_topic, 0, transactional_id=f"{self.prefix}-hanging"))
+                break
+            except (Errors.KafkaError, LabError) as exc:  # e.g. a broker is down right now
+                log.warning("could not inject the demo's hanging transaction (%r); retrying", exc)
+                self._stop.wait(5.0)
         while "lso_stall" in self.scenario.standing_faults and not self._stop.is_set():
-            stall = faults.start_lso_stall(self.bootstrap, self.input_topic, 1, transaction_timeout_ms=self.max_timeout_ms,
-                                           transactional_id=f"{self.prefix}-stalled")
+            try:
+                stall = faults.start_lso_stall(self.bootstrap, self.input_topic, 1,
+                                               transaction_timeout_ms=self.max_timeout_ms,
+                                               transactional_id=f"{self.prefix}-stalled")
+            except Errors.KafkaError as exc:
+                log.warning("could not start the demo's LSO stall (%r); retrying", exc)
+                self._stop.wait(5.0)
+                continue
             self._register("lso_stall", stall)
+            # The coordinator aborts the stalled transaction after max_timeout_ms; pause, then stall again.
             if self._stop.wait(self.max_timeout_ms / 1000 + 15):
                 return
             self._clear_fault(stall)
