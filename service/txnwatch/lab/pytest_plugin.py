@@ -44,6 +44,15 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         lab.down()
 
 
+@pytest.fixture(scope="session")
+def kafka_transactions(lab_cluster: Any) -> Any:
+    """Kafka's own kafka-transactions tool bound to the lab (`.list()`, `.describe(id)`,
+    `.describe_producers(topic, p)`, `.find_hanging(...)`, `.abort(...)`), parsed into dicts."""
+    from txnwatch.lab.reference import KafkaTransactionsTool
+
+    return KafkaTransactionsTool(lab_cluster.bootstrap_servers, lab_cluster.kafka_version)
+
+
 @pytest.fixture
 def require_managed_lab(lab_cluster: Any) -> Any:
     """For tests that stop, freeze or proxy brokers: skip on an external cluster."""
