@@ -178,3 +178,28 @@ def test_proxy_delays_cuts_and_blocks(echo_behind_proxy):
     control.clear(1)
     assert _round_trip(port) < 0.1
     assert control.status()["routes"][0]["blocked"] is False
+
+
+def test_concurrent_resolvers_run_maven_once(tmp_path):
+    """Two processes (say, two pytest sessions) asking for the same uncached version: one downloads,
+    the other waits on the lock and reuses the result."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    calls = tmp_path / "mvn-calls"
+    mvn = fake_bin / "mvn"
+    mvn.write_text(f"""#!/bin/sh
+echo run >> {calls}
+sleep 1
+for arg in "$@"; do case "$arg" in -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}";; esac; done
+touch "$out/kafka_2.13-0.0.1.jar" "$out/kafka-clients-0.0.1.jar"
+""")
+    mvn.chmod(0o755)
+    env = dict(os.environ, TXNWATCH_LAB_CACHE=str(tmp_path / "cache"), PATH=f"{fake_bin}:{os.environ['PATH']}")
+    code = "from txnwatch.lab.jars import resolve_kafka_jars as r; print(r('0.0.1', quiet=True))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outputs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert outputs[0] == outputs[1] == str(tmp_path / "cache" / "0.0.1")
+    assert calls.read_text().count("run") == 1
+    assert sorted(p.name for p in (tmp_path / "cache" / "0.0.1").glob("*.jar")) == [
+        "kafka-clients-0.0.1.jar", "kafka_2.13-0.0.1.jar"]
