@@ -116,7 +116,10 @@ async def current_runtime(request: Request) -> Runtime:
 
 
 def read_session(request: Request) -> Iterator[Session]:
+    """A session that only reads, in autocommit: no BEGIN/ROLLBACK round trips around each request.
+    Each statement still sees committed data; the API never needs a snapshot across its statements."""
     with request.app.state.runtime.sessions() as session:
+        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
         yield session
 
 
