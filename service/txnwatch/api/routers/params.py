@@ -1,4 +1,4 @@
-"""Query parameters shared by the routers: pagination cursors, cluster scope, time bounds.
+"""What the routers share: pagination cursors, cluster scope, time bounds, the read session, rendering.
 
 Every rejection is a 422 in FastAPI's own shape (``detail[].loc`` names the
 parameter), including the checks FastAPI cannot express, so clients parse one format.

@@ -1,0 +1,279 @@
+"""REST API latency under a steady 200 requests/s on the list endpoints, on a real PostgreSQL.
+
+Seeds a throwaway PostgreSQL with 10,000 transactions (plus partitions, lag samples,
+episodes and alerts as a busy cluster has them), serves the app with uvicorn in its own
+process on 127.0.0.1, and drives the list endpoints open-loop (requests are sent on a
+fixed schedule, not when the previous one returns, so a slow server cannot hide its
+queueing).  Prints p50/p99 latency and the achieved rate; the target is p99 ≤ 50 ms.
+
+    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "service")]
+
+import httpx  # noqa: E402
+from sqlalchemy import insert  # noqa: E402
+
+from tests.fixtures.postgres_server import start_postgres  # noqa: E402
+from txnwatch.store import models as m  # noqa: E402
+from txnwatch.store.db import make_engine  # noqa: E402
+from txnwatch.store.migrate import upgrade  # noqa: E402
+
+CLUSTER = "bench"
+TRANSACTIONS = 10_000
+TOPICS, PARTITIONS_PER_TOPIC, GROUPS = 50, 12, 60
+STATES = ["Ongoing"] * 3 + ["Empty", "CompleteCommit", "CompleteAbort", "PrepareCommit", "PrepareAbort"]
+TARGET_P99_MS = 50.0
+MAX_IN_FLIGHT = 256
+
+ENDPOINTS = [
+    "/api/v1/transactions",
+    "/api/v1/transactions?min_age_seconds=60",
+    "/api/v1/transactions?state=Ongoing&state=PrepareCommit&sort=transactional_id",
+    f"/api/v1/transactions?cluster={CLUSTER}&id_prefix=app-01",
+    "/api/v1/transactions?topic=topic-07&limit=50",
+    "/api/v1/transactions?hanging=true",
+    "/api/v1/hanging",
+    "/api/v1/lso-stalls",
+    "/api/v1/partitions",
+    "/api/v1/consumer-groups",
+    "/api/v1/alerts",
+    "/api/v1/clusters",
+]
+
+
+def seed(url: str) -> None:
+    rnd = random.Random(7)
+    now = datetime.now(timezone.utc)
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        cluster_id = conn.execute(insert(m.Cluster).returning(m.Cluster.id), [dict(
+            name=CLUSTER, bootstrap_servers="127.0.0.1:9092", up=True, last_poll_at=now, last_success_at=now,
+            created_at=now - timedelta(days=1))]).scalar_one()
+        conn.execute(insert(m.Poll), [dict(cluster_id=cluster_id, started_at=now - timedelta(seconds=15 * i),
+                                           duration_ms=80, ok=i % 50 != 0, error_count=0) for i in range(5760)])
+        txns = []
+        for i in range(TRANSACTIONS):
+            state = rnd.choice(STATES)
+            tps = sorted({f"topic-{rnd.randrange(TOPICS):02d}-{rnd.randrange(PARTITIONS_PER_TOPIC)}"
+                          for _ in range(rnd.randint(1, 4))})
+            txns.append(dict(cluster_id=cluster_id, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
+                             coordinator_id=i % 3, state=state, producer_id=100_000 + i, producer_epoch=rnd.randrange(5),
+                             timeout_ms=60_000, txn_started_at=None if state == "Empty" else
+                             now - timedelta(seconds=rnd.uniform(0, 900)), partitions=tps,
+                             first_seen_at=now - timedelta(hours=2), last_seen_at=now, gone_at=None))
+        conn.execute(insert(m.TransactionState), txns)
+        for at in (now - timedelta(seconds=15), now):
+            conn.execute(insert(m.PartitionOffsetSample), [dict(
+                cluster_id=cluster_id, topic=f"topic-{t:02d}", partition=p, sampled_at=at, leader=p % 3,
+                high_watermark=10_000 + t * p, last_stable_offset=9_000 + t * p, log_start_offset=0,
+                open_transactions=rnd.randrange(3)) for t in range(TOPICS) for p in range(PARTITIONS_PER_TOPIC)])
+            conn.execute(insert(m.ConsumerLagSample), [dict(
+                cluster_id=cluster_id, group_id=f"group-{g:02d}", topic=f"topic-{g % TOPICS:02d}", partition=p,
+                sampled_at=at, committed_offset=8_000, lag_hwm=2_000, lag_lso=1_000, lag_seconds=3.5)
+                for g in range(GROUPS) for p in range(PARTITIONS_PER_TOPIC)])
+        conn.execute(insert(m.HangingEpisode), [dict(
+            cluster_id=cluster_id, incident_key=f"bench/topic-{i:02d}-0/{100_000 + i}", topic=f"topic-{i:02d}",
+            partition=0, producer_id=100_000 + i, producer_epoch=1, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
+            reason="older_than_timeout", first_seen_at=now - timedelta(minutes=i), last_seen_at=now,
+            resolved_at=None if i % 3 else now) for i in range(40)])
+        conn.execute(insert(m.LsoStallEpisode), [dict(
+            cluster_id=cluster_id, topic=f"topic-{i % TOPICS:02d}", partition=i % PARTITIONS_PER_TOPIC,
+            started_at=now - timedelta(minutes=5 * i), ended_at=None if i < 5 else now - timedelta(minutes=4 * i),
+            last_seen_at=now, stalled_lso=9_000, max_gap=1_000) for i in range(200)])
+        conn.execute(insert(m.Alert), [dict(
+            cluster_id=cluster_id, rule="hanging_transaction", incident_key=f"bench/{i}",
+            state=("firing", "pending", "resolved")[i % 3], severity="critical", summary=f"alert {i}", labels={},
+            details={}, started_at=now - timedelta(minutes=i), last_seen_at=now) for i in range(500)])
+    with engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    engine.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(url: str, port: int) -> None:
+    """Runs in the server subprocess."""
+    import uvicorn
+
+    from txnwatch.api.app import create_app
+    from txnwatch.config import Settings
+    from txnwatch.runtime import build_runtime
+
+    settings = Settings(database_url=url, clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
+    app = create_app(build_runtime(settings, collect=False))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+@dataclass
+class Outcome:
+    latencies: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: Counter[str] = field(default_factory=Counter)
+    elapsed: float = 0.0
+    client_cpu_s: float = 0.0
+    server_cpu_s: float = 0.0
+    postgres_cpu_s: float = 0.0
+
+
+def process_cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU of a process; with ``children``, also of its live children (PostgreSQL's backends)."""
+    def own(p: int) -> float:
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    total = own(pid)
+    if children:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += own(int(child))
+    return total
+
+
+async def drive(base: str, rate: float, seconds: float, server_pid: int, postgres_pid: int) -> Outcome:
+    """Open loop: request i leaves at t0 + i/rate whatever happened to the others, so queueing in the
+    server shows up as latency instead of silently lowering the offered rate."""
+    out = Outcome()
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=httpx.Timeout(10.0)) as client:
+        async def one(path: str) -> None:
+            start = time.perf_counter()
+            try:
+                response = await client.get(path)
+            except httpx.HTTPError as exc:
+                out.errors[type(exc).__name__] += 1
+                return
+            if response.status_code == 200:
+                out.latencies[path].append((time.perf_counter() - start) * 1000)
+            else:
+                out.errors[f"HTTP {response.status_code}"] += 1
+
+        for path in ENDPOINTS:  # warm up connections, caches and the query plans
+            for _ in range(5):
+                await one(path)
+        out.latencies.clear()
+        out.errors.clear()
+        tasks: set[asyncio.Task[None]] = set()
+        total = int(rate * seconds)
+        cpu0, server0 = time.process_time(), process_cpu_seconds(server_pid)
+        postgres0 = process_cpu_seconds(postgres_pid, children=True)
+        t0 = time.perf_counter()
+        for i in range(total):
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if len(tasks) >= MAX_IN_FLIGHT:  # the server is far behind: stop piling on, count it
+                out.errors["not sent: too many in flight"] += 1
+                continue
+            task = asyncio.create_task(one(ENDPOINTS[i % len(ENDPOINTS)]))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.wait(tasks, timeout=15)
+        out.elapsed = time.perf_counter() - t0
+        out.client_cpu_s = time.process_time() - cpu0
+        out.server_cpu_s = process_cpu_seconds(server_pid) - server0
+        out.postgres_cpu_s = process_cpu_seconds(postgres_pid, children=True) - postgres0
+        for task in list(tasks):
+            task.cancel()
+            out.errors["unfinished"] += 1
+    return out
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered))) - 1))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--serve", nargs=2, metavar=("URL", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], int(args.serve[1]))
+        return 0
+
+    server = start_postgres()
+    proc = None
+    try:
+        url = server.create_database("bench")
+        upgrade(url)
+        t = time.perf_counter()
+        seed(url)
+        print(f"seeded {TRANSACTIONS} transactions, {TOPICS * PARTITIONS_PER_TOPIC} partitions, "
+              f"{GROUPS} groups in {time.perf_counter() - t:.1f}s")
+        port = free_port()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "service")]))
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", url, str(port)], env=env)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.2)
+        load_before = os.getloadavg()[0]
+        postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+        outcome = asyncio.run(drive(base, args.rate, args.seconds, proc.pid, postmaster))
+        load_after = os.getloadavg()[0]
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=10)
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+
+    everything = [v for values in outcome.latencies.values() for v in values]
+    sent = sum(len(v) for v in outcome.latencies.values()) + sum(outcome.errors.values())
+    print(f"{'endpoint':<80} {'n':>5} {'p50 ms':>8} {'p99 ms':>8}")
+    for path in ENDPOINTS:
+        values = outcome.latencies.get(path, [])
+        if values:
+            print(f"{path:<80} {len(values):>5} {statistics.median(values):>8.1f} {pct(values, 99):>8.1f}")
+    done = len(everything)
+    print(f"\noffered {args.rate:.0f} req/s for {args.seconds:.0f} s; {done} ok of {sent}, errors: {dict(outcome.errors) or 0}")
+    print(f"achieved {done / outcome.elapsed:.0f} req/s")
+    if everything:
+        p50, p99 = statistics.median(everything), pct(everything, 99)
+        print(f"latency p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(everything):.1f} ms; p99/target = "
+              f"{p99 / TARGET_P99_MS:.2f} ({'met' if p99 <= TARGET_P99_MS and not outcome.errors else 'MISSED'})")
+    # CPU per request says whether a miss is the code or the machine (2 cores, shared with PostgreSQL
+    # and this load generator; other work raises the load average).
+    per = 1000 / max(sent, 1)
+    print(f"CPU per request: API server {outcome.server_cpu_s * per:.1f} ms, PostgreSQL "
+          f"{outcome.postgres_cpu_s * per:.1f} ms, load generator {outcome.client_cpu_s * per:.1f} ms; "
+          f"load average {load_before:.1f} before, {load_after:.1f} after, {os.cpu_count()} CPUs")
+    return 0 if everything and not outcome.errors else 1
+
+if __name__ == "__main__":
+    sys.exit(main())
