@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Builds txnwatch's Grafana dashboards (plain Python dicts, no dependency) and syncs the chart.
+
+The single source of truth for dashboards is this file; for Prometheus alert rules it is
+deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
+
+* dashboards/<name>.json                       (committed, importable by hand)
+* helm/txnwatch/files/dashboards/<name>.json   (copy the chart reads with .Files.Glob)
+* helm/txnwatch/files/txnwatch-rules.yaml      (copy for the chart's PrometheusRule)
+
+`python dashboards/build.py --check` exits 1 if any of them is out of date
+(tests/deploy/test_dashboards.py runs it).  Metric names: docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "dashboards"
+CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
+RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
+
+DS = {"type": "prometheus", "uid": "${datasource}"}
+C = 'cluster=~"$cluster"'
+RI = "$__rate_interval"
+Panel = dict[str, Any]
+
+
+# ---- panel helpers -----------------------------------------------------------------------
+
+def target(expr: str, legend: str = "", instant: bool = False, fmt: str = "time_series") -> dict[str, Any]:
+    t: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend or "__auto", "refId": "",
+                         "format": fmt}
+    if instant:
+        t["instant"], t["range"] = True, False
+    return t
+
+
+def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
+    return {"mode": "absolute", "steps": [{"color": color, "value": value} for value, color in steps]}
+
+
+OK_RED = thresholds((None, "green"), (1, "red"))
+
+
+def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]], *, unit: str = "short",
+          thr: dict[str, Any] | None = None, w: int = 12, h: int = 8, options: dict[str, Any] | None = None,
+          custom: dict[str, Any] | None = None, overrides: list[Any] | None = None,
+          transformations: list[Any] | None = None) -> Panel:
+    for i, t in enumerate(targets):
+        t["refId"] = chr(ord("A") + i)
+    defaults: dict[str, Any] = {"unit": unit, "thresholds": thr or thresholds((None, "green"))}
+    if kind == "timeseries":
+        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never",
+                              "thresholdsStyle": {"mode": "line" if thr else "off"}, **(custom or {})}
+        defaults["color"] = {"mode": "palette-classic"}
+    elif custom:
+        defaults["custom"] = custom
+    if kind in ("stat", "bargauge", "gauge"):
+        defaults["color"] = {"mode": "thresholds"}
+    p: Panel = {"type": kind, "title": title, "description": description, "datasource": DS, "targets": targets,
+                "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+                "options": options or {}, "gridPos": {"w": w, "h": h}}
+    if transformations:
+        p["transformations"] = transformations
+    return p
+
+
+def stat(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
+         w: int = 4, legend: str = "") -> Panel:
+    return panel("stat", title, description, [target(expr, legend, instant=True)], unit=unit, thr=thr, w=w, h=4,
+                 options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                          "colorMode": "background", "graphMode": "none", "textMode": "auto"})
+
+
+def ts(title: str, description: str, *targets: dict[str, Any], unit: str = "short",
+       thr: dict[str, Any] | None = None, w: int = 12, stack: bool = False) -> Panel:
+    custom = {"stacking": {"mode": "normal", "group": "A"}} if stack else None
+    return panel("timeseries", title, description, list(targets), unit=unit, thr=thr, w=w, custom=custom,
+                 options={"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+                          "tooltip": {"mode": "multi", "sort": "desc"}})
+
+
+def table(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
+          w: int = 24, h: int = 8, hide: tuple[str, ...] = ()) -> Panel:
+    excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **{k: True for k in hide}}
+    return panel("table", title, description, [target(expr, instant=True, fmt="table")], unit=unit, thr=thr, w=w, h=h,
+                 options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": True}]},
+                 custom={"cellOptions": {"type": "color-background", "mode": "basic"}} if thr else None,
+                 transformations=[{"id": "organize", "options": {"excludeByName": excluded}}])
+
+
+def row(title: str) -> Panel:
+    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"w": 24, "h": 1}}
+
+
+def layout(panels: list[Panel]) -> list[Panel]:
+    """Assigns ids and x/y positions left to right, wrapping at 24 columns."""
+    x = y = row_h = 0
+    for i, p in enumerate(panels, start=1):
+        g = p["gridPos"]
+        if p["type"] == "row" or x + g["w"] > 24:
+            x, y, row_h = 0, y + row_h, 0
+        g["x"], g["y"] = x, y
+        p["id"] = i
+        x += g["w"]
+        row_h = max(row_h, g["h"])
+        if p["type"] == "row":
+            x, y, row_h = 0, y + g["h"], 0
+    return panels
+
+
+def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> dict[str, Any]:
+    return {
+        "uid": uid, "title": title, "description": description,
+        "tags": ["txnwatch", "kafka", "transactions"], "editable": True, "schemaVersion": 39,
+        "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "graphTooltip": 1,
+        "links": [{"type": "dashboards", "tags": ["txnwatch"], "asDropdown": True, "title": "txnwatch",
+                   "includeVars": True, "keepTime": True}],
+        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                                  "enable": True, "hide": True, "name": "Annotations & Alerts", "type": "dashboard",
+                                  "iconColor": "rgba(0, 211, 255, 1)"}]},
+        "templating": {"list": [
+            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []},
+            {"name": "cluster", "label": "Kafka cluster", "type": "query", "datasource": DS,
+             "query": {"query": "label_values(txnwatch_cluster_up, cluster)", "refId": "cluster"},
+             "definition": "label_values(txnwatch_cluster_up, cluster)", "refresh": 2, "multi": True,
+             "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1,
+             "hide": 0, "options": []},
+        ]},
+        "panels": layout(panels),
+    }
+
+
+# ---- dashboards ----------------------------------------------------------------------------
+
+OPEN = 'state=~"Ongoing|PrepareCommit|PrepareAbort"'
+
+
+def overview() -> dict[str, Any]:
+    return dashboard("txnwatch-overview", "txnwatch / Overview",
+                     "Kafka transactions at a glance: is every cluster polled, is anything hanging or stalled.", [
+        stat("Clusters down", "Clusters whose latest poll reached no broker. Red: see the TxnwatchClusterUnreachable "
+             "runbook (docs/runbooks.md) — check the cluster and txnwatch's credentials.",
+             f"count(txnwatch_cluster_up{{{C}}} == 0) or vector(0)", thr=OK_RED),
+        stat("Hanging transactions", "Open transactions the coordinator cannot finish; their partitions' LSO is pinned. "
+             "Red: follow the KafkaHangingTransaction runbook and abort them (kafka-transactions.sh abort).",
+             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED),
+        stat("Active LSO stalls", "Partitions whose LSO is not moving while producers write: read_committed consumers "
+             "are stuck. Red: open Partitions & LSO to find the blocking transactional id.",
+             f"sum(txnwatch_lso_stalls{{{C}}}) or vector(0)", thr=OK_RED),
+        stat("Open transactions", "Transactions in Ongoing or Prepare* state right now. Informational.",
+             f"sum(txnwatch_transactions{{{C},{OPEN}}})"),
+        stat("Oldest open transaction", "Age of the oldest open transaction. Yellow above 1 min (the default "
+             "transaction.timeout.ms), red above 15 min (transaction.max.timeout.ms): look at Transactions.",
+             f"max(txnwatch_transaction_oldest_open_age_seconds{{{C}}})", unit="s",
+             thr=thresholds((None, "green"), (60, "yellow"), (900, "red"))),
+        stat("Alerts firing", "Incidents txnwatch's built-in evaluator is firing (and paging for). Red: check "
+             "/api/v1/alerts and the runbooks.", f"sum(txnwatch_alerts_firing{{{C}}}) or vector(0)", thr=OK_RED),
+        ts("Cluster up", "1 when the latest poll succeeded. Red (0) for minutes pages: follow the TxnwatchClusterUnreachable runbook.",
+           target(f"txnwatch_cluster_up{{{C}}}", "{{cluster}}"), thr=thresholds((None, "red"), (1, "green")), w=8),
+        ts("Alerts firing by rule", "Built-in alerts currently firing, by rule. Anything here means someone should "
+           "be looking at it: follow the rule's runbook.",
+           target(f"sum by (cluster, alertname, severity) (txnwatch_alerts_firing{{{C}}}) > 0",
+                  "{{cluster}} {{alertname}} ({{severity}})"), w=8),
+        ts("Hanging transactions and LSO stalls", "Counts over time. Red (non-zero) for more than a few minutes means "
+           "read_committed consumers are stuck: abort the hanging transaction or fix the blocking producer.",
+           target(f"sum by (cluster) (txnwatch_hanging_transactions{{{C}}})", "{{cluster}} hanging"),
+           target(f"sum by (cluster) (txnwatch_lso_stalls{{{C}}})", "{{cluster}} LSO stalls"), thr=OK_RED, w=8),
+        row("txnwatch itself"),
+        ts("Poll duration", "Wall time of one poll of a cluster. Red when it nears the poll interval (15 s by "
+           "default): polls would fall behind; raise request timeouts or narrow topics_include.",
+           target(f"txnwatch_poll_duration_seconds{{{C}}}", "{{cluster}}"), unit="s",
+           thr=thresholds((None, "green"), (10, "yellow"), (15, "red")), w=8),
+        ts("Kafka request errors", "Failed requests per second by Kafka API. Steady errors on one API point at "
+           "ACLs (DescribeTransactions/DescribeProducers need DESCRIBE on transactional ids / topics) or a bad broker.",
+           target(f"sum by (cluster, api) (rate(txnwatch_request_errors_total{{{C}}}[{RI}]))", "{{cluster}} {{api}}"),
+           unit="reqps", w=8),
+        ts("Database, leader and outbox", "db up = 1 when the latest DB write succeeded (red at 0: see "
+           "TxnwatchDatabaseDown); outbox = notifications waiting for PagerDuty (should drain to 0).",
+           target("max(txnwatch_db_up)", "db up"), target("max(txnwatch_leader)", "replica leading"),
+           target("max(txnwatch_outbox_pending)", "outbox pending"),
+           target("max(txnwatch_outbox_oldest_pending_age_seconds)", "oldest pending (s)"), w=8),
+    ])
+
+
+def transactions() -> dict[str, Any]:
+    return dashboard("txnwatch-transactions", "txnwatch / Transactions",
+                     "Coordinator view of transactions: states, ages, outcomes and the oldest transactional ids.", [
+        stat("Open past their timeout", "Transactions open longer than their own transaction.timeout.ms: the "
+             "coordinator should have aborted them. Red: KafkaTransactionPastTimeout runbook.",
+             f"sum(txnwatch_transactions_past_timeout{{{C}}}) or vector(0)", thr=OK_RED, w=6),
+        stat("Stuck in Prepare*", "Age of the oldest PrepareCommit/PrepareAbort transaction. Red above 60 s: markers "
+             "are not written — check partition leaders (KafkaTransactionStuckInPrepare runbook).",
+             f'max(txnwatch_transaction_oldest_age_seconds{{{C},state=~"PrepareCommit|PrepareAbort"}})', unit="s",
+             thr=thresholds((None, "green"), (10, "yellow"), (60, "red")), w=6),
+        stat("Commits / s", "Committed transactions per second (observed by polling).",
+             f"sum(rate(txnwatch_transaction_commits_total{{{C}}}[{RI}]))", unit="ops", w=6),
+        stat("Abort ratio", "Aborted / completed transactions. Red above 10 %: producers fail often — look at "
+             "timeout aborts and fencings below.",
+             f"sum(rate(txnwatch_transaction_aborts_total{{{C}}}[{RI}])) / clamp_min(sum(rate(txnwatch_transaction_commits_total{{{C}}}[{RI}])) + sum(rate(txnwatch_transaction_aborts_total{{{C}}}[{RI}])), 1e-9)",
+             unit="percentunit", thr=thresholds((None, "green"), (0.01, "yellow"), (0.1, "red")), w=6),
+        ts("Transactional ids by state", "Transactional ids per coordinator state. Growth of Ongoing without "
+           "commits means producers do not finish; PrepareCommit/PrepareAbort should be near 0.",
+           target(f"sum by (state) (txnwatch_transactions{{{C}}})", "{{state}}"), stack=True),
+        panel("bargauge", "Open transactions by age", "How many open transactions are older than each threshold. "
+              "Anything older than 15 min is past transaction.max.timeout.ms: red, investigate in the table below.",
+              [target(f'sum by (older_than_seconds) (txnwatch_open_transactions_older_than{{{C}}})',
+                      "> {{older_than_seconds}} s", instant=True)],
+              thr=thresholds((None, "green"), (1, "yellow")), w=12,
+              overrides=[{"matcher": {"id": "byRegexp", "options": "> (900|3600) s"},
+                          "properties": [{"id": "thresholds", "value": OK_RED}]}],
+              options={"orientation": "horizontal", "displayMode": "gradient",
+                       "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}),
+        ts("Oldest transaction by state", "Age of the oldest transaction in each open state. Red above 15 min (transaction.max.timeout.ms); Ongoing above the "
+           "producer's transaction.timeout.ms (60 s default) should be aborted by the coordinator.",
+           target(f"max by (cluster, state) (txnwatch_transaction_oldest_age_seconds{{{C}}})", "{{cluster}} {{state}}"),
+           unit="s", thr=thresholds((None, "green"), (60, "yellow"), (900, "red"))),
+        ts("Outcomes", "Commits, aborts, coordinator timeout aborts per second. Timeout aborts mean producers did "
+           "not finish within transaction.timeout.ms: check the application or raise the timeout.",
+           target(f"sum by (cluster) (rate(txnwatch_transaction_commits_total{{{C}}}[{RI}]))", "{{cluster}} commits"),
+           target(f"sum by (cluster) (rate(txnwatch_transaction_aborts_total{{{C}}}[{RI}]))", "{{cluster}} aborts"),
+           target(f"sum by (cluster) (rate(txnwatch_transaction_timeout_aborts_total{{{C}}}[{RI}]))",
+                  "{{cluster}} timeout aborts"), unit="ops"),
+        table("Oldest open transactions (top 20)", "The oldest open transactions; red above 15 min. A row older than its timeout "
+              "column is one the coordinator should have aborted: `kafka-transactions.sh describe "
+              "--transactional-id <id>`; restart or fence that producer.",
+              f"topk(20, txnwatch_transaction_age_seconds{{{C}}})", unit="s",
+              thr=thresholds((None, "green"), (60, "yellow"), (900, "red"))),
+        table("Transaction timeouts of those ids", "transaction.timeout.ms of the same producers. Very long "
+              "timeouts pin the LSO that long whenever a producer dies.",
+              f"txnwatch_transaction_timeout_seconds{{{C}}}", unit="s", h=6),
+    ])
+
+
+def partitions() -> dict[str, Any]:
+    return dashboard("txnwatch-partitions", "txnwatch / Partitions & LSO",
+                     "High watermark vs last stable offset: what read_committed consumers cannot see, and why.", [
+        stat("Stalled partitions", "Partitions with an active LSO stall. Red: table below names the blocking "
+             "producer; KafkaLSOStalled runbook.", f"sum(txnwatch_partition_lso_stalled{{{C}}}) or vector(0)",
+             thr=OK_RED, w=6),
+        stat("Records invisible to read_committed", "Sum of HWM − LSO over all partitions. Normal: small and "
+             "moving. Large and growing: an open transaction pins the LSO.",
+             f"sum(txnwatch_partition_lso_gap{{{C}}})", w=6, thr=thresholds((None, "green"), (10000, "yellow"))),
+        stat("Hanging transactions", "Red: abort them (KafkaHangingTransaction runbook).",
+             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED, w=6),
+        stat("LSO stall episodes (range)", "Stall episodes that started in the selected time range.",
+             f"sum(increase(txnwatch_lso_stall_episodes_total{{{C}}}[$__range]))", w=6),
+        panel("heatmap", "HWM − LSO per partition (top 30)", "Each row is a partition, colour = records beyond "
+              "the LSO. A row that stays hot is a partition whose LSO is pinned: find it in the stall table.",
+              [target(f"topk(30, txnwatch_partition_lso_gap{{{C}}})", "{{cluster}} {{topic}}-{{partition}}")],
+              w=24, h=10, options={"calculate": False, "yAxis": {"axisPlacement": "left"},
+                                   "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
+                                   "cellGap": 1, "legend": {"show": True},
+                                   "tooltip": {"show": True, "yHistogram": False}}),
+        table("Active LSO stalls", "Stalled partitions with the producer and transactional id holding the LSO (red after 5 min: KafkaLSOStalled runbook). "
+              "Confirm with `kafka-transactions.sh describe-producers --topic T --partition P`; abort if hanging, "
+              "otherwise restart/fence the producer.", f"txnwatch_lso_stall_duration_seconds{{{C}}}", unit="s",
+              thr=thresholds((None, "green"), (60, "yellow"), (300, "red")), w=12),
+        table("Hanging transactions", "Partitions holding a transaction the coordinator cannot finish (always red). Abort: "
+              "`kafka-transactions.sh abort --topic T --partition P --start-offset O` (offset from "
+              "/api/v1/hanging).", f"txnwatch_hanging_transaction_age_seconds{{{C}}}", unit="s", thr=OK_RED, w=12),
+        ts("HWM − LSO by topic", "Records not yet visible to read_committed consumers, per topic.",
+           target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{C}}})", "{{cluster}} {{topic}}")),
+        ts("Open transactions per partition (top 10)", "Producers with an open transaction on a partition.",
+           target(f"topk(10, txnwatch_partition_open_transactions{{{C}}})", "{{cluster}} {{topic}}-{{partition}}")),
+        ts("Produce rate vs LSO progress by topic", "Offsets per second added at the HWM and passed by the LSO. "
+           "HWM moving while the LSO is flat is an LSO stall.",
+           target(f"sum by (cluster, topic) (rate(kafka_topic_partition_current_offset{{{C}}}[{RI}]))",
+                  "{{cluster}} {{topic}} HWM"),
+           target(f"sum by (cluster, topic) (rate(txnwatch_partition_last_stable_offset{{{C}}}[{RI}]))",
+                  "{{cluster}} {{topic}} LSO"), unit="short"),
+        ts("Retained records by topic", "HWM − earliest offset: records in the log. A pinned LSO also prevents "
+           "compaction/cleaning past it.",
+           target(f"sum by (cluster, topic) (kafka_topic_partition_current_offset{{{C}}} - kafka_topic_partition_oldest_offset{{{C}}})",
+                  "{{cluster}} {{topic}}")),
+    ])
+
+
+def consumer_lag() -> dict[str, Any]:
+    return dashboard("txnwatch-consumer-lag", "txnwatch / Consumer lag",
+                     "Lag of consumer groups against the LSO (what read_committed consumers can read) and "
+                     "against the high watermark (what kafka_exporter/Burrow report).", [
+        ts("Lag vs LSO by group", "What a read_committed group really has left to read. Growing: the consumers "
+           "are too slow. Flat while lag vs HWM grows: the LSO is stalled, not the consumer — see Partitions & LSO.",
+           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_lag_lso{{{C}}})",
+                  "{{cluster}} {{consumergroup}}")),
+        ts("Lag vs HWM by group", "kafka_exporter's lag (high watermark − committed offset). For read_committed "
+           "groups it includes records they cannot read yet.",
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag{{{C}}})", "{{cluster}} {{consumergroup}}")),
+        ts("Invisible part of the lag (HWM lag − LSO lag)", "Records behind the LSO that no read_committed "
+           "consumer can reach. Large: an open or hanging transaction pins the LSO.",
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag{{{C}}}) - sum by (cluster, consumergroup) (txnwatch_consumergroup_lag_lso{{{C}}})",
+                  "{{cluster}} {{consumergroup}}")),
+        ts("Time lag (max over partitions)", "Age of the oldest unconsumed record a group can read. Red above "
+           "5 min: scale the consumers or fix the stall.",
+           target(f"max by (cluster, consumergroup) (txnwatch_consumergroup_lag_seconds{{{C}}})",
+                  "{{cluster}} {{consumergroup}}"), unit="s",
+           thr=thresholds((None, "green"), (60, "yellow"), (300, "red"))),
+        table("Lag per partition (vs LSO, top 50)", "Partitions with the most readable lag.",
+              f"topk(50, txnwatch_consumergroup_lag_lso{{{C}}})"),
+        ts("Committed offset progress by group", "Offsets committed per second. 0 while lag grows: the group is "
+           "stuck or down.",
+           target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset{{{C}}}[{RI}]))",
+                  "{{cluster}} {{consumergroup}}"), w=24),
+    ])
+
+
+def verification() -> dict[str, Any]:
+    q = "histogram_quantile({q}, sum by (cluster, le) (rate(txnwatch_verification_time_seconds_bucket{{{c}}}[{ri}])))"
+    return dashboard("txnwatch-verification", "txnwatch / Verification",
+                     "KIP-890-style partition verification measured from outside: time until the coordinator "
+                     "lists a partition, and how often it never does.", [
+        ts("Verification time (VerificationTimeMs-style)", "From a partition first showing a producer's open "
+           "transaction until its coordinator lists the partition. Resolution is the poll interval. Red p99 above "
+           "30 s: coordinators are slow (KafkaTransactionVerificationSlow runbook).",
+           target(q.format(q=0.5, c=C, ri=RI), "{{cluster}} p50"),
+           target(q.format(q=0.95, c=C, ri=RI), "{{cluster}} p95"),
+           target(q.format(q=0.99, c=C, ri=RI), "{{cluster}} p99"), unit="s",
+           thr=thresholds((None, "green"), (30, "red"))),
+        ts("Verification failure rate (VerificationFailureRate-style)", "Share of checks where a partition holds "
+           "an open transaction its coordinator does not list. Red above 1 %: hanging transactions are coming; "
+           "check transaction.partition.verification.enable and client versions.",
+           target(f"sum by (cluster) (rate(txnwatch_verification_failures_total{{{C}}}[{RI}])) / clamp_min(sum by (cluster) (rate(txnwatch_verification_checks_total{{{C}}}[{RI}])), 1e-9)",
+                  "{{cluster}}"), unit="percentunit", thr=thresholds((None, "green"), (0.01, "red"))),
+        panel("heatmap", "Verification time distribution", "Histogram buckets over time; a band moving up means "
+              "coordinators are getting slower.",
+              [target(f"sum by (le) (increase(txnwatch_verification_time_seconds_bucket{{{C}}}[{RI}]))", "{{le}}",
+                      fmt="heatmap")], w=12,
+              options={"calculate": False, "yAxis": {"unit": "s"}, "color": {"mode": "scheme", "scheme": "Blues"},
+                       "cellGap": 1}),
+        ts("Checks and failures", "Checks per second and failures per second.",
+           target(f"sum by (cluster) (rate(txnwatch_verification_checks_total{{{C}}}[{RI}]))", "{{cluster}} checks"),
+           target(f"sum by (cluster) (rate(txnwatch_verification_failures_total{{{C}}}[{RI}]))", "{{cluster}} failures"),
+           unit="ops"),
+    ])
+
+
+def coordinator() -> dict[str, Any]:
+    return dashboard("txnwatch-coordinator", "txnwatch / Coordinator history",
+                     "Transaction coordinator behaviour over time: state transitions, epoch bumps, fencing.", [
+        ts("State transitions", "Observed coordinator state transitions per second, from → to. Many "
+           "Ongoing → PrepareAbort means producers abort a lot.",
+           target(f"sum by (from_state, to_state) (rate(txnwatch_transaction_transitions_total{{{C}}}[{RI}]))",
+                  "{{from_state}} → {{to_state}}"), unit="ops", w=24),
+        ts("Epoch bumps and fencing", "Fencings are a new producer instance taking over a transactional id "
+           "(zombie fencing, KIP-588); many of them mean producers restart or run twice (duplicate deployment).",
+           target(f"sum by (cluster) (rate(txnwatch_producer_epoch_bumps_total{{{C}}}[{RI}]))", "{{cluster}} epoch bumps"),
+           target(f"sum by (cluster) (rate(txnwatch_producer_fencings_total{{{C}}}[{RI}]))", "{{cluster}} fencings"),
+           unit="ops"),
+        ts("Coordinator timeout aborts", "Aborts by the coordinator after transaction.timeout.ms (epoch bumped, "
+           "KIP-360). The late producer gets PRODUCER_FENCED/INVALID_PRODUCER_EPOCH: it must be recreated.",
+           target(f"sum by (cluster) (increase(txnwatch_transaction_timeout_aborts_total{{{C}}}[{RI}]))", "{{cluster}}"),
+           thr=thresholds((None, "green"), (1, "yellow"))),
+        stat("Illegal transitions (range)", "Transitions the state machine does not allow (e.g. PrepareCommit → "
+             "PrepareAbort). Red: a coordinator bug or a race worth a look in /api/v1/transactions/<cluster>/<id>.",
+             f"sum(increase(txnwatch_illegal_transitions_total{{{C}}}[$__range])) or vector(0)", thr=OK_RED, w=8),
+        stat("Fencings (range)", "Producers fenced in the selected range.",
+             f"sum(increase(txnwatch_producer_fencings_total{{{C}}}[$__range])) or vector(0)", w=8),
+        stat("Timeout aborts (range)", "Coordinator timeout aborts in the selected range.",
+             f"sum(increase(txnwatch_transaction_timeout_aborts_total{{{C}}}[$__range])) or vector(0)", w=8),
+    ])
+
+
+DASHBOARDS = {"overview": overview, "transactions": transactions, "partitions-lso": partitions,
+              "consumer-lag": consumer_lag, "verification": verification, "coordinator-history": coordinator}
+
+
+def render() -> dict[Path, str]:
+    files: dict[Path, str] = {}
+    for name, build in DASHBOARDS.items():
+        text = json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        files[OUT / f"txnwatch-{name}.json"] = text
+        files[CHART_FILES / "dashboards" / f"txnwatch-{name}.json"] = text
+    files[CHART_FILES / "txnwatch-rules.yaml"] = RULES.read_text()
+    return files
+
+
+def main(argv: list[str]) -> int:
+    files = render()
+    if "--check" in argv:
+        stale = [str(p.relative_to(ROOT)) for p, text in files.items() if not p.exists() or p.read_text() != text]
+        expected = {p.name for p in files if p.parent == OUT}
+        extra = sorted(p.name for p in OUT.glob("*.json") if p.name not in expected)
+        if stale or extra:
+            print("out of date (run: python dashboards/build.py): " + ", ".join(stale + extra), file=sys.stderr)
+            return 1
+        return 0
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
