@@ -1,1 +1,25 @@
+"""Built-in alerting: conditions from the collector → alert state in the DB → notification outbox → PagerDuty.
 
+The evaluator and the dispatcher share nothing but the database, so either can
+restart (or run on another replica after a leader change) without losing or
+repeating a page.
+"""
+
+from txnwatch.alerting.conditions import RULES, Condition
+from txnwatch.alerting.evaluator import EvaluationResult, evaluate
+from txnwatch.alerting.outbox import DispatchStats, OutboxDispatcher, OutboxLoop
+from txnwatch.alerting.pagerduty import PagerDutyNotifier, pagerduty_event
+from txnwatch.alerting.rules import effective_rules
+
+__all__ = [
+    "RULES",
+    "Condition",
+    "DispatchStats",
+    "EvaluationResult",
+    "OutboxDispatcher",
+    "OutboxLoop",
+    "PagerDutyNotifier",
+    "effective_rules",
+    "evaluate",
+    "pagerduty_event",
+]

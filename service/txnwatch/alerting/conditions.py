@@ -1,0 +1,89 @@
+"""What the collector hands the evaluator: the conditions that hold right now, one per incident.
+
+Incident keys are built here, and only here, because they become PagerDuty
+dedup keys: if two code paths spelled them differently, one incident would page twice
+and its resolve would never match its trigger.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+HANGING_TRANSACTION: Final = "hanging_transaction"
+TRANSACTION_TIMEOUT_EXCEEDED: Final = "transaction_timeout_exceeded"
+PREPARE_STUCK: Final = "prepare_stuck"
+LSO_STALL: Final = "lso_stall"
+VERIFICATION_FAILURE_RATE: Final = "verification_failure_rate"
+CLUSTER_DOWN: Final = "cluster_down"
+
+RULES: Final[tuple[str, ...]] = (
+    HANGING_TRANSACTION,
+    TRANSACTION_TIMEOUT_EXCEEDED,
+    PREPARE_STUCK,
+    LSO_STALL,
+    VERIFICATION_FAILURE_RATE,
+    CLUSTER_DOWN,
+)
+
+RUNBOOK_DOC: Final = "docs/runbooks.md"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One incident that holds at this poll; the set passed to ``evaluate`` is complete, so absence means cleared."""
+
+    rule: str
+    incident_key: str
+    cluster: str
+    summary: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+def partition_incident_key(rule: str, cluster: str, topic: str, partition: int, producer_id: int) -> str:
+    """Per-partition incidents: a new producer id on the same partition is a different incident."""
+    return f"{rule}/{cluster}/{topic}-{partition}/pid={producer_id}"
+
+
+def transaction_incident_key(rule: str, cluster: str, transactional_id: str, producer_id: int) -> str:
+    """Coordinator-side incidents (timeout exceeded, prepare stuck) belong to a transactional id, not a partition."""
+    return f"{rule}/{cluster}/txn={transactional_id}/pid={producer_id}"
+
+
+def partition_stall_key(rule: str, cluster: str, topic: str, partition: int) -> str:
+    """An LSO stall is about the partition; its blocking producer is a detail that may be unknown."""
+    return f"{rule}/{cluster}/{topic}-{partition}"
+
+
+def cluster_incident_key(rule: str, cluster: str) -> str:
+    return f"{rule}/{cluster}"
+
+
+def runbook_link(rule: str) -> str:
+    return f"{RUNBOOK_DOC}#{rule.replace('_', '-')}"
+
+
+def abort_command(bootstrap_server: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                  coordinator_epoch: int) -> str:
+    """The exact command on-call pastes; quoted because topic names may hold shell-special characters."""
+    return " ".join([
+        "kafka-transactions.sh", "--bootstrap-server", shlex.quote(bootstrap_server), "abort",
+        "--topic", shlex.quote(topic), "--partition", str(partition),
+        "--producer-id", str(producer_id), "--producer-epoch", str(producer_epoch),
+        "--coordinator-epoch", str(coordinator_epoch),
+    ])
+
+
+def cluster_down(cluster: str, error: str, since_seconds: float | None = None) -> Condition:
+    """Passed when a poll fails; while it holds, the cluster's other alerts are frozen (see evaluator)."""
+    details: dict[str, Any] = {"error": error, "runbook": runbook_link(CLUSTER_DOWN),
+                               "suggested_action": "Check broker reachability and txnwatch's credentials; "
+                                                   "transaction alerts for this cluster are on hold meanwhile."}
+    if since_seconds is not None:
+        details["down_for_seconds"] = round(since_seconds, 1)
+    return Condition(rule=CLUSTER_DOWN, incident_key=cluster_incident_key(CLUSTER_DOWN, cluster), cluster=cluster,
+                     summary=f"[{cluster}] Kafka cluster unreachable: {error}", labels={"cluster": cluster},
+                     details=details)

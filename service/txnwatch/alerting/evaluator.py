@@ -1,0 +1,145 @@
+"""Alert state machine: pending → firing after ``for`` → resolved when the condition is gone.
+
+All state lives in the ``alerts`` table and notifications go into the outbox in the
+same transaction as the state change, so a crash can lose neither half of it: a
+restart sees "firing" together with its queued trigger, or neither.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
+from txnwatch.alerting.outbox import PAGERDUTY, enqueue
+from txnwatch.alerting.rules import rule_for
+from txnwatch.config import AlertRuleConfig
+from txnwatch.store import models as m
+
+log = logging.getLogger(__name__)
+
+PENDING, FIRING, RESOLVED = "pending", "firing", "resolved"
+ACTIVE = (PENDING, FIRING)
+
+
+@dataclass
+class EvaluationResult:
+    """Incident keys per transition, for logs and tests."""
+
+    pending: list[str] = field(default_factory=list)
+    fired: list[str] = field(default_factory=list)
+    resolved: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], now: datetime,
+             rules: Mapping[str, AlertRuleConfig], *, channels: Sequence[str] = (PAGERDUTY,)) -> EvaluationResult:
+    """Apply one poll's complete set of active conditions for ``cluster``; the caller commits.
+
+    While ``cluster_down`` holds, the other alerts of the cluster are left exactly as
+    they are: a failed poll says nothing about them, and resolving every open page
+    whenever a broker blips would be worse than waiting.
+    """
+    current: dict[str, Condition] = {}
+    for condition in conditions:
+        if condition.cluster != cluster:
+            raise ValueError(f"condition for cluster {condition.cluster!r} passed to the evaluation of {cluster!r}")
+        current[condition.incident_key] = condition
+    cluster_id = _cluster_id(session, cluster, now)
+    active = {a.incident_key: a for a in session.scalars(
+        select(m.Alert).where(m.Alert.cluster_id == cluster_id, m.Alert.state.in_(ACTIVE)).order_by(m.Alert.id))}
+    blind = any(c.rule == CLUSTER_DOWN for c in current.values())
+    result = EvaluationResult()
+
+    for key, condition in current.items():
+        rule = rule_for(rules, condition.rule)
+        alert = active.get(key)
+        if not rule.enabled:
+            continue  # an active alert of a disabled rule clears below
+        if alert is None:
+            alert = _open(session, cluster_id, condition, rule, now)
+            active[key] = alert
+            result.pending.append(key)
+        else:
+            _refresh(alert, condition, now)
+        if alert.state == PENDING and (now - alert.started_at).total_seconds() >= rule.for_seconds:
+            alert.state, alert.fired_at = FIRING, now
+            session.flush()
+            for channel in channels:
+                enqueue(session, alert, "trigger", channel, now)
+            result.fired.append(key)
+
+    for key, alert in active.items():
+        condition = current.get(key)
+        if condition is not None and rule_for(rules, condition.rule).enabled:
+            continue
+        if blind and condition is None and alert.rule != CLUSTER_DOWN:
+            continue
+        if alert.state == PENDING:
+            session.delete(alert)
+            result.dropped.append(key)
+        else:
+            alert.state, alert.resolved_at = RESOLVED, now
+            for channel in channels:
+                enqueue(session, alert, "resolve", channel, now)
+            result.resolved.append(key)
+    session.flush()
+    if result.fired or result.resolved:
+        log.info("alerts on %s: fired %s, resolved %s", cluster, result.fired, result.resolved)
+    return result
+
+
+def _open(session: Session, cluster_id: int, condition: Condition, rule: AlertRuleConfig, now: datetime) -> m.Alert:
+    alert = m.Alert(cluster_id=cluster_id, rule=condition.rule, incident_key=condition.incident_key, state=PENDING,
+                    severity=rule.severity, summary=condition.summary, labels=_labels(condition, rule),
+                    details=_jsonable(condition.details), started_at=now, fired_at=None, resolved_at=None,
+                    last_seen_at=now)
+    session.add(alert)
+    return alert
+
+
+def _refresh(alert: m.Alert, condition: Condition, now: datetime) -> None:
+    """Keep the row current (age, HWM−LSO grow) without touching what was already paged."""
+    alert.last_seen_at = now
+    alert.summary = condition.summary
+    alert.details = _jsonable(condition.details)
+
+
+def _labels(condition: Condition, rule: AlertRuleConfig) -> dict[str, str]:
+    return {**rule.labels, **condition.labels, "cluster": condition.cluster, "rule": condition.rule}
+
+
+def _jsonable(details: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON columns reject datetimes and the like; a detail is for humans, so its text is enough."""
+    def fix(value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, Mapping):
+            return {str(k): fix(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return [fix(v) for v in value]
+        if isinstance(value, datetime):
+            return value.isoformat()
+        return str(value)
+    return fix(dict(details))
+
+
+def _cluster_id(session: Session, name: str, now: datetime) -> int:
+    """Alerts may come before the recorder's first write for a cluster, so create the row if need be."""
+    found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
+    if found is not None:
+        return found
+    try:
+        with session.begin_nested():
+            cluster = m.Cluster(name=name, bootstrap_servers="", up=False, created_at=now)
+            session.add(cluster)
+        return cluster.id
+    except IntegrityError:  # the recorder won the race
+        return session.scalars(select(m.Cluster.id).where(m.Cluster.name == name)).one()

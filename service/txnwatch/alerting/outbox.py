@@ -1,0 +1,201 @@
+"""The notification outbox: rows written with the alert change, delivered later, in order, at least once.
+
+Delivery happens outside any DB transaction (a slow PagerDuty must not hold locks)
+and each outcome is committed right after the HTTP answer, so after a restart only
+the events without a recorded 202 go out again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Literal, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.store import models as m
+
+log = logging.getLogger(__name__)
+
+PAGERDUTY = "pagerduty"
+Action = Literal["trigger", "resolve"]
+PENDING, SENT, FAILED = "pending", "sent", "failed"
+LAST_ERROR_MAX = 2000
+
+
+def enqueue(session: Session, alert: m.Alert, action: Action, channel: str, now: datetime) -> m.OutboxEvent:
+    """Queue one notification in the caller's transaction (the one that changes the alert)."""
+    event = m.OutboxEvent(alert_id=alert.id, channel=channel, action=action, dedup_key=dedup_key(alert.incident_key),
+                          payload=alert_snapshot(alert), status=PENDING, attempts=0, created_at=now,
+                          next_attempt_at=now, sent_at=None, last_error=None)
+    session.add(event)
+    return event
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A notifier's verdict on one attempt."""
+
+    outcome: Literal["sent", "retry", "failed"]
+    detail: str = ""
+    retry_after_seconds: float | None = None
+
+
+class Notifier(Protocol):
+    def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery: ...
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential with full jitter over the upper half, so a fleet of retries spreads out but never shrinks to 0."""
+
+    base_seconds: float = 2.0
+    cap_seconds: float = 600.0
+
+    def delay(self, attempts: int, rng: random.Random) -> float:
+        ceiling = min(self.cap_seconds, self.base_seconds * 2 ** max(0, attempts - 1))
+        return rng.uniform(ceiling / 2, ceiling)
+
+
+@dataclass
+class DispatchStats:
+    sent: int = 0
+    retried: int = 0
+    failed: int = 0
+    waiting: int = 0  # pending rows left behind (not due yet, blocked behind an earlier event, or no notifier)
+
+
+class OutboxDispatcher:
+    """Delivers due outbox rows; one instance per process, only on the leader."""
+
+    def __init__(self, sessions: sessionmaker[Session], notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
+                 backoff: Backoff = Backoff(), rng: random.Random | None = None) -> None:
+        self._sessions = sessions
+        self._notifiers = dict(notifiers)
+        self._max_attempts = max_attempts
+        self._backoff = backoff
+        self._rng = rng or random.Random()
+
+    def run_once(self, now: datetime, *, deadline: Callable[[], float] | None = None) -> DispatchStats:
+        """Deliver what is due at ``now``; a resolve waits behind its pending trigger, whatever their due times.
+
+        ``deadline`` returns the seconds left (shutdown flush); nothing new starts once it is spent.
+        """
+        stats = DispatchStats()
+        with self._sessions() as session:
+            rows = session.scalars(select(m.OutboxEvent).where(m.OutboxEvent.status == PENDING)
+                                   .order_by(m.OutboxEvent.id)).all()
+        queues: dict[tuple[str, str], list[m.OutboxEvent]] = {}
+        for row in rows:
+            queues.setdefault((row.channel, row.dedup_key), []).append(row)
+        for (channel, _key), queue in queues.items():
+            notifier = self._notifiers.get(channel)
+            for position, event in enumerate(queue):
+                left = deadline() if deadline else None
+                if notifier is None or event.next_attempt_at > now or (left is not None and left <= 0):
+                    stats.waiting += len(queue) - position
+                    break
+                if not self._deliver(notifier, event, now, left, stats):
+                    stats.waiting += len(queue) - position - 1
+                    break
+        return stats
+
+    def _deliver(self, notifier: Notifier, event: m.OutboxEvent, now: datetime, timeout: float | None,
+                 stats: DispatchStats) -> bool:
+        """Returns whether later events of the same dedup key may go now (the earlier one is settled)."""
+        try:
+            delivery = notifier.send(event, timeout)
+        except Exception as exc:  # a notifier bug must not kill the loop, nor be mistaken for a 4xx
+            log.exception("notifier %s crashed on outbox event %s", event.channel, event.id)
+            delivery = Delivery("retry", f"{type(exc).__name__}: {exc}")
+        attempts = event.attempts + 1
+        with self._sessions.begin() as session:
+            row = session.get(m.OutboxEvent, event.id, with_for_update=True)
+            if row is None or row.status != PENDING:
+                return True  # settled elsewhere (e.g. another replica); nothing to do
+            row.attempts = attempts
+            if delivery.outcome == "sent":
+                row.status, row.sent_at, row.last_error = SENT, now, None
+                stats.sent += 1
+                log.info("%s %s delivered to %s (dedup_key=%s, attempt %d)", event.action, event.id, event.channel,
+                         event.dedup_key, attempts)
+                return True
+            row.last_error = delivery.detail[:LAST_ERROR_MAX]
+            if delivery.outcome == "failed" or attempts >= self._max_attempts:
+                row.status = FAILED
+                stats.failed += 1
+                log.error("%s %s to %s FAILED for good after %d attempt(s) (dedup_key=%s): %s", event.action,
+                          event.id, event.channel, attempts, event.dedup_key, delivery.detail)
+                return True
+            delay = self._backoff.delay(attempts, self._rng)
+            if delivery.retry_after_seconds is not None:
+                delay = max(delay, min(delivery.retry_after_seconds, self._backoff.cap_seconds))
+            row.next_attempt_at = now + timedelta(seconds=delay)
+            stats.retried += 1
+            log.warning("%s %s to %s not delivered (attempt %d, retry in %.1fs): %s", event.action, event.id,
+                        event.channel, attempts, delay, delivery.detail)
+            return False
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class OutboxLoop:
+    """Runs the dispatcher on a thread; ``stop`` flushes what is due within a deadline instead of dropping it."""
+
+    def __init__(self, dispatcher: OutboxDispatcher, *, interval_seconds: float = 1.0,
+                 clock: Callable[[], datetime] = _utcnow, active: Callable[[], bool] = lambda: True) -> None:
+        self._dispatcher = dispatcher
+        self._interval = interval_seconds
+        self._clock = clock
+        self._active = active
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="alerting-outbox", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Called after a commit that queued events, so a page does not wait for the next tick."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._tick(None)
+            self._wake.wait(self._interval)
+            self._wake.clear()
+
+    def _tick(self, deadline: Callable[[], float] | None) -> DispatchStats | None:
+        if not self._active():
+            return None
+        try:
+            return self._dispatcher.run_once(self._clock(), deadline=deadline)
+        except Exception:  # the DB may be down; the rows wait for the next tick
+            log.exception("outbox dispatch failed")
+            return None
+
+    def stop(self, deadline_seconds: float = 10.0) -> None:
+        end = time.monotonic() + deadline_seconds
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(max(0.0, end - time.monotonic()))
+            if self._thread.is_alive():  # still inside a slow send; a flush now could send twice
+                log.warning("outbox loop did not stop within %.1fs; undelivered events wait for the next start",
+                            deadline_seconds)
+                return
+        remaining = lambda: end - time.monotonic()  # noqa: E731
+        while remaining() > 0:
+            stats = self._tick(remaining)
+            if stats is None or (stats.sent == 0 and stats.failed == 0):
+                break  # nothing left that is due, or only retries that must wait

@@ -1,0 +1,138 @@
+"""PagerDuty Events API v2: the event body (a pure function of an outbox snapshot) and its delivery.
+
+The routing key is added only when sending, so it is never stored in the outbox
+and never appears in logs; response bodies are scrubbed of it before logging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from txnwatch.alerting.outbox import Delivery
+from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.config import PagerDutyConfig
+from txnwatch.store import models as m
+
+SUMMARY_MAX = 1024
+SEVERITIES = ("critical", "error", "warning", "info")
+CLIENT = "txnwatch"
+BODY_LOG_MAX = 500
+
+
+@dataclass(frozen=True)
+class EventContext:
+    """What the event needs besides the alert; from PagerDutyConfig."""
+
+    source: str = "txnwatch"
+    client_url: str | None = None
+    runbook_base_url: str | None = None
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pagerduty_event(snapshot: Mapping[str, Any], action: str, routing_key: str,
+                    context: EventContext = EventContext()) -> dict[str, Any]:
+    """Events API v2 body; a resolve carries only what PagerDuty reads from it (routing key, action, dedup key)."""
+    body: dict[str, Any] = {
+        "routing_key": routing_key,
+        "event_action": action,
+        "dedup_key": dedup_key(str(snapshot["incident_key"])),
+    }
+    if action != "trigger":
+        return body
+    details = dict(snapshot.get("details") or {})
+    labels = dict(snapshot.get("labels") or {})
+    cluster = snapshot.get("cluster") or labels.get("cluster") or "unknown"
+    severity = snapshot.get("severity")
+    payload: dict[str, Any] = {
+        "summary": _truncate(str(snapshot.get("summary") or snapshot["incident_key"]), SUMMARY_MAX),
+        "source": f"{context.source}/{cluster}",
+        "severity": severity if severity in SEVERITIES else "critical",
+        "component": str(labels.get("topic") or cluster),
+        "group": str(cluster),
+        "class": str(snapshot["rule"]),
+        "custom_details": {**details, "labels": labels, "incident_key": snapshot["incident_key"],
+                           "started_at": snapshot.get("started_at")},
+    }
+    if snapshot.get("fired_at"):
+        payload["timestamp"] = snapshot["fired_at"]
+    body["payload"] = payload
+    body["client"] = CLIENT
+    if context.client_url:
+        body["client_url"] = context.client_url
+    runbook = details.get("runbook")
+    if isinstance(runbook, str):
+        href = runbook if "://" in runbook or not context.runbook_base_url else \
+            context.runbook_base_url.rstrip("/") + "/" + runbook
+        if "://" in href:  # PagerDuty drops relative links
+            body["links"] = [{"href": href, "text": f"Runbook: {snapshot['rule']}"}]
+    return body
+
+
+def event_from_alert(alert: m.Alert, action: str, routing_key: str,
+                     context: EventContext = EventContext()) -> dict[str, Any]:
+    return pagerduty_event(alert_snapshot(alert), action, routing_key, context)
+
+
+class PagerDutyNotifier:
+    """Sends outbox rows of the ``pagerduty`` channel; 202 is the only success, 429/5xx/network errors retry."""
+
+    def __init__(self, routing_key: SecretStr, *, events_url: str = "https://events.pagerduty.com/v2/enqueue",
+                 timeout_seconds: float = 10.0, context: EventContext = EventContext(),
+                 client: httpx.Client | None = None) -> None:
+        self._routing_key = routing_key
+        self._url = events_url
+        self._timeout = timeout_seconds
+        self._context = context
+        self._client = client or httpx.Client()
+
+    @classmethod
+    def from_config(cls, config: PagerDutyConfig, client_url: str | None = None,
+                    runbook_base_url: str | None = None) -> "PagerDutyNotifier":
+        if config.routing_key is None:
+            raise ValueError("PagerDuty needs a routing key")
+        return cls(config.routing_key, events_url=config.events_url, timeout_seconds=config.timeout_seconds,
+                   context=EventContext(config.source, client_url, runbook_base_url))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
+        body = pagerduty_event(event.payload, event.action, self._routing_key.get_secret_value(), self._context)
+        timeout = self._timeout if timeout_seconds is None else max(0.1, min(self._timeout, timeout_seconds))
+        try:
+            response = self._client.post(self._url, json=body, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            return Delivery("retry", f"timeout after {timeout:.1f}s: {type(exc).__name__}")
+        except httpx.HTTPError as exc:
+            return Delivery("retry", self._scrub(f"network error: {type(exc).__name__}: {exc}"))
+        return classify(response.status_code, self._scrub(response.text[:BODY_LOG_MAX]),
+                        response.headers.get("retry-after"))
+
+    def _scrub(self, text: str) -> str:
+        key = self._routing_key.get_secret_value()
+        return text.replace(key, "**********") if key else text
+
+
+def classify(status: int, body: str, retry_after: str | None = None) -> Delivery:
+    """PagerDuty's contract: 202 accepted; 400 is our bug (retrying cannot help); 429 and 5xx are theirs."""
+    if status == 202:
+        return Delivery("sent", f"HTTP {status}")
+    detail = f"HTTP {status}: {body}"
+    if status == 429 or status >= 500 or status == 408:
+        return Delivery("retry", detail, _seconds(retry_after))
+    return Delivery("failed", detail)
+
+
+def _seconds(header: str | None) -> float | None:
+    try:
+        return max(0.0, float(header)) if header else None
+    except ValueError:
+        return None
