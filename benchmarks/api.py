@@ -76,7 +76,8 @@ def seed(url: str) -> None:
             tps = sorted({f"topic-{rnd.randrange(TOPICS):02d}-{rnd.randrange(PARTITIONS_PER_TOPIC)}"
                           for _ in range(rnd.randint(1, 4))})
             txns.append(dict(cluster_id=cluster_id, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
-                             coordinator_id=i % 3, state=state, producer_id=100_000 + i, producer_epoch=rnd.randrange(5),
+                             coordinator_id=i % 3, state=state, producer_id=100_000 + i,
+                             producer_epoch=rnd.randrange(5),
                              timeout_ms=60_000, txn_started_at=None if state == "Empty" else
                              now - timedelta(seconds=rnd.uniform(0, 900)), partitions=tps,
                              first_seen_at=now - timedelta(hours=2), last_seen_at=now, gone_at=None))
@@ -261,7 +262,8 @@ def main() -> int:
         if values:
             print(f"{path:<80} {len(values):>5} {statistics.median(values):>8.1f} {pct(values, 99):>8.1f}")
     done = len(everything)
-    print(f"\noffered {args.rate:.0f} req/s for {args.seconds:.0f} s; {done} ok of {sent}, errors: {dict(outcome.errors) or 0}")
+    print(f"\noffered {args.rate:.0f} req/s for {args.seconds:.0f} s; {done} ok of {sent}, "
+          f"errors: {dict(outcome.errors) or 0}")
     print(f"achieved {done / outcome.elapsed:.0f} req/s")
     if everything:
         p50, p99 = statistics.median(everything), pct(everything, 99)

@@ -97,7 +97,8 @@ class Factory:
               ended_ago: float | None = None, transactional_id: str | None = None) -> m.LsoStallEpisode:
         return self.add(m.LsoStallEpisode(
             cluster_id=cluster.id, topic=topic, partition=partition, started_at=ago(self.now, started_ago),
-            ended_at=None if ended_ago is None else ago(self.now, ended_ago), last_seen_at=ago(self.now, ended_ago or 5),
+            ended_at=None if ended_ago is None else ago(self.now, ended_ago),
+            last_seen_at=ago(self.now, ended_ago or 5),
             stalled_lso=420, max_gap=1500, blocking_producer_id=2001, blocking_producer_epoch=3,
             blocking_transactional_id=transactional_id))
 

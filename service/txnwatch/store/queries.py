@@ -17,7 +17,23 @@ from datetime import datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, Select, Text, and_, case, cast, exists, false, func, literal, or_, select, true, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    Text,
+    and_,
+    case,
+    cast,
+    exists,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.orm import Session
 
 from txnwatch.model import TxnState

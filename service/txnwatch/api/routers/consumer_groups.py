@@ -17,7 +17,13 @@ from txnwatch.api.routers.params import (
     next_cursor,
     not_found,
 )
-from txnwatch.api.schemas import ConsumerGroupDetail, ConsumerGroupPage, ConsumerGroupSummary, ErrorOut, GroupPartitionLag
+from txnwatch.api.schemas import (
+    ConsumerGroupDetail,
+    ConsumerGroupPage,
+    ConsumerGroupSummary,
+    ErrorOut,
+    GroupPartitionLag,
+)
 from txnwatch.store import queries
 
 router = APIRouter(prefix="/consumer-groups", tags=["consumer groups"])

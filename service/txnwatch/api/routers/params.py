@@ -141,7 +141,8 @@ def json_response(model: type[BaseModel], data: dict[str, Any]) -> Response:
 
 
 def _unknown_cluster(name: str, configured: Sequence[str]) -> HTTPException:
-    return HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {name!r}; known: {', '.join(configured) or 'none'}")
+    known = ", ".join(configured) or "none"
+    return HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {name!r}; known: {known}")
 
 
 @dataclass(frozen=True)

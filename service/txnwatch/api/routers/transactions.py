@@ -24,12 +24,7 @@ from txnwatch.api.routers.params import (
     not_found,
     now,
 )
-from txnwatch.api.schemas import (
-    ErrorOut,
-    TransactionDetail,
-    TransactionPage,
-    Transition,
-)
+from txnwatch.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition
 from txnwatch.model import TxnState
 from txnwatch.store import queries
 from txnwatch.store.queries import TxnSort
