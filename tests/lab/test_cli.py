@@ -36,7 +36,7 @@ def test_up_status_kafka_transactions_down(tmp_path):
         second = _lab("up", "--brokers", "1", "--dir", lab_dir, check=False)
         assert second.returncode == 1 and "already running" in second.stderr
         assert _lab("up", "--brokers", "1", "--dir", lab_dir, "--reuse").stdout == up.stdout
-        _lab("workload", "--scenario", "steady", "--background", "--dir", lab_dir)
+        _lab("workload", "--scenario", "steady", "--background", "--report-every", "2", "--dir", lab_dir)
         workload_pid = json.loads(_lab("status", "--dir", lab_dir, "--json").stdout)["workloads"]["steady"]["pid"]
         log = tmp_path / "cli-lab" / "workload-steady.log"
         deadline = time.monotonic() + 60

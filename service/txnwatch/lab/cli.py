@@ -137,6 +137,7 @@ def workload(
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
     topic_prefix: Optional[str] = typer.Option(None),
     verbose: bool = typer.Option(False, "-v"),
+    report_every: float = typer.Option(10.0, help="Seconds between progress lines."),
     background: bool = typer.Option(False, "--background", help="Detach; `lab down` or `lab workload-stop` "
                                                                 "stops it. Log: <lab dir>/workload-<scenario>.log"),
 ) -> None:
@@ -158,7 +159,7 @@ def workload(
         if lab is None:
             _fail(LabError("--background needs a lab (its state file records the process)"))
         try:
-            pid = lab.start_workload_process(scenario)
+            pid = lab.start_workload_process(scenario, report_every)
         except LabError as exc:
             _fail(exc)
         typer.echo(f"workload {scenario} running in the background, pid {pid}, log {lab.lab_dir}/workload-{scenario}.log")
@@ -170,7 +171,7 @@ def workload(
     signal.signal(signal.SIGTERM, _terminate)
     runner = Workload(bootstrap_servers, scenario, lab=lab, topic_prefix=topic_prefix)
     typer.echo(f"workload {scenario}: topics {runner.input_topic}, {runner.output_topic}; Ctrl-C to stop", err=True)
-    stats = runner.run(duration, report=lambda s: typer.echo(
+    stats = runner.run(duration, report_every=report_every, report=lambda s: typer.echo(
         f"committed {s.transactions_committed} aborted {s.transactions_aborted} ctp {s.ctp_transactions} "
         f"errors {s.producer_errors}+{s.ctp_errors} faults {s.faults_injected[-3:]}", err=True))
     typer.echo(json.dumps(stats.as_dict(), indent=2))

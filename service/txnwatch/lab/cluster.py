@@ -264,7 +264,7 @@ class LabCluster:
     def _workload_marker(self, scenario: str) -> str:
         return f"workload --scenario {scenario} --dir={self.state.lab_dir}"
 
-    def start_workload_process(self, scenario: str) -> int:
+    def start_workload_process(self, scenario: str, report_every: float = 10.0) -> int:
         """Run `txnwatch lab workload --scenario S` detached, logging to <lab_dir>/workload-S.log.
 
         It is recorded in the state file, so `lab down` stops it first and its faults get cleared
@@ -272,7 +272,8 @@ class LabCluster:
         if scenario in self.state.workloads and process_state(
                 self.state.workloads[scenario], self._workload_marker(scenario)) != "dead":
             raise LabError(f"workload {scenario!r} already runs (pid {self.state.workloads[scenario]})")
-        cmd = [sys.executable, "-m", "txnwatch.lab", *self._workload_marker(scenario).split(" ")]
+        cmd = [sys.executable, "-m", "txnwatch.lab", *self._workload_marker(scenario).split(" "),
+               f"--report-every={report_every}"]
         proc = spawn(cmd, self.lab_dir / f"workload-{scenario}.log", self.lab_dir,
                      die_with_parent=self._die_with_parent)
         self._children[proc.pid] = proc
