@@ -29,6 +29,15 @@ RULES: Final[tuple[str, ...]] = (
 )
 
 RUNBOOK_DOC: Final = "docs/runbooks.md"
+# Sections of docs/runbooks.md, shared with the Prometheus rules so on-call lands on the same page either way.
+RUNBOOK_SECTIONS: Final[dict[str, str]] = {
+    HANGING_TRANSACTION: "kafkahangingtransaction",
+    TRANSACTION_TIMEOUT_EXCEEDED: "kafkatransactionpasttimeout",
+    PREPARE_STUCK: "kafkatransactionstuckinprepare",
+    LSO_STALL: "kafkalsostalled",
+    VERIFICATION_FAILURE_RATE: "kafkatransactionverificationfailures",
+    CLUSTER_DOWN: "txnwatchclusterunreachable",
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +72,8 @@ def cluster_incident_key(rule: str, cluster: str) -> str:
 
 
 def runbook_link(rule: str) -> str:
-    return f"{RUNBOOK_DOC}#{rule.replace('_', '-')}"
+    section = RUNBOOK_SECTIONS.get(rule)
+    return f"{RUNBOOK_DOC}#{section}" if section else RUNBOOK_DOC
 
 
 def abort_command(bootstrap_server: str, topic: str, partition: int, producer_id: int, producer_epoch: int,
@@ -74,6 +84,14 @@ def abort_command(bootstrap_server: str, topic: str, partition: int, producer_id
         "--topic", shlex.quote(topic), "--partition", str(partition),
         "--producer-id", str(producer_id), "--producer-epoch", str(producer_epoch),
         "--coordinator-epoch", str(coordinator_epoch),
+    ])
+
+
+def abort_at_offset_command(bootstrap_server: str, topic: str, partition: int, start_offset: int) -> str:
+    """The variant for when the producer epoch or coordinator epoch is unknown (e.g. the id is gone)."""
+    return " ".join([
+        "kafka-transactions.sh", "--bootstrap-server", shlex.quote(bootstrap_server), "abort",
+        "--topic", shlex.quote(topic), "--partition", str(partition), "--start-offset", str(start_offset),
     ])
 
 
