@@ -279,14 +279,13 @@ def open_hanging_of(session: Session, cluster_id: int, transactional_id: str) ->
 
 
 def latest_sampled_at(session: Session, model: type[m.PartitionOffsetSample] | type[m.ConsumerLagSample],
-                      cluster_ids_: Iterable[int]) -> dict[int, datetime]:
-    """Newest sample time per cluster: one index probe each, never a scan of the history."""
-    found: dict[int, datetime] = {}
-    for cid in cluster_ids_:
-        at = session.scalar(select(func.max(model.sampled_at)).where(model.cluster_id == cid))
-        if at is not None:
-            found[cid] = at
-    return found
+                      clusters: Collection[str]) -> dict[int, datetime]:
+    """Newest sample time per cluster id: one index probe each (ORDER BY ... LIMIT 1 on the
+    (cluster_id, sampled_at) index, which both backends turn into a probe), one round trip for all."""
+    newest = (select(model.sampled_at).where(model.cluster_id == m.Cluster.id)
+              .order_by(model.sampled_at.desc()).limit(1).scalar_subquery())
+    rows = session.execute(select(m.Cluster.id, newest).where(_any_of(m.Cluster.name, clusters)))
+    return {cid: at for cid, at in rows if at is not None}
 
 
 def _latest_condition(model: type[m.PartitionOffsetSample] | type[m.ConsumerLagSample],
@@ -296,19 +295,21 @@ def _latest_condition(model: type[m.PartitionOffsetSample] | type[m.ConsumerLagS
 
 def partition_samples(session: Session, cluster_id: int, topics: Iterable[str]) -> list[m.PartitionOffsetSample]:
     """The cluster's latest samples of the partitions of ``topics``."""
-    latest = latest_sampled_at(session, m.PartitionOffsetSample, [cluster_id])
-    topics = sorted(set(topics))
-    if not latest or not topics:
-        return []
     P = m.PartitionOffsetSample
-    return list(session.scalars(select(P).where(_latest_condition(P, latest), P.topic.in_(topics))))
+    wanted = sorted(set(topics))
+    at = session.scalar(select(P.sampled_at).where(P.cluster_id == cluster_id)
+                        .order_by(P.sampled_at.desc()).limit(1))
+    if at is None or not wanted:
+        return []
+    return list(session.scalars(select(P).where(P.cluster_id == cluster_id, P.sampled_at == at,
+                                                P.topic.in_(wanted))))
 
 
-def list_partitions(session: Session, cluster_ids_: Iterable[int], *, topic: str | None, after: Keyset | None,
+def list_partitions(session: Session, clusters: Collection[str], *, topic: str | None, after: Keyset | None,
                     limit: int) -> list[Row[Any]]:
     """Latest sample of each partition, in (cluster id, topic, partition) order; rows add ``cluster_name``."""
     P = m.PartitionOffsetSample
-    latest = latest_sampled_at(session, P, cluster_ids_)
+    latest = latest_sampled_at(session, P, clusters)
     if not latest:
         return []
     key = (P.cluster_id, P.topic, P.partition)
@@ -335,10 +336,10 @@ class GroupLag:
     topics: tuple[str, ...] = ()
 
 
-def list_groups(session: Session, cluster_ids_: Iterable[int], *, after: Keyset | None, limit: int) -> list[GroupLag]:
+def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | None, limit: int) -> list[GroupLag]:
     """Each group's lag in its cluster's latest lag sample, in (cluster id, group) order."""
     L = m.ConsumerLagSample
-    latest = latest_sampled_at(session, L, cluster_ids_)
+    latest = latest_sampled_at(session, L, clusters)
     if not latest:
         return []
     key = (L.cluster_id, L.group_id)

@@ -39,8 +39,7 @@ def list_groups(session: ReadSession, clusters: ClusterFilter, limit: Limit = 10
                 cursor: CursorParam = None) -> Response:
     kind = "groups"
     after = decode_cursor(cursor, kind, (int, str))
-    scope = clusters.resolve(session)
-    groups = queries.list_groups(session, scope.id_list, after=after, limit=limit)
+    groups = queries.list_groups(session, clusters.names, after=after, limit=limit)
     items = [from_row(ConsumerGroupSummary, g, topics=list(g.topics)) for g in groups]
     cursor_out = next_cursor(kind, groups, limit, lambda g: (g.cluster_id, g.group_id))
     return json_response(ConsumerGroupPage, {"items": items, "next_cursor": cursor_out})

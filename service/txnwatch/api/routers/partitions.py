@@ -39,8 +39,7 @@ def list_partitions(
 ) -> Response:
     kind = "partitions"
     after = decode_cursor(cursor, kind, (int, str, int))
-    scope = clusters.resolve(session)
-    rows = queries.list_partitions(session, scope.id_list, topic=topic, after=after, limit=limit)
+    rows = queries.list_partitions(session, clusters.names, topic=topic, after=after, limit=limit)
     items = [from_row(PartitionOut, r, cluster=r.cluster_name,
                       hwm_minus_lso=gap(r.high_watermark, r.last_stable_offset)) for r in rows]
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.cluster_id, r.topic, r.partition))
