@@ -1,0 +1,198 @@
+{{- define "txnwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "txnwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "txnwatch.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "txnwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "txnwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "txnwatch.labels" -}}
+helm.sh/chart: {{ include "txnwatch.chart" . }}
+{{ include "txnwatch.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: txnwatch
+{{- end }}
+
+{{- define "txnwatch.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "txnwatch.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "txnwatch.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "txnwatch.secretName" -}}
+{{- default (include "txnwatch.fullname" .) .Values.secrets.existingSecret }}
+{{- end }}
+
+{{/* true when the database is external (PostgreSQL): migrations run as a hook Job */}}
+{{- define "txnwatch.externalDatabase" -}}
+{{- if or .Values.secrets.databaseUrl .Values.secrets.existingSecret }}true{{- end }}
+{{- end }}
+
+{{/* Clusters that authenticate with SASL */}}
+{{- define "txnwatch.hasSasl" -}}
+{{- range .Values.config.clusters }}{{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}true{{- end }}{{- end }}
+{{- end }}
+
+{{/* The txnwatch config file (non-secret part). */}}
+{{- define "txnwatch.config" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- $api := merge (dict "host" "0.0.0.0" "port" 8080) (omit (default (dict) $cfg.api) "host" "port" "read_token" "admin_token") }}
+{{- $_ := set $cfg "api" $api }}
+{{- $_ := set $cfg "database_url" "sqlite:////var/lib/txnwatch/txnwatch.db" }}
+{{- $retention := default (dict) $cfg.retention }}
+{{- if not (hasKey $retention "archive_dir") }}
+{{- $_ := set $retention "archive_dir" "/var/lib/txnwatch/archive" }}
+{{- end }}
+{{- $_ := set $cfg "retention" $retention }}
+{{- $pd := omit (default (dict) $cfg.pagerduty) "routing_key" }}
+{{- $_ := set $cfg "pagerduty" $pd }}
+{{- $clusters := list }}
+{{- range $cfg.clusters }}
+{{- $clusters = append $clusters (omit . "sasl_password") }}
+{{- end }}
+{{- $_ := set $cfg "clusters" $clusters }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* Environment shared by the daemon, the migration init container and the pipeline. */}}
+{{- define "txnwatch.env" -}}
+- name: TXNWATCH_CONFIG
+  value: /etc/txnwatch/config.yaml
+{{- $secret := include "txnwatch.secretName" . }}
+{{- $existing := .Values.secrets.existingSecret }}
+{{- if or $existing .Values.secrets.databaseUrl }}
+- name: TXNWATCH_DATABASE_URL
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: database-url}
+{{- end }}
+{{- if or $existing .Values.secrets.pagerdutyRoutingKey }}
+- name: TXNWATCH_PAGERDUTY__ROUTING_KEY
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: pagerduty-routing-key, optional: {{ not .Values.secrets.pagerdutyRoutingKey }}}
+{{- end }}
+{{- if or $existing .Values.secrets.apiReadToken }}
+- name: TXNWATCH_API__READ_TOKEN
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: api-read-token, optional: {{ not .Values.secrets.apiReadToken }}}
+{{- end }}
+{{- if or $existing .Values.secrets.apiAdminToken }}
+- name: TXNWATCH_API__ADMIN_TOKEN
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: api-admin-token, optional: {{ not .Values.secrets.apiAdminToken }}}
+{{- end }}
+{{- if include "txnwatch.hasSasl" . }}
+{{- /* A list element cannot be overridden by one env var, so with SASL the whole cluster list comes
+       from TXNWATCH_CLUSTERS (JSON), each password substituted by Kubernetes from the Secret. */}}
+{{- $clusters := list }}
+{{- range $i, $c := .Values.config.clusters }}
+{{- if hasPrefix "SASL" (default "PLAINTEXT" $c.security_protocol) }}
+- name: TXNWATCH_SASL_PASSWORD_{{ $i }}
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: {{ printf "sasl-password-%s" $c.name }}}
+{{- $clusters = append $clusters (merge (dict "sasl_password" (printf "$(TXNWATCH_SASL_PASSWORD_%d)" $i)) (omit $c "sasl_password")) }}
+{{- else }}
+{{- $clusters = append $clusters $c }}
+{{- end }}
+{{- end }}
+- name: TXNWATCH_CLUSTERS
+  value: {{ toJson $clusters | quote }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "txnwatch.checks" -}}
+{{- $c := .Values.config }}
+{{- if hasKey $c "database_url" }}
+{{- fail "config.database_url must not be set: put the database URL in secrets.databaseUrl (or secrets.existingSecret, key database-url); it holds a password" }}
+{{- end }}
+{{- range $k := list "read_token" "admin_token" "host" "port" }}
+{{- if hasKey (default (dict) $c.api) $k }}
+{{- fail (printf "config.api.%s must not be set: the chart sets host/port (0.0.0.0:8080) and tokens come from secrets.apiReadToken / secrets.apiAdminToken" $k) }}
+{{- end }}
+{{- end }}
+{{- if hasKey (default (dict) $c.pagerduty) "routing_key" }}
+{{- fail "config.pagerduty.routing_key must not be set: put it in secrets.pagerdutyRoutingKey (or secrets.existingSecret, key pagerduty-routing-key)" }}
+{{- end }}
+{{- range $c.clusters }}
+{{- if hasKey . "sasl_password" }}
+{{- fail (printf "config.clusters[%s].sasl_password must not be set: put it in secrets.saslPasswords.%s (or secrets.existingSecret, key sasl-password-%s)" .name .name .name) }}
+{{- end }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not (include "txnwatch.externalDatabase" .)) }}
+{{- fail "replicaCount > 1 needs PostgreSQL: set secrets.databaseUrl or secrets.existingSecret (SQLite is single-instance)" }}
+{{- end }}
+{{- if and .Values.pipeline.enabled (not .Values.archive.existingClaim) (not (contains "://" (toString (default "" (default (dict) .Values.config.retention).archive_dir)))) }}
+{{- fail "pipeline.enabled needs a shared history archive: set archive.existingClaim or a URI in config.retention.archive_dir" }}
+{{- end }}
+{{- if and .Values.config.pagerduty.enabled (not .Values.secrets.pagerdutyRoutingKey) (not .Values.secrets.existingSecret) }}
+{{- fail "config.pagerduty.enabled needs secrets.pagerdutyRoutingKey or secrets.existingSecret with key pagerduty-routing-key" }}
+{{- end }}
+{{- range .Values.config.clusters }}
+{{- if and (hasPrefix "SASL" (default "PLAINTEXT" .security_protocol)) (not $.Values.secrets.existingSecret) (not (hasKey $.Values.secrets.saslPasswords .name)) }}
+{{- fail (printf "cluster %s uses %s: set secrets.saslPasswords.%s (or secrets.existingSecret with key sasl-password-%s)" .name .security_protocol .name .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "txnwatch.volumes" -}}
+- name: config
+  configMap:
+    name: {{ include "txnwatch.fullname" . }}
+- name: tmp
+  emptyDir: {}
+- name: data
+  emptyDir: {}
+{{- if .Values.archive.existingClaim }}
+- name: archive
+  persistentVolumeClaim:
+    claimName: {{ .Values.archive.existingClaim }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "txnwatch.volumeMounts" -}}
+- name: config
+  mountPath: /etc/txnwatch/config.yaml
+  subPath: config.yaml
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+- name: data
+  mountPath: /var/lib/txnwatch
+{{- if .Values.archive.existingClaim }}
+- name: archive
+  mountPath: /var/lib/txnwatch/archive
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
