@@ -39,6 +39,7 @@ def test_hanging_cursor_is_tied_to_include_resolved(client: TestClient) -> None:
 def test_lso_stalls_open_and_recent(client: TestClient) -> None:
     items = ok(client, "/api/v1/lso-stalls")["items"]
     assert [(i["partition"], i["ended_at"] is None) for i in items] == [(0, True), (1, False)]
+    assert [i["id"] for i in flat(walk(client, "/api/v1/lso-stalls", limit=1))] == [i["id"] for i in items]
     assert items[0]["blocking_transactional_id"] == "orders-app-0_0"
     assert items[1]["duration_seconds"] == 400
 

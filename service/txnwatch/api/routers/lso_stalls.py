@@ -43,8 +43,9 @@ def list_lso_stalls(
     cursor: CursorParam = None,
 ) -> Response:
     at = now()
+    # The default window slides between pages, so only an explicit `since` is part of the cursor.
+    kind = f"lso:{since.isoformat() if since is not None else 'default'}"
     since = since if since is not None else at - DEFAULT_LOOKBACK
-    kind = f"lso:{since.isoformat()}"
     after = decode_cursor(cursor, kind, (datetime, int))
     rows = queries.list_lso_stalls(session, clusters=clusters.names, since=since, after=after, limit=limit)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
