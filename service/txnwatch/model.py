@@ -189,3 +189,158 @@ class ClusterSnapshot:
 
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
         return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings: what detection derives from snapshots (see txnwatch.detect).
+# ---------------------------------------------------------------------------------------------
+
+
+def incident_key(cluster: str, tp: TopicPartition, producer_id: int) -> str:
+    """Stable identity of a per-partition incident (PagerDuty dedup_key, hanging episode key)."""
+    return f"{cluster}/{tp}/{producer_id}"
+
+
+class HangingReason(StrEnum):
+    """Why an old open transaction on a partition will never get its marker."""
+
+    #: No coordinator lists a transactional id for the producer id (Kafka's first rule).
+    NO_TRANSACTIONAL_ID = "no_transactional_id"
+    #: The id was listed, but its coordinator answered TRANSACTIONAL_ID_NOT_FOUND (Kafka's second rule).
+    UNKNOWN_TO_COORDINATOR = "unknown_to_coordinator"
+    #: The coordinator's transaction for the id does not include the partition (Kafka's third rule).
+    PARTITION_NOT_LISTED = "partition_not_listed"
+    #: The id now belongs to another producer id: the coordinator has moved on from this one.
+    PRODUCER_ID_MISMATCH = "producer_id_mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTransaction:
+    """An open transaction on a partition that no coordinator will ever finish (KIP-664 semantics)."""
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    transactional_id: str | None
+    coordinator_id: int | None
+    reason: HangingReason
+    txn_start_offset: int
+    last_timestamp_ms: int
+    age_ms: int
+
+    @property
+    def incident_key(self) -> str:
+        return incident_key(self.cluster, self.tp, self.producer_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Undetermined:
+    """A partition or old open transaction detection could not judge: neither hanging nor healthy.
+
+    ``producer_id`` is None when the partition's leader could not be asked who writes to it.
+    """
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int | None
+    why: str
+    transactional_id: str | None = None
+    coordinator_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueTransaction:
+    """Open longer than its own transaction.timeout.ms plus grace: the coordinator should have aborted it."""
+
+    cluster: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    start_time_ms: int
+    timeout_ms: int
+    age_ms: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class StuckPrepare:
+    """PrepareCommit/PrepareAbort for longer than a threshold: markers are not getting written."""
+
+    cluster: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    since_ms: int
+    duration_ms: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class LsoStall:
+    """An LSO stall episode; ``ended_ms`` is None while it lasts."""
+
+    cluster: str
+    tp: TopicPartition
+    started_ms: int
+    last_seen_ms: int
+    stalled_lso: int
+    max_gap: int
+    gap: int
+    blocking_producer_id: int | None
+    blocking_producer_epoch: int | None
+    blocking_transactional_id: str | None
+    ended_ms: int | None = None
+
+    @property
+    def incident_key(self) -> str:
+        return incident_key(self.cluster, self.tp, self.blocking_producer_id if self.blocking_producer_id is not None else -1)
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationSample:
+    """One partition/open-transaction pair resolved: verified after ``verification_ms``, or failed."""
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int
+    transactional_id: str | None
+    observed_ms: int
+    verification_ms: int | None
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A change of a transactional id's coordinator state between two polls, with derived events."""
+
+    cluster: str
+    transactional_id: str
+    observed_ms: int
+    from_state: TxnState | None
+    to_state: TxnState
+    producer_id: int
+    producer_epoch: int
+    prev_producer_id: int | None
+    prev_producer_epoch: int | None
+    timeout_ms: int
+    start_time_ms: int | None
+    partitions: frozenset[TopicPartition]
+    events: tuple[str, ...]
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """Lag of one group on one partition: vs the LSO (read_committed truth) and vs the high watermark."""
+
+    cluster: str
+    group_id: str
+    tp: TopicPartition
+    committed: int
+    lag_hwm: int | None
+    lag_lso: int | None
+    lag_seconds: float | None

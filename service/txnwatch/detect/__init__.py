@@ -1,1 +1,99 @@
+"""Detection: pure functions of (previous state, snapshot, clock) → (next state, findings).
 
+No I/O and no clock of its own: the collector passes ``now_ms``, tests pass any
+instant they like.  Everything a poll needs to remember for the next one lives in
+the immutable :class:`DetectorState`, so a replica that becomes leader simply starts
+from :data:`INITIAL` and a replayed snapshot always yields the same findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from txnwatch.detect import hanging, lag, lso, transitions, verification
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.model import (
+    ClusterSnapshot,
+    GroupLag,
+    HangingTransaction,
+    LsoStall,
+    OverdueTransaction,
+    StuckPrepare,
+    TopicPartition,
+    TransactionDescription,
+    Transition,
+    Undetermined,
+)
+
+__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "evaluate", "event_counts"]
+
+
+@dataclass(frozen=True)
+class DetectorState:
+    transactions: Mapping[str, TransactionDescription] = field(default_factory=dict)
+    prepare_since: Mapping[str, tuple[hanging.PrepareKey, int]] = field(default_factory=dict)
+    lso: Mapping[TopicPartition, lso.LsoTrack] = field(default_factory=dict)
+    verification: Mapping[verification.OpenKey, verification.Pending] = field(default_factory=dict)
+    lso_history: Mapping[TopicPartition, lag.LsoHistory] = field(default_factory=dict)
+
+
+INITIAL = DetectorState()
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What one poll of one cluster revealed; consumed by the store, /metrics and alerting."""
+
+    now_ms: int
+    hanging: tuple[HangingTransaction, ...] = ()
+    undetermined: tuple[Undetermined, ...] = ()
+    overdue: tuple[OverdueTransaction, ...] = ()
+    stuck_prepare: tuple[StuckPrepare, ...] = ()
+    lso_stalls: tuple[LsoStall, ...] = ()
+    lso_stalls_ended: tuple[LsoStall, ...] = ()
+    lso_stalls_started: int = 0
+    verification: verification.VerificationCheck = verification.VerificationCheck(0, 0, ())
+    transitions: tuple[Transition, ...] = ()
+    lags: tuple[GroupLag, ...] = ()
+
+
+def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
+             settings: DetectionSettings = DetectionSettings()) -> tuple[DetectorState, Findings]:
+    hanging_found, undetermined = hanging.find_hanging(snapshot, now_ms, settings)
+    prepare_since = hanging.track_prepare(previous.prepare_since, snapshot, now_ms)
+    lso_tracks, stalls, ended = lso.update_lso(previous.lso, snapshot, now_ms, settings)
+    pending, checked = verification.check(previous.verification, snapshot, now_ms, settings)
+    remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
+    history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
+    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history)
+    findings = Findings(
+        now_ms=now_ms,
+        hanging=tuple(hanging_found),
+        undetermined=tuple(undetermined),
+        overdue=tuple(hanging.find_overdue(snapshot, now_ms, settings)),
+        stuck_prepare=tuple(hanging.find_stuck_prepare(prepare_since, snapshot, now_ms, settings)),
+        lso_stalls=tuple(stalls),
+        lso_stalls_ended=tuple(ended),
+        lso_stalls_started=sum(1 for s in stalls if (t := previous.lso.get(s.tp)) is None or t.episode is None),
+        verification=checked,
+        transitions=tuple(changes),
+        lags=tuple(lag.group_lags(snapshot, history, now_ms)),
+    )
+    return state, findings
+
+
+def event_counts(findings: Findings | None) -> dict[str, int]:
+    """Cumulative counters the collector keeps per cluster (commits, aborts, fencings, ...)."""
+    if findings is None:
+        return {}
+    counts: dict[str, int] = {}
+    for transition in findings.transitions:
+        for event in transition.events:
+            counts[event] = counts.get(event, 0) + 1
+        key = f"transition:{transition.from_state or 'None'}:{transition.to_state}"
+        counts[key] = counts.get(key, 0) + 1
+    counts["lso_stall_started"] = findings.lso_stalls_started
+    counts["verification_checks"] = findings.verification.checks
+    counts["verification_failures"] = findings.verification.failures
+    return counts

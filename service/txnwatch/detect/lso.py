@@ -1,0 +1,76 @@
+"""LSO stall episodes: a partition whose last stable offset stays put below its high watermark.
+
+An open transaction pins the LSO at its first offset until its marker is written, so
+read_committed consumers stop there.  A transaction that ends within the threshold
+is normal (and right after a commit the LSO lags for milliseconds while markers are
+written); an LSO that has not moved for ``lso_stall_ms`` while records wait behind it
+is a stall.  The episode starts when the LSO stopped moving, not when we noticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.model import ClusterSnapshot, LsoStall, PartitionSnapshot, TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class LsoTrack:
+    """Per-partition memory between polls: where the LSO is and since when."""
+
+    lso: int
+    since_ms: int
+    episode: LsoStall | None = None
+
+
+def _blocker(snapshot: ClusterSnapshot, partition: PartitionSnapshot, lso: int) -> tuple[int | None, int | None, str | None]:
+    for producer in partition.producers or ():
+        if producer.current_txn_start_offset == lso:
+            ids = snapshot.transactional_ids_for_producer(producer.producer_id)
+            return producer.producer_id, producer.producer_epoch, ids[0] if ids else None
+    return None, None, None
+
+
+def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSnapshot, now_ms: int,
+               settings: DetectionSettings) -> tuple[dict[TopicPartition, LsoTrack], list[LsoStall], list[LsoStall]]:
+    """Returns (tracks, episodes active now, episodes that ended in this poll)."""
+    tracks: dict[TopicPartition, LsoTrack] = {}
+    active: list[LsoStall] = []
+    ended: list[LsoStall] = []
+    for tp, partition in snapshot.partitions.items():
+        track = previous.get(tp)
+        lso, hwm = partition.last_stable_offset, partition.high_watermark
+        if lso is None or hwm is None:
+            if track is not None:  # unknown this poll: neither opens nor closes an episode
+                tracks[tp] = track
+                if track.episode is not None:
+                    active.append(track.episode)
+            continue
+        if track is None or lso != track.lso or lso >= hwm:
+            if track is not None and track.episode is not None:
+                ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))
+            tracks[tp] = LsoTrack(lso=lso, since_ms=now_ms if track is None or lso != track.lso else track.since_ms)
+            continue
+        gap = hwm - lso
+        episode = track.episode
+        if episode is None and now_ms - track.since_ms >= settings.lso_stall_ms:
+            pid, epoch, txn_id = _blocker(snapshot, partition, lso)
+            episode = LsoStall(snapshot.cluster, tp, started_ms=track.since_ms, last_seen_ms=now_ms, stalled_lso=lso,
+                               max_gap=gap, gap=gap, blocking_producer_id=pid, blocking_producer_epoch=epoch,
+                               blocking_transactional_id=txn_id)
+        elif episode is not None:
+            pid, epoch, txn_id = _blocker(snapshot, partition, lso)
+            episode = replace(episode, last_seen_ms=now_ms, gap=gap, max_gap=max(episode.max_gap, gap),
+                              blocking_producer_id=pid if pid is not None else episode.blocking_producer_id,
+                              blocking_producer_epoch=epoch if pid is not None else episode.blocking_producer_epoch,
+                              blocking_transactional_id=txn_id or episode.blocking_transactional_id)
+        tracks[tp] = replace(track, episode=episode)
+        if episode is not None:
+            active.append(episode)
+    if snapshot.partitions:
+        for tp, track in previous.items():
+            if tp not in snapshot.partitions and track.episode is not None:
+                ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))  # topic deleted
+    return tracks, active, ended

@@ -1,0 +1,37 @@
+"""Detection thresholds, in milliseconds, decoupled from the config layer so detection stays pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from txnwatch.config import DetectionConfig
+
+
+@dataclass(frozen=True, slots=True)
+class DetectionSettings:
+    #: Added to transaction.max.timeout.ms before an open transaction on a partition is a hanging
+    #: candidate.  Kafka's find-hanging uses 0; kafka-python's helper uses 5 minutes.
+    hanging_margin_ms: int = 0
+    #: How far past its own transaction.timeout.ms an Ongoing transaction may go before it is overdue.
+    timeout_grace_ms: int = 30_000
+    #: PrepareCommit/PrepareAbort lasting longer than this is stuck.  Right after commit the
+    #: coordinator legitimately shows Prepare* for milliseconds while markers are written.
+    prepare_stuck_ms: int = 30_000
+    #: An LSO below the high watermark that has not moved for this long is a stall.
+    lso_stall_ms: int = 30_000
+    #: How long a partition may show an open transaction its coordinator does not list.
+    verification_grace_ms: int = 10_000
+    #: Samples of the LSO kept per partition for time-lag estimates.
+    lso_history: int = 64
+
+    @classmethod
+    def from_config(cls, config: "DetectionConfig") -> "DetectionSettings":
+        return cls(
+            hanging_margin_ms=int(config.hanging_margin_seconds * 1000),
+            timeout_grace_ms=int(config.timeout_grace_seconds * 1000),
+            prepare_stuck_ms=int(config.prepare_stuck_seconds * 1000),
+            lso_stall_ms=int(config.lso_stall_seconds * 1000),
+            verification_grace_ms=int(config.verification_grace_seconds * 1000),
+        )

@@ -1,0 +1,82 @@
+"""KIP-890-style verification metrics, measured from outside the brokers.
+
+KIP-890 has the partition leader ask the coordinator whether a producer's partition
+is part of its transaction before accepting a transactional write, and reports how
+long that takes (VerificationTimeMs) and how often it fails (VerificationFailureRate).
+txnwatch measures the same agreement from the two public views: the time from the
+first poll that sees an open transaction on a partition (DescribeProducers) to the
+first poll whose coordinator lists that partition (DescribeTransactions), and the
+share of checks where, past a grace period, it still does not.  Resolution is the
+poll interval; the value of the metric is in the failures and the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.model import ClusterSnapshot, TopicPartition, VerificationSample
+
+#: A partition's open transaction: (partition, producer id, first offset of the transaction).
+OpenKey = tuple[TopicPartition, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    first_seen_ms: int
+    verified: bool = False
+    failed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationCheck:
+    checks: int
+    failures: int
+    samples: tuple[VerificationSample, ...]
+
+
+def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int, tp: TopicPartition) -> tuple[bool | None, str | None]:
+    """True/False: the coordinator does/doesn't list the partition; None: we could not ask."""
+    ids = snapshot.transactional_ids_for_producer(producer_id)
+    if not ids:
+        return (False if snapshot.listing_complete else None), None
+    for txn_id in ids:
+        txn = snapshot.transactions.get(txn_id)
+        if txn is not None and txn.producer_id == producer_id and tp in txn.partitions:
+            return True, txn_id
+    if any(snapshot.transactions.get(t) is None for t in ids):
+        return None, ids[0]
+    return False, ids[0]
+
+
+def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms: int,
+          settings: DetectionSettings) -> tuple[dict[OpenKey, Pending], VerificationCheck]:
+    """One check per open (partition, producer) pair whose coordinator could be asked."""
+    pending: dict[OpenKey, Pending] = {}
+    samples: list[VerificationSample] = []
+    checks = failures = 0
+    for tp, partition in snapshot.partitions.items():
+        if partition.producers is None:
+            pending.update({k: v for k, v in previous.items() if k[0] == tp})  # unknown: keep the clocks
+            continue
+        for producer in partition.producers:
+            if producer.current_txn_start_offset is None:
+                continue
+            key = (tp, producer.producer_id, producer.current_txn_start_offset)
+            state = previous.get(key, Pending(first_seen_ms=now_ms))
+            listed, txn_id = _coordinator_view(snapshot, producer.producer_id, tp)
+            if listed is not None:
+                checks += 1
+                if listed and not state.verified:
+                    samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id, now_ms,
+                                                      now_ms - state.first_seen_ms, failed=False))
+                    state = Pending(state.first_seen_ms, verified=True, failed=state.failed)
+                elif not listed and now_ms - state.first_seen_ms > settings.verification_grace_ms:
+                    failures += 1
+                    if not state.failed:
+                        samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
+                                                          now_ms, None, failed=True))
+                        state = Pending(state.first_seen_ms, verified=state.verified, failed=True)
+            pending[key] = state
+    return pending, VerificationCheck(checks, failures, tuple(samples))

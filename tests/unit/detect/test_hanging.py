@@ -1,0 +1,88 @@
+"""find-hanging semantics (Kafka's TransactionsCommand), overdue and stuck Prepare*."""
+
+from __future__ import annotations
+
+from txnwatch.detect import hanging
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.model import HangingReason, ListedTransaction, RequestError, TxnState
+
+from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
+
+S = DetectionSettings()
+OLD = MAX_TIMEOUT + 1  # "now" such that a write at t=0 is older than the max timeout
+
+
+def test_open_txn_unknown_to_every_coordinator_hangs() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),))
+    found, undetermined = hanging.find_hanging(snap, OLD, S)
+    assert [(h.tp, h.producer_id, h.reason, h.transactional_id) for h in found] == [
+        (TP, 7, HangingReason.UNKNOWN_TO_COORDINATOR, None)]
+    assert found[0].incident_key == "c/orders-0/7" and found[0].age_ms == OLD and not undetermined
+
+
+def test_young_open_txn_is_not_a_candidate() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),))
+    assert hanging.find_hanging(snap, MAX_TIMEOUT, S) == ([], [])
+
+
+def test_margin_delays_candidates() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),))
+    assert hanging.find_hanging(snap, OLD, DetectionSettings(hanging_margin_ms=60_000)) == ([], [])
+
+
+def test_coordinator_listing_the_partition_is_not_hanging_however_old() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), txns=(txn(partitions=(TP,)),))
+    assert hanging.find_hanging(snap, OLD * 10, S) == ([], [])
+
+
+def test_coordinator_not_listing_the_partition_hangs() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), txns=(txn(partitions=(TP1,)),))
+    (found,), _ = hanging.find_hanging(snap, OLD, S)
+    assert found.reason is HangingReason.PARTITION_NOT_LISTED and found.transactional_id == "app-1"
+    assert found.coordinator_id == 1
+
+
+def test_listed_but_not_described_id_hangs_when_the_coordinator_answered() -> None:
+    listed = (ListedTransaction("app-1", 7, TxnState.ONGOING, 1),)
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), listed=listed)
+    (found,), _ = hanging.find_hanging(snap, OLD, S)
+    assert found.reason is HangingReason.UNKNOWN_TO_COORDINATOR
+
+
+def test_unreachable_coordinator_is_undetermined_not_hanging() -> None:
+    listed = (ListedTransaction("app-1", 7, TxnState.ONGOING, 1),)
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), listed=listed, unreachable=frozenset({1}))
+    found, undetermined = hanging.find_hanging(snap, OLD, S)
+    assert found == [] and [u.producer_id for u in undetermined] == [7]
+    errors = (RequestError("DescribeTransactions", "app-1", 15, "COORDINATOR_NOT_AVAILABLE"),)
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), listed=listed, errors=errors)
+    assert hanging.find_hanging(snap, OLD, S)[0] == []
+
+
+def test_incomplete_listing_is_undetermined() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), complete=False)
+    found, undetermined = hanging.find_hanging(snap, OLD, S)
+    assert found == [] and len(undetermined) == 1
+
+
+def test_unknown_producers_are_not_evidence() -> None:
+    snap = snapshot(partitions=(partition(producers=None),))
+    assert hanging.find_hanging(snap, OLD, S) == ([], [])
+
+
+def test_overdue_ongoing_past_own_timeout_plus_grace() -> None:
+    snap = snapshot(txns=(txn(start=0, timeout=10_000),))
+    assert hanging.find_overdue(snap, 10_000 + S.timeout_grace_ms, S) == []
+    (late,) = hanging.find_overdue(snap, 10_001 + S.timeout_grace_ms, S)
+    assert late.transactional_id == "app-1" and late.age_ms == 10_001 + S.timeout_grace_ms
+
+
+def test_prepare_commit_for_milliseconds_is_normal_but_stuck_when_long() -> None:
+    snap = snapshot(txns=(txn(state=TxnState.PREPARE_COMMIT),))
+    since = hanging.track_prepare({}, snap, 1_000)
+    assert hanging.find_stuck_prepare(since, snap, 1_050, S) == []
+    since = hanging.track_prepare(since, snap, 1_000 + S.prepare_stuck_ms + 1)
+    (stuck,) = hanging.find_stuck_prepare(since, snap, 1_000 + S.prepare_stuck_ms + 1, S)
+    assert stuck.since_ms == 1_000 and stuck.state is TxnState.PREPARE_COMMIT
+    moved_on = snapshot(txns=(txn(state=TxnState.COMPLETE_COMMIT),))
+    assert hanging.track_prepare(since, moved_on, 99_999) == {}

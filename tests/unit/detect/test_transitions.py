@@ -1,0 +1,59 @@
+"""Coordinator history: transitions and the events they imply."""
+
+from __future__ import annotations
+
+from txnwatch.detect import transitions
+from txnwatch.model import ListedTransaction, TxnState
+
+from tests.unit.detect.builders import snapshot, txn
+
+O, PC, PA, CC, CA, E = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+                        TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
+
+
+def events(prev, cur, now=1_000):  # type: ignore[no-untyped-def]
+    return transitions.derive_events(prev, cur, now)
+
+
+def test_commit_and_abort() -> None:
+    assert events(txn(state=O), txn(state=CC)) == ("commit",)
+    assert events(txn(state=PA), txn(state=CA)) == ("abort",)
+    assert "commit" in events(txn(state=CC, start=0), txn(state=CC, start=500))
+
+
+def test_coordinator_timeout_abort_bumps_epoch() -> None:
+    assert events(txn(state=O, epoch=1, start=0, timeout=10_000), txn(state=CA, epoch=2, start=0), now=11_000) == (
+        "abort", "epoch_bump", "timeout_abort")
+
+
+def test_fencing_by_a_new_instance() -> None:
+    assert events(txn(state=O, epoch=1), txn(state=E, epoch=3)) == ("epoch_bump", "fenced")
+    assert events(txn(state=CC, epoch=1), txn(state=E, epoch=2)) == ("epoch_bump", "fenced")
+
+
+def test_transaction_v2_bump_with_commit_is_not_fencing() -> None:
+    assert events(txn(state=O, epoch=1), txn(state=CC, epoch=2)) == ("commit", "epoch_bump")
+
+
+def test_producer_id_change_kip360() -> None:
+    assert events(txn(pid=7, state=E), txn(pid=8, state=E)) == ("producer_id_change",)
+
+
+def test_committing_to_aborting_is_illegal() -> None:
+    assert "illegal_transition" in events(txn(state=PC, start=5), txn(state=PA, start=5))
+    assert "illegal_transition" not in events(txn(state=PC, start=5), txn(state=PA, start=9))
+
+
+def test_diff_reports_changes_expiry_and_keeps_unasked_ids() -> None:
+    first, t1 = transitions.diff({}, snapshot(txns=(txn("a"), txn("b"))), 0)
+    assert sorted((t.transactional_id, t.events) for t in t1) == [("a", ("new",)), ("b", ("new",))]
+    same, t2 = transitions.diff(first, snapshot(txns=(txn("a"), txn("b"))), 1)
+    assert t2 == []
+    # b is gone from a complete listing: expired; a committed.
+    after, t3 = transitions.diff(same, snapshot(txns=(txn("a", state=CC),)), 2)
+    assert sorted((t.transactional_id, t.to_state, t.events) for t in t3) == [
+        ("a", CC, ("commit",)), ("b", TxnState.DEAD, ("expired",))]
+    # coordinator of "a" did not answer: nothing is concluded about it
+    listed = (ListedTransaction("a", 7, CC, 1),)
+    kept, t4 = transitions.diff(after, snapshot(listed=listed, unreachable=frozenset({1})), 3)
+    assert t4 == [] and "a" in kept
