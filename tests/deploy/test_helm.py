@@ -203,11 +203,21 @@ def test_prometheus_rule_is_the_rules_file(rendered: tuple[str, list[dict[str, A
     run(tool("promtool"), "test", "rules", "txnwatch-rules.test.yaml", cwd=tmp_path)
 
 
+def test_notes_render() -> None:
+    out = helm("install", "rel", str(CHART), "--dry-run=client", "--namespace", "observability").stdout
+    notes = out.split("NOTES:", 1)[1]
+    assert "port-forward svc/rel-txnwatch 8080:8080" in notes
+    assert "config.clusters is empty" in notes and "SQLite" in notes
+    out = helm("install", "rel", str(CHART), "--dry-run=client", *VALUES["production"]).stdout
+    assert "3 Kafka cluster(s) prod-eu prod-us staging" in out and "SQLite" not in out.split("NOTES:", 1)[1]
+
+
 def test_dashboards_configmap(rendered: tuple[str, list[dict[str, Any]]]) -> None:
     name, docs = rendered
     (cm,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboards")]
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert cm["metadata"]["namespace"] == ("monitoring" if name == "production" else "observability")
+    assert sum(len(v) for v in cm["data"].values()) < 900 * 1024, "ConfigMaps hold at most 1 MiB"
     assert {k: json.loads(v) for k, v in cm["data"].items()} == \
         {p.name: json.loads(p.read_text()) for p in dashboard_files()}
 
