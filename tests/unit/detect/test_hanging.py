@@ -16,7 +16,7 @@ def test_open_txn_unknown_to_every_coordinator_hangs() -> None:
     snap = snapshot(partitions=(partition(producers=(producer(),)),))
     found, undetermined = hanging.find_hanging(snap, OLD, S)
     assert [(h.tp, h.producer_id, h.reason, h.transactional_id) for h in found] == [
-        (TP, 7, HangingReason.UNKNOWN_TO_COORDINATOR, None)]
+        (TP, 7, HangingReason.NO_TRANSACTIONAL_ID, None)]
     assert found[0].incident_key == "c/orders-0/7" and found[0].age_ms == OLD and not undetermined
 
 
@@ -42,11 +42,45 @@ def test_coordinator_not_listing_the_partition_hangs() -> None:
     assert found.coordinator_id == 1
 
 
-def test_listed_but_not_described_id_hangs_when_the_coordinator_answered() -> None:
+def test_id_the_coordinator_answers_not_found_for_hangs() -> None:
+    listed = (ListedTransaction("app-1", 7, TxnState.ONGOING, 1),)
+    not_found = (RequestError("DescribeTransactions", "app-1", 105, "TRANSACTIONAL_ID_NOT_FOUND"),)
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), listed=listed, errors=not_found)
+    (found,), _ = hanging.find_hanging(snap, OLD, S)
+    assert found.reason is HangingReason.UNKNOWN_TO_COORDINATOR and found.transactional_id == "app-1"
+
+
+def test_listed_but_silently_undescribed_id_is_undetermined() -> None:
     listed = (ListedTransaction("app-1", 7, TxnState.ONGOING, 1),)
     snap = snapshot(partitions=(partition(producers=(producer(),)),), listed=listed)
+    found, (undetermined,) = hanging.find_hanging(snap, OLD, S)
+    assert found == [] and undetermined.transactional_id == "app-1" and undetermined.coordinator_id == 1
+
+
+def test_id_now_held_by_another_producer_id_hangs() -> None:
+    listed = (ListedTransaction("app-1", 7, TxnState.ONGOING, 1),)
+    snap = snapshot(partitions=(partition(producers=(producer(pid=7),)),), listed=listed,
+                    txns=(txn(pid=8, partitions=(TP,)),))
     (found,), _ = hanging.find_hanging(snap, OLD, S)
-    assert found.reason is HangingReason.UNKNOWN_TO_COORDINATOR
+    assert found.reason is HangingReason.PRODUCER_ID_MISMATCH
+
+
+def test_epoch_difference_alone_is_not_hanging() -> None:
+    """Transaction version 2 bumps the epoch at every transaction end; Kafka's tool ignores epochs too."""
+    snap = snapshot(partitions=(partition(producers=(producer(epoch=3),)),), txns=(txn(epoch=4, partitions=(TP,)),))
+    assert hanging.find_hanging(snap, OLD, S) == ([], [])
+
+
+def test_age_is_strictly_greater_than_the_threshold_like_kafka() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(last_ms=5),)),))
+    assert hanging.find_hanging(snap, MAX_TIMEOUT + 5, S) == ([], [])
+    (found,), _ = hanging.find_hanging(snap, MAX_TIMEOUT + 6, S)
+    assert (found.txn_start_offset, found.last_timestamp_ms, found.age_ms) == (10, 5, MAX_TIMEOUT + 1)
+
+
+def test_producers_without_open_txn_or_timestamp_are_not_candidates() -> None:
+    snap = snapshot(partitions=(partition(producers=(producer(start=None), producer(pid=8, last_ms=None))),))
+    assert hanging.find_hanging(snap, OLD * 10, S) == ([], [])
 
 
 def test_unreachable_coordinator_is_undetermined_not_hanging() -> None:
@@ -65,9 +99,10 @@ def test_incomplete_listing_is_undetermined() -> None:
     assert found == [] and len(undetermined) == 1
 
 
-def test_unknown_producers_are_not_evidence() -> None:
+def test_unknown_producers_are_undetermined_not_evidence() -> None:
     snap = snapshot(partitions=(partition(producers=None),))
-    assert hanging.find_hanging(snap, OLD, S) == ([], [])
+    found, (undetermined,) = hanging.find_hanging(snap, OLD, S)
+    assert found == [] and undetermined.producer_id is None and undetermined.tp == TP
 
 
 def test_overdue_ongoing_past_own_timeout_plus_grace() -> None:
