@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from typing import Any
+
 from txnwatch.lab import jars
 from txnwatch.lab.cluster import new_cluster_id
 from txnwatch.lab.processes import process_state
@@ -115,6 +117,7 @@ def echo_behind_proxy():
             writer.close()
 
         server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        holder["echo"] = server
         ports["echo"] = server.sockets[0].getsockname()[1]
         from txnwatch.lab.ports import free_ports
 
@@ -122,7 +125,7 @@ def echo_behind_proxy():
         proxy = Proxy([Route(1, ports["listen"], ports["echo"])], ports["control"])
         holder["proxy"] = proxy
         task = asyncio.ensure_future(proxy.serve(install_signal_handlers=False))
-        while not _listening(ports["control"]):
+        while not (_listening(ports["control"]) and _listening(ports["listen"])):
             await asyncio.sleep(0.05)
         ready.set()
         await task
@@ -132,11 +135,11 @@ def echo_behind_proxy():
             other.cancel()
         await asyncio.gather(*others, return_exceptions=True)
 
-    holder: dict[str, Proxy] = {}
+    holder: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
     thread.start()
     assert ready.wait(10)
-    yield ports
+    yield {**ports, "holder": holder}
     loop.call_soon_threadsafe(holder["proxy"].stop)
     thread.join(5)
     loop.close()
@@ -178,6 +181,19 @@ def test_proxy_delays_cuts_and_blocks(echo_behind_proxy):
     control.clear(1)
     assert _round_trip(port) < 0.1
     assert control.status()["routes"][0]["blocked"] is False
+
+
+def test_proxy_refuses_connections_while_its_broker_is_down(echo_behind_proxy):
+    port = echo_behind_proxy["listen"]
+    assert _round_trip(port) < 0.1
+    server = echo_behind_proxy["holder"]["echo"]
+    server.get_loop().call_soon_threadsafe(server.close)
+    deadline = time.monotonic() + 5
+    while _listening(port):
+        assert time.monotonic() < deadline, "proxy kept listening for a dead broker"
+        time.sleep(0.1)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
 def test_concurrent_resolvers_run_maven_once(tmp_path):

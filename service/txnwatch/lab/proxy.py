@@ -27,10 +27,12 @@ class Route:
     delay_ms: float = 0.0
     blocked: bool = False
     connections: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = field(default_factory=set)
+    server: asyncio.AbstractServer | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "listen_port": self.listen_port, "target_port": self.target_port,
-                "delay_ms": self.delay_ms, "blocked": self.blocked, "connections": len(self.connections)}
+                "delay_ms": self.delay_ms, "blocked": self.blocked, "connections": len(self.connections),
+                "listening": self.server is not None}
 
 
 class Proxy:
@@ -44,20 +46,40 @@ class Proxy:
         self._stop.set()
 
     async def serve(self, install_signal_handlers: bool = True) -> None:
-        servers = [await asyncio.start_server(lambda r, w, route=route: self._handle(route, r, w),
-                                              "127.0.0.1", route.listen_port, reuse_address=True)
-                   for route in self.routes.values()]
-        servers.append(await asyncio.start_server(self._control, "127.0.0.1", self.control_port, reuse_address=True))
+        control = await asyncio.start_server(self._control, "127.0.0.1", self.control_port, reuse_address=True)
         if install_signal_handlers:  # only possible on the main thread, i.e. as `python -m txnwatch.lab.proxy`
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
+        followers = [asyncio.ensure_future(self._follow_target(route)) for route in self.routes.values()]
         print(f"proxy ready: {[r.describe() for r in self.routes.values()]}", flush=True)
         await self._stop.wait()
-        for server in servers:
-            server.close()
+        for follower in followers:
+            follower.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+        control.close()
         for route in self.routes.values():
+            if route.server is not None:
+                route.server.close()
+                route.server = None
             self._cut(route)
+
+    async def _follow_target(self, route: Route, interval: float = 0.2) -> None:
+        """Listen only while the broker does.  A stopped broker must look stopped to clients
+        (connection refused), not like a listener that accepts and then resets every connection."""
+        while True:
+            up = await _reachable(route.target_port)
+            if up and route.server is None:
+                try:
+                    route.server = await asyncio.start_server(lambda r, w: self._handle(route, r, w),
+                                                              "127.0.0.1", route.listen_port, reuse_address=True)
+                except OSError as exc:
+                    print(f"proxy: cannot listen on {route.listen_port} for node {route.node_id}: {exc}", flush=True)
+            elif not up and route.server is not None:
+                route.server.close()
+                route.server = None
+                self._cut(route)
+            await asyncio.sleep(interval)
 
     async def _handle(self, route: Route, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if route.blocked:
@@ -148,6 +170,15 @@ class Proxy:
         elif op != "status":
             raise ValueError(f"unknown op {op!r}")
         return {"ok": True, "routes": [r.describe() for r in self.routes.values()]}
+
+
+async def _reachable(port: int) -> bool:
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout=1.0)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    _abort(writer)
+    return True
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:
