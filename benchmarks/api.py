@@ -161,7 +161,7 @@ async def drive(base: str, rate: float, seconds: float, server_pid: int, postgre
     """Open loop: request i leaves at t0 + i/rate whatever happened to the others, so queueing in the
     server shows up as latency instead of silently lowering the offered rate."""
     out = Outcome()
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)  # httpx pools cost O(size)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=httpx.Timeout(10.0)) as client:
         async def one(path: str) -> None:
             start = time.perf_counter()
