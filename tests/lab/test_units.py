@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -196,6 +197,7 @@ def test_proxy_refuses_connections_while_its_broker_is_down(echo_behind_proxy):
         socket.create_connection(("127.0.0.1", port), timeout=1)
 
 
+@pytest.mark.skipif(shutil.which("java") is None, reason="the resolver checks for java before running Maven")
 def test_concurrent_resolvers_run_maven_once(tmp_path):
     """Two processes (say, two pytest sessions) asking for the same uncached version: one downloads,
     the other waits on the lock and reuses the result."""
