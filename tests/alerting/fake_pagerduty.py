@@ -1,4 +1,7 @@
-"""A local stand-in for events.pagerduty.com: validates Events v2 bodies and records what it accepted."""
+"""A local stand-in for events.pagerduty.com: validates Events v2 bodies and records what it accepted.
+
+Paths under /hooks/ act as a plain webhook receiver (Slack or generic).
+"""
 
 from __future__ import annotations
 
@@ -17,9 +20,11 @@ ACTIONS = {"trigger", "acknowledge", "resolve"}
 @dataclass
 class FakePagerDuty:
     url: str = ""
+    base: str = ""
     accepted: list[dict[str, Any]] = field(default_factory=list)
     requests: int = 0
     failures: list[int] = field(default_factory=list)  # statuses to answer next, one per request
+    hooks: list[tuple[str, Any]] = field(default_factory=list)  # (path, body) of plain webhook posts
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, times: int) -> None:
@@ -74,10 +79,14 @@ def _handler(state: FakePagerDuty) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.requests += 1
                 forced = state.failures.pop(0) if state.failures else None
-            if self.path != "/v2/enqueue":
-                return self._answer(404, {"status": "not found"})
             if forced is not None:
                 return self._answer(forced, {"status": "throttled" if forced == 429 else "error"})
+            if self.path.startswith("/hooks/"):
+                with state.lock:
+                    state.hooks.append((self.path, json.loads(raw)))
+                return self._answer(200, {"ok": True})
+            if self.path != "/v2/enqueue":
+                return self._answer(404, {"status": "not found"})
             try:
                 body = json.loads(raw)
             except ValueError:
@@ -98,7 +107,8 @@ def _handler(state: FakePagerDuty) -> type[BaseHTTPRequestHandler]:
 def fake_pagerduty() -> Iterator[FakePagerDuty]:
     state = FakePagerDuty()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v2/enqueue"
+    state.base = f"http://127.0.0.1:{server.server_address[1]}"
+    state.url = state.base + "/v2/enqueue"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

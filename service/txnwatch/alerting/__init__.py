@@ -10,8 +10,10 @@ from txnwatch.alerting.evaluator import EvaluationResult, evaluate
 from txnwatch.alerting.outbox import DispatchStats, OutboxDispatcher, OutboxLoop
 from txnwatch.alerting.pagerduty import PagerDutyNotifier, pagerduty_event
 from txnwatch.alerting.rules import effective_rules
+from txnwatch.alerting.service import Alerting
 
 __all__ = [
+    "Alerting",
     "RULES",
     "Condition",
     "DispatchStats",

@@ -1,0 +1,134 @@
+"""From one poll's findings to the complete set of alert conditions for its cluster.
+
+The evaluator treats a missing condition as cleared, so this is where "we could not
+tell" must not turn into "all clear": a hanging incident whose coordinator did not
+answer this time is carried over unchanged until a poll can decide it again.
+"""
+
+from __future__ import annotations
+
+from txnwatch.alerting.conditions import (
+    HANGING_TRANSACTION,
+    LSO_STALL,
+    PREPARE_STUCK,
+    TRANSACTION_TIMEOUT_EXCEEDED,
+    VERIFICATION_FAILURE_RATE,
+    Condition,
+    abort_command,
+    abort_at_offset_command,
+    cluster_down,
+    cluster_incident_key,
+    partition_incident_key,
+    partition_stall_key,
+    runbook_link,
+    transaction_incident_key,
+)
+from txnwatch.detect import Findings
+from txnwatch.model import HangingTransaction
+
+
+def _age(ms: int) -> str:
+    return f"{ms / 60_000:.1f} min" if ms >= 120_000 else f"{ms / 1000:.0f} s"
+
+
+class ConditionBuilder:
+    """One per cluster; remembers only the hanging conditions it may have to carry over."""
+
+    def __init__(self, cluster: str, bootstrap: str, verification_failure_ratio: float = 0.0) -> None:
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self.verification_failure_ratio = verification_failure_ratio
+        self._hanging: dict[tuple[str, int, int], Condition] = {}
+        self._down_since_ms: int | None = None
+
+    def build(self, findings: Findings | None, error: str | None, now_ms: int) -> list[Condition]:
+        if findings is None:
+            if error is None:
+                return list(self._hanging.values())  # detection failed: decide nothing
+            self._down_since_ms = self._down_since_ms or now_ms
+            return [cluster_down(self.cluster, error, (now_ms - self._down_since_ms) / 1000)]
+        self._down_since_ms = None
+        conditions = self._hanging_conditions(findings)
+        conditions += [self._overdue(o) for o in findings.overdue]
+        conditions += [self._stuck(s) for s in findings.stuck_prepare]
+        conditions += [self._stall(s) for s in findings.lso_stalls]
+        check = findings.verification
+        if check.checks and check.failures / check.checks > self.verification_failure_ratio:
+            conditions.append(Condition(
+                VERIFICATION_FAILURE_RATE, cluster_incident_key(VERIFICATION_FAILURE_RATE, self.cluster), self.cluster,
+                f"[{self.cluster}] {check.failures} of {check.checks} open transactions on partitions are not "
+                "listed by their coordinator", {"cluster": self.cluster},
+                {"failures": check.failures, "checks": check.checks, "runbook": runbook_link(VERIFICATION_FAILURE_RATE),
+                 "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
+                                     "without AddPartitionsToTxn (pre-KIP-890 clients)."}))
+        return conditions
+
+    def _hanging_conditions(self, findings: Findings) -> list[Condition]:
+        current = {(str(h.tp.topic), h.tp.partition, h.producer_id): self._hanging_condition(h) for h in findings.hanging}
+        for u in findings.undetermined:
+            key = (u.tp.topic, u.tp.partition, u.producer_id)
+            if key not in current and key in self._hanging:
+                current[key] = self._hanging[key]
+        self._hanging = current
+        return list(current.values())
+
+    def _hanging_condition(self, h: HangingTransaction) -> Condition:
+        txn = h.transactional_id or "unknown to its coordinator"
+        action = (abort_command(self.bootstrap, h.tp.topic, h.tp.partition, h.producer_id, h.producer_epoch,
+                                max(0, h.coordinator_epoch))
+                  if h.coordinator_epoch >= 0 else
+                  abort_at_offset_command(self.bootstrap, h.tp.topic, h.tp.partition, h.txn_start_offset))
+        return Condition(
+            HANGING_TRANSACTION,
+            partition_incident_key(HANGING_TRANSACTION, self.cluster, h.tp.topic, h.tp.partition, h.producer_id),
+            self.cluster,
+            f"[{self.cluster}] hanging transaction on {h.tp} (producer {h.producer_id} epoch {h.producer_epoch}, "
+            f"transactional id {txn}), last write {_age(h.age_ms)} ago",
+            {"cluster": self.cluster, "topic": h.tp.topic, "partition": str(h.tp.partition)},
+            {"transactional_id": h.transactional_id, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
+             "coordinator_epoch": h.coordinator_epoch, "coordinator_id": h.coordinator_id, "reason": h.reason.value,
+             "txn_start_offset": h.txn_start_offset, "age_seconds": round(h.age_ms / 1000),
+             "runbook": runbook_link(HANGING_TRANSACTION), "suggested_action": action})
+
+    def _overdue(self, o) -> Condition:  # type: ignore[no-untyped-def]
+        return Condition(
+            TRANSACTION_TIMEOUT_EXCEEDED,
+            transaction_incident_key(TRANSACTION_TIMEOUT_EXCEEDED, self.cluster, o.transactional_id, o.producer_id),
+            self.cluster,
+            f"[{self.cluster}] transaction {o.transactional_id} open for {_age(o.age_ms)}, past its "
+            f"transaction.timeout.ms of {o.timeout_ms / 1000:.0f} s",
+            {"cluster": self.cluster},
+            {"transactional_id": o.transactional_id, "producer_id": o.producer_id, "producer_epoch": o.producer_epoch,
+             "age_seconds": round(o.age_ms / 1000), "timeout_ms": o.timeout_ms,
+             "partitions": sorted(str(tp) for tp in o.partitions), "runbook": runbook_link(TRANSACTION_TIMEOUT_EXCEEDED),
+             "suggested_action": "The coordinator should have aborted it: check the coordinator broker's health "
+                                 "and `kafka-transactions.sh describe --transactional-id` for its state."})
+
+    def _stuck(self, s) -> Condition:  # type: ignore[no-untyped-def]
+        return Condition(
+            PREPARE_STUCK,
+            transaction_incident_key(PREPARE_STUCK, self.cluster, s.transactional_id, s.producer_id),
+            self.cluster,
+            f"[{self.cluster}] transaction {s.transactional_id} stuck in {s.state.value} for {_age(s.duration_ms)}",
+            {"cluster": self.cluster},
+            {"transactional_id": s.transactional_id, "state": s.state.value, "producer_id": s.producer_id,
+             "producer_epoch": s.producer_epoch, "duration_seconds": round(s.duration_ms / 1000),
+             "partitions": sorted(str(tp) for tp in s.partitions), "runbook": runbook_link(PREPARE_STUCK),
+             "suggested_action": "Markers cannot be written: check the leaders of the listed partitions "
+                                 "(offline, frozen or under-replicated brokers)."})
+
+    def _stall(self, s) -> Condition:  # type: ignore[no-untyped-def]
+        blocker = (f"producer {s.blocking_producer_id} epoch {s.blocking_producer_epoch}"
+                   + (f" ({s.blocking_transactional_id})" if s.blocking_transactional_id else "")
+                   if s.blocking_producer_id is not None else "an unknown producer")
+        return Condition(
+            LSO_STALL, partition_stall_key(LSO_STALL, self.cluster, s.tp.topic, s.tp.partition), self.cluster,
+            f"[{self.cluster}] LSO of {s.tp} stuck at {s.stalled_lso} for {_age(s.last_seen_ms - s.started_ms)}, "
+            f"{s.gap} records invisible to read_committed consumers, blocked by {blocker}",
+            {"cluster": self.cluster, "topic": s.tp.topic, "partition": str(s.tp.partition)},
+            {"stalled_lso": s.stalled_lso, "hwm_minus_lso": s.gap, "max_hwm_minus_lso": s.max_gap,
+             "blocking_producer_id": s.blocking_producer_id, "blocking_producer_epoch": s.blocking_producer_epoch,
+             "blocking_transactional_id": s.blocking_transactional_id,
+             "duration_seconds": round((s.last_seen_ms - s.started_ms) / 1000), "runbook": runbook_link(LSO_STALL),
+             "suggested_action": "Find the blocking producer (GET /api/v1/lso-stalls); if it is gone, the "
+                                 "transaction is hanging: abort it with kafka-transactions.sh abort."})

@@ -1,0 +1,68 @@
+"""The alerting subsystem as the daemon sees it: evaluate after each poll, deliver in the background.
+
+Kept apart from wiring.py so that wiring stays a few lines and this glue is testable
+without Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.alerting.conditions import Condition
+from txnwatch.alerting.evaluator import EvaluationResult, evaluate
+from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop
+from txnwatch.alerting.pagerduty import PagerDutyNotifier
+from txnwatch.alerting.rules import effective_rules
+from txnwatch.config import AlertRuleConfig, Settings
+
+log = logging.getLogger(__name__)
+
+
+class Alerting:
+    """One per process. ``evaluate`` runs on the collector's thread, delivery on the loop's."""
+
+    def __init__(self, sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig],
+                 notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
+                 leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0) -> None:
+        self._sessions = sessions
+        self._rules = dict(rules)
+        self._channels = tuple(notifiers)
+        self._notifiers = dict(notifiers)
+        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts)
+        self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, sessions: sessionmaker[Session], *,
+                      leading: Callable[[], bool] = lambda: True, client_url: str | None = None,
+                      runbook_base_url: str | None = None,
+                      extra_notifiers: Mapping[str, Notifier] | None = None) -> "Alerting":
+        notifiers: dict[str, Notifier] = {}
+        if settings.pagerduty.enabled:
+            notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(settings.pagerduty, client_url, runbook_base_url)
+        notifiers.update(extra_notifiers or {})
+        if not notifiers:
+            log.info("alerting: no notifier enabled; alerts are tracked in the database and the API only")
+        return cls(sessions, effective_rules(settings.alert_rules), notifiers,
+                   max_attempts=settings.pagerduty.max_attempts, leading=leading)
+
+    def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
+        """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged."""
+        with self._sessions.begin() as session:
+            result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels)
+        if (result.fired or result.resolved) and self._channels:
+            self.loop.wake()
+        return result
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self, deadline_seconds: float = 10.0) -> None:
+        self.loop.stop(deadline_seconds)
+        for notifier in self._notifiers.values():
+            close = getattr(notifier, "close", None)
+            if close is not None:
+                close()

@@ -1,0 +1,89 @@
+"""Generic JSON webhook and Slack incoming-webhook notifiers, sharing the outbox with PagerDuty.
+
+Webhook URLs embed their credential (Slack's do), so like the routing key they are
+never logged.  httpx.Client logs every request URL at INFO, hence requests go straight
+to a transport here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from txnwatch.alerting.outbox import Delivery
+from txnwatch.store import models as m
+
+WEBHOOK = "webhook"
+SLACK = "slack"
+BODY_LOG_MAX = 500
+
+
+def webhook_body(event: m.OutboxEvent) -> dict[str, Any]:
+    """The outbox snapshot as is, plus what a receiver needs to dedupe and order."""
+    return {"event_action": event.action, "dedup_key": event.dedup_key, "event_id": event.id,
+            "alert": dict(event.payload)}
+
+
+def slack_body(event: m.OutboxEvent) -> dict[str, Any]:
+    snapshot: Mapping[str, Any] = event.payload
+    if event.action == "resolve":
+        text = f":white_check_mark: RESOLVED {snapshot.get('summary')}"
+    else:
+        text = f":rotating_light: [{str(snapshot.get('severity', '')).upper()}] {snapshot.get('summary')}"
+    details = snapshot.get("details") or {}
+    lines = [f"*{key}*: `{value}`" for key, value in details.items() if value not in (None, "")]
+    body: dict[str, Any] = {"text": text}
+    if lines and event.action != "resolve":
+        body["blocks"] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}},
+                          {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900]}}]
+    return body
+
+
+class WebhookNotifier:
+    """Any 2xx is success; 408/429/5xx and network errors retry; other answers are final."""
+
+    def __init__(self, url: SecretStr, *, render: Callable[[m.OutboxEvent], dict[str, Any]] = webhook_body,
+                 timeout_seconds: float = 10.0, headers: Mapping[str, str] | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self._url = url
+        self._render = render
+        self._timeout = timeout_seconds
+        self._headers = dict(headers or {})
+        self._transport = transport or httpx.HTTPTransport(retries=0)
+
+    @classmethod
+    def slack(cls, url: SecretStr, **kwargs: Any) -> "WebhookNotifier":
+        return cls(url, render=slack_body, **kwargs)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
+        timeout = self._timeout if timeout_seconds is None else max(0.1, min(self._timeout, timeout_seconds))
+        try:
+            request = httpx.Request("POST", self._url.get_secret_value(), json=self._render(event),
+                                    headers=self._headers, extensions={"timeout": httpx.Timeout(timeout).as_dict()})
+            response = self._transport.handle_request(request)
+            try:
+                response.read()
+            finally:
+                response.close()
+        except httpx.TimeoutException as exc:
+            return Delivery("retry", f"timeout after {timeout:.1f}s: {type(exc).__name__}")
+        except httpx.HTTPError as exc:
+            return Delivery("retry", self._scrub(f"network error: {type(exc).__name__}: {exc}"))
+        status, body = response.status_code, self._scrub(response.text[:BODY_LOG_MAX])
+        if 200 <= status < 300:
+            return Delivery("sent", f"HTTP {status}")
+        if status in (408, 429) or status >= 500:
+            retry_after = response.headers.get("retry-after")
+            return Delivery("retry", f"HTTP {status}: {body}",
+                            float(retry_after) if retry_after and retry_after.isdigit() else None)
+        return Delivery("failed", f"HTTP {status}: {body}")
+
+    def _scrub(self, text: str) -> str:
+        url = self._url.get_secret_value()
+        return text.replace(url, "<webhook url>") if url else text
