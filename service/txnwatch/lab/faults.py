@@ -307,7 +307,7 @@ def fence_producer(bootstrap: str, topic: str, partition: int = 0, *, transactio
     zombie = transactional_producer(bootstrap, transactional_id, transaction_timeout_ms)
     zombie.begin_transaction()
     zombie.send(topic, key=b"zombie", value=b"zombie", partition=partition).get(timeout=30)
-    pid, zombie_epoch = _producer_id_and_epoch(zombie)
+    _, zombie_epoch = _producer_id_and_epoch(zombie)
     successor = transactional_producer(bootstrap, transactional_id, transaction_timeout_ms)
     succ_pid, succ_epoch = _producer_id_and_epoch(successor)
     return Fencing(transactional_id=transactional_id, zombie=zombie, successor=successor, producer_id=succ_pid,
@@ -357,7 +357,9 @@ def _transactional_id_not_on(lab: "LabCluster", avoid: int, prefix: str) -> tupl
 
 def stuck_prepare(lab: "LabCluster", topic: str, partition: int = 0, *, mode: str = "freeze",
                   commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepare:
-    """Use a replication-factor-1 topic: with other replicas in the ISR, the controller would move
+    """`mode`: "freeze" (SIGSTOP) or "stop" (SIGKILL) the partition leader right before EndTxn.
+
+    Use a replication-factor-1 topic: with other replicas in the ISR, the controller would move
     leadership once the frozen broker's session expires and the marker would land after all."""
     if mode not in ("freeze", "stop"):
         raise ValueError("mode must be 'freeze' or 'stop'")
