@@ -97,3 +97,12 @@ def test_every_alert_has_a_promtool_test() -> None:
     assert alerts - tested == set()
 
 
+
+
+def test_a_missing_tool_fails_and_never_skips() -> None:
+    import pytest
+
+    from tests.deploy.tools import tool
+
+    with pytest.raises(pytest.fail.Exception, match="make test"):
+        tool("no-such-tool-txnwatch")
