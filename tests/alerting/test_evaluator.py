@@ -121,3 +121,29 @@ def test_overrides_keep_unset_defaults() -> None:
 def test_duplicate_conditions_in_one_poll_count_once(sessions: sessionmaker[Session]) -> None:
     step(sessions, [hanging(), hanging()], at(0), rules(for_seconds=0))
     assert len(alerts(sessions)) == 1 and len(outbox(sessions)) == 1
+
+
+def test_raw_settings_rules_are_merged_over_defaults(sessions: sessionmaker[Session]) -> None:
+    raw = Settings(alert_rules={"hanging_transaction": {"severity": "warning"}}).alert_rules
+    step(sessions, [hanging()], at(0), raw)
+    step(sessions, [hanging()], at(DEFAULT_RULES[HANGING_TRANSACTION].for_seconds - 1), raw)
+    assert [a.state for a in alerts(sessions)] == ["pending"]
+    step(sessions, [hanging()], at(DEFAULT_RULES[HANGING_TRANSACTION].for_seconds), raw)
+    assert [(a.state, a.severity) for a in alerts(sessions)] == [("firing", "warning")]
+
+
+def test_retire_clusters_resolves_alerts_of_removed_clusters(sessions: sessionmaker[Session]) -> None:
+    from txnwatch.alerting.evaluator import retire_clusters
+
+    step(sessions, [hanging(cluster="gone")], at(0), rules(for_seconds=0), cluster="gone")
+    step(sessions, [hanging(cluster="gone", partition=1)], at(0), rules(for_seconds=0), cluster="gone")
+    step(sessions, [hanging(cluster="kept")], at(0), rules(for_seconds=0), cluster="kept")
+    step(sessions, [hanging(cluster="gone", partition=1), hanging(cluster="gone", partition=2)], at(1),
+         rules(for_seconds=60), cluster="gone")  # partition 2 only pending
+    with sessions.begin() as session:
+        retired = retire_clusters(session, ["kept"], at(2))
+    assert retired == [hanging(cluster="gone", partition=1).incident_key]
+    assert {a.incident_key: a.state for a in alerts(sessions)} == {
+        hanging(cluster="gone").incident_key: "resolved", hanging(cluster="gone", partition=1).incident_key: "resolved",
+        hanging(cluster="kept").incident_key: "firing"}
+    assert [e.action for e in outbox(sessions)].count("resolve") == 2

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
 from txnwatch.alerting.outbox import PAGERDUTY, enqueue
-from txnwatch.alerting.rules import rule_for
+from txnwatch.alerting.rules import effective_rules, rule_for
 from txnwatch.config import AlertRuleConfig
 from txnwatch.store import models as m
 
@@ -45,8 +45,10 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
 
     While ``cluster_down`` holds, the other alerts of the cluster are left exactly as
     they are: a failed poll says nothing about them, and resolving every open page
-    whenever a broker blips would be worse than waiting.
+    whenever a broker blips would be worse than waiting.  ``rules`` may be the raw
+    ``Settings.alert_rules``; they are merged over the defaults here.
     """
+    rules = effective_rules(rules)
     current: dict[str, Condition] = {}
     for condition in conditions:
         if condition.cluster != cluster:
@@ -94,6 +96,29 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
     if result.fired or result.resolved:
         log.info("alerts on %s: fired %s, resolved %s", cluster, result.fired, result.resolved)
     return result
+
+
+def retire_clusters(session: Session, configured: Iterable[str], now: datetime, *,
+                    channels: Sequence[str] = (PAGERDUTY,)) -> list[str]:
+    """Resolve the active alerts of clusters no longer configured; nobody would ever evaluate them again.
+
+    Meant for start-up, after the settings are loaded; returns the resolved incident keys.
+    """
+    rows = session.execute(select(m.Alert, m.Cluster.name).join(m.Cluster, m.Alert.cluster_id == m.Cluster.id)
+                           .where(m.Alert.state.in_(ACTIVE), m.Cluster.name.not_in(list(configured)))).all()
+    retired = []
+    for alert, _name in rows:
+        if alert.state == PENDING:
+            session.delete(alert)
+            continue
+        alert.state, alert.resolved_at = RESOLVED, now
+        for channel in channels:
+            enqueue(session, alert, "resolve", channel, now)
+        retired.append(alert.incident_key)
+    session.flush()
+    if retired:
+        log.info("resolved %d alert(s) of clusters no longer configured: %s", len(retired), retired)
+    return retired
 
 
 def _open(session: Session, cluster_id: int, condition: Condition, rule: AlertRuleConfig, now: datetime) -> m.Alert:

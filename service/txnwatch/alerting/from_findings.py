@@ -7,6 +7,12 @@ answer this time is carried over unchanged until a poll can decide it again.
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select
+
 from txnwatch.alerting.conditions import (
     HANGING_TRANSACTION,
     LSO_STALL,
@@ -25,6 +31,15 @@ from txnwatch.alerting.conditions import (
 )
 from txnwatch.detect import Findings
 from txnwatch.model import HangingTransaction
+from txnwatch.store import models as m
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from txnwatch.alerting.service import Alerting
+    from txnwatch.state import LatestState
+
+log = logging.getLogger(__name__)
 
 
 def _age(ms: int) -> str:
@@ -132,3 +147,42 @@ class ConditionBuilder:
              "duration_seconds": round((s.last_seen_ms - s.started_ms) / 1000), "runbook": runbook_link(LSO_STALL),
              "suggested_action": "Find the blocking producer (GET /api/v1/lso-stalls); if it is gone, the "
                                  "transaction is hanging: abort it with kafka-transactions.sh abort."})
+
+
+class AlertSink:
+    """The collector's alerting sink: findings → conditions → evaluator; publishes firing counts for /metrics."""
+
+    def __init__(self, alerting: "Alerting", builders: dict[str, ConditionBuilder], state: "LatestState",
+                 sessions: "sessionmaker[Session]") -> None:
+        self._alerting = alerting
+        self._builders = builders
+        self._state = state
+        self._sessions = sessions
+
+    def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
+        conditions = self._builders[cluster].build(findings, error, now_ms)
+        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        result = self._alerting.evaluate(cluster, conditions, now)
+        for key in result.fired:
+            log.warning("alert firing: %s", key)
+        for key in result.resolved:
+            log.info("alert resolved: %s", key)
+        self._publish(cluster, now)
+
+    def _publish(self, cluster: str, now: datetime) -> None:
+        with self._sessions() as session:
+            firing = session.execute(
+                select(m.Alert.rule, m.Alert.severity, func.count())
+                .join(m.Cluster, m.Cluster.id == m.Alert.cluster_id)
+                .where(m.Cluster.name == cluster, m.Alert.state == "firing")
+                .group_by(m.Alert.rule, m.Alert.severity)).all()
+            pending, oldest = session.execute(
+                select(func.count(), func.min(m.OutboxEvent.created_at)).where(m.OutboxEvent.status == "pending")).one()
+        counts = {(rule, severity): 0 for rule, cfg in self._alerting.rules.items() if cfg.enabled
+                  for severity in (cfg.severity,)}
+        counts.update({(rule, severity): n for rule, severity, n in firing})
+        self._state.update(cluster, alerts_firing=counts)
+        self._state.outbox_pending = pending or 0
+        if oldest is not None and oldest.tzinfo is None:
+            oldest = oldest.replace(tzinfo=timezone.utc)
+        self._state.outbox_oldest_pending_age_s = (now - oldest).total_seconds() if oldest else 0.0

@@ -69,7 +69,7 @@ class DispatchStats:
     sent: int = 0
     retried: int = 0
     failed: int = 0
-    waiting: int = 0  # pending rows left behind (not due yet, blocked behind an earlier event, or no notifier)
+    waiting: int = 0  # pending rows left behind: not due yet, or queued behind an undelivered one
 
 
 class OutboxDispatcher:
@@ -90,16 +90,18 @@ class OutboxDispatcher:
         """
         stats = DispatchStats()
         with self._sessions() as session:
-            rows = session.scalars(select(m.OutboxEvent).where(m.OutboxEvent.status == PENDING)
+            rows = session.scalars(select(m.OutboxEvent)
+                                   .where(m.OutboxEvent.status == PENDING,
+                                          m.OutboxEvent.channel.in_(list(self._notifiers)))
                                    .order_by(m.OutboxEvent.id)).all()
         queues: dict[tuple[str, str], list[m.OutboxEvent]] = {}
         for row in rows:
             queues.setdefault((row.channel, row.dedup_key), []).append(row)
         for (channel, _key), queue in queues.items():
-            notifier = self._notifiers.get(channel)
+            notifier = self._notifiers[channel]
             for position, event in enumerate(queue):
                 left = deadline() if deadline else None
-                if notifier is None or event.next_attempt_at > now or (left is not None and left <= 0):
+                if event.next_attempt_at > now or (left is not None and left <= 0):
                     stats.waiting += len(queue) - position
                     break
                 if not self._deliver(notifier, event, now, left, stats):

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.conditions import Condition
-from txnwatch.alerting.evaluator import EvaluationResult, evaluate
+from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clusters
 from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop
 from txnwatch.alerting.pagerduty import PagerDutyNotifier
 from txnwatch.alerting.rules import effective_rules
@@ -56,6 +56,10 @@ class Alerting:
         if (result.fired or result.resolved) and self._channels:
             self.loop.wake()
         return result
+
+    def retire_clusters(self, configured: Iterable[str], now: datetime) -> list[str]:
+        with self._sessions.begin() as session:
+            return retire_clusters(session, configured, now, channels=self._channels)
 
     def start(self) -> None:
         self.loop.start()
