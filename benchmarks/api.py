@@ -141,20 +141,21 @@ class Outcome:
 
 
 def process_cpu_seconds(pid: int, children: bool = False) -> float:
-    """CPU of a process; with ``children``, also of its live children (PostgreSQL's backends)."""
-    def own(p: int) -> float:
+    """CPU of a process; with ``children``, also of its children (PostgreSQL's backends), live ones
+    read directly and exited ones from the parent's reaped-children counters."""
+    def ticks(p: int, fields: slice) -> int:
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return 0
+        return sum(int(v) for v in stat[fields])
 
-    total = own(pid)
+    total = ticks(pid, slice(11, 15) if children else slice(11, 13))
     if children:
         for task in Path(f"/proc/{pid}/task").iterdir():
             for child in (task / "children").read_text().split():
-                total += own(int(child))
-    return total
+                total += ticks(int(child), slice(11, 13))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def drive(base: str, rate: float, seconds: float, server_pid: int, postgres_pid: int) -> Outcome:
