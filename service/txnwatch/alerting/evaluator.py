@@ -79,10 +79,10 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
             result.fired.append(key)
 
     for key, alert in active.items():
-        condition = current.get(key)
-        if condition is not None and rule_for(rules, condition.rule).enabled:
+        still = current.get(key)
+        if still is not None and rule_for(rules, still.rule).enabled:
             continue
-        if blind and condition is None and alert.rule != CLUSTER_DOWN:
+        if blind and still is None and alert.rule != CLUSTER_DOWN:
             continue
         if alert.state == PENDING:
             session.delete(alert)
@@ -153,7 +153,8 @@ def _jsonable(details: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, datetime):
             return value.isoformat()
         return str(value)
-    return fix(dict(details))
+    fixed: dict[str, Any] = fix(dict(details))
+    return fixed
 
 
 def _cluster_id(session: Session, name: str, now: datetime) -> int:

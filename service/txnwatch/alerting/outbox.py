@@ -196,7 +196,10 @@ class OutboxLoop:
                 log.warning("outbox loop did not stop within %.1fs; undelivered events wait for the next start",
                             deadline_seconds)
                 return
-        remaining = lambda: end - time.monotonic()  # noqa: E731
+
+        def remaining() -> float:
+            return end - time.monotonic()
+
         while remaining() > 0:
             stats = self._tick(remaining)
             if stats is None or (stats.sent == 0 and stats.failed == 0):

@@ -35,6 +35,11 @@ class Alerting:
         self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts)
         self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
 
+    @property
+    def rules(self) -> Mapping[str, AlertRuleConfig]:
+        """The effective rules (defaults merged with the settings), e.g. to publish zero counts per rule."""
+        return self._rules
+
     @classmethod
     def from_settings(cls, settings: Settings, sessions: sessionmaker[Session], *,
                       leading: Callable[[], bool] = lambda: True, client_url: str | None = None,
