@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ class FakePagerDuty:
     accepted: list[dict[str, Any]] = field(default_factory=list)
     requests: int = 0
     failures: list[int] = field(default_factory=list)  # statuses to answer next, one per request
+    retry_after: str | None = None  # sent with forced 429s
+    delay_seconds: float = 0.0  # before answering, to exercise client timeouts
     hooks: list[tuple[str, Any]] = field(default_factory=list)  # (path, body) of plain webhook posts
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,7 +71,11 @@ def _handler(state: FakePagerDuty) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
+            if state.delay_seconds:
+                time.sleep(state.delay_seconds)
             self.send_response(status)
+            if status == 429 and state.retry_after:
+                self.send_header("Retry-After", state.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

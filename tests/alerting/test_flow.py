@@ -178,3 +178,33 @@ def test_gives_up_after_max_attempts(sessions: sessionmaker[Session], pagerduty:
     assert pagerduty.requests == 3
     assert outbox(sessions)[0].status == "failed"
 
+
+
+def test_retry_after_of_a_429_is_honoured(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
+    rs, send = rules(for_seconds=0), dispatcher(sessions, pagerduty.url)
+    step(sessions, [hanging()], at(0), rs)
+    pagerduty.retry_after = "30"
+    pagerduty.fail_next(429, 1)
+    send.run_once(at(0))
+    (event,) = outbox(sessions)
+    assert event.next_attempt_at == at(30) and event.last_error.startswith("HTTP 429")
+    send.run_once(at(29))
+    assert pagerduty.accepted == []
+    send.run_once(at(30))
+    assert len(pagerduty.accepted) == 1
+
+
+def test_timeouts_retry(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
+    from pydantic import SecretStr
+
+    from txnwatch.alerting import OutboxDispatcher, PagerDutyNotifier
+    step(sessions, [hanging()], at(0), rules(for_seconds=0))
+    impatient = OutboxDispatcher(sessions, {"pagerduty": PagerDutyNotifier(SecretStr(ROUTING_KEY),
+                                                                            events_url=pagerduty.url,
+                                                                            timeout_seconds=0.1)})
+    pagerduty.delay_seconds = 0.3
+    assert impatient.run_once(at(0)).retried == 1
+    (event,) = outbox(sessions)
+    assert event.status == "pending" and event.last_error.startswith("timeout")
+    pagerduty.delay_seconds = 0
+    assert impatient.run_once(at(3600)).sent == 1

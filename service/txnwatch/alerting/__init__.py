@@ -3,6 +3,14 @@
 The evaluator and the dispatcher share nothing but the database, so either can
 restart (or run on another replica after a leader change) without losing or
 repeating a page.
+
+Daemon use::
+
+    alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader)
+    alerting.retire_clusters([c.name for c in settings.clusters], now)   # once, at start
+    alerting.start()                                                     # delivery thread
+    alerting.evaluate(cluster, conditions, now)   # after every poll: the COMPLETE active set
+    alerting.stop(deadline_seconds=10)            # flushes due events
 """
 
 from txnwatch.alerting.conditions import RULES, Condition
