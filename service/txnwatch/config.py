@@ -105,6 +105,7 @@ class DetectionConfig(_Strict):
     prepare_stuck_seconds: float = Field(default=30, ge=1, description="How long PrepareCommit/PrepareAbort may last.")
     lso_stall_seconds: float = Field(default=30, ge=1, description="How long the LSO may stay put while the high watermark moves.")
     verification_grace_seconds: float = Field(default=10, ge=0, description="How long a partition may hold an open transaction the coordinator does not list.")
+    verification_failure_ratio: float = Field(default=0.0, ge=0, le=1, description="Share of failed verification checks per poll above which the verification_failure_rate alert condition holds.")
 
 
 class ApiConfig(_Strict):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from typing import Any
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from txnwatch.model import ClusterSnapshot, TxnState
@@ -62,7 +63,16 @@ class ClusterCollector(Collector):
         dropped = _counter("txnwatch_observations_dropped", "Polls dropped because the database was down longer than "
                            "the in-memory buffer holds.", [])
         dropped.add_metric([], self._state.dropped_observations)
-        yield from (up, duration, last, polls, failures, errors, leader, db_up, dropped)
+        pending = _gauge("txnwatch_outbox_pending", "Notifications in the outbox not yet delivered.", [])
+        pending.add_metric([], self._state.outbox_pending)
+        oldest = _gauge("txnwatch_outbox_oldest_pending_age_seconds",
+                        "Age of the oldest undelivered notification (0 when empty).", [])
+        oldest.add_metric([], self._state.outbox_oldest_pending_age_s)
+        notifications = _counter("txnwatch_notifications", "Notification delivery attempts by action and result.",
+                                 ["action", "result"])
+        for (action, result), count in sorted(self._state.notifications.items()):
+            notifications.add_metric([action, result], count)
+        yield from (up, duration, last, polls, failures, errors, leader, db_up, dropped, pending, oldest, notifications)
 
 
 class SnapshotCollector(Collector):
@@ -137,14 +147,142 @@ class FindingsCollector(Collector):
         yield from self._describe(self._state.views())
 
 
-def build_registry(state: LatestState, is_leader: Callable[[], bool],
-                   describe_findings: Callable[[list[ClusterView]], Iterable[Metric]] | None = None,
-                   extra: Iterable[Collector] = ()) -> CollectorRegistry:
+def build_registry(state: LatestState, is_leader: Callable[[], bool]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(state, is_leader))
     registry.register(SnapshotCollector(state))
-    if describe_findings is not None:
-        registry.register(FindingsCollector(state, describe_findings))
-    for collector in extra:
-        registry.register(collector)
+    registry.register(FindingsCollector(state, describe_findings))
     return registry
+
+
+VERIFICATION_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300)
+AGE_THRESHOLDS_S = (10, 60, 300, 900, 3600)
+TOP_TRANSACTIONS = 50
+OPEN_STATES = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+#: Cumulative per-cluster event counters (ClusterView.counters keys) → counter families.
+EVENT_COUNTERS = {
+    "commit": ("txnwatch_transaction_commits", "Transactions observed to complete with a commit."),
+    "abort": ("txnwatch_transaction_aborts", "Transactions observed to complete with an abort (timeout aborts included)."),
+    "timeout_abort": ("txnwatch_transaction_timeout_aborts",
+                      "Aborts by the coordinator after transaction.timeout.ms, with an epoch bump (KIP-588/KIP-360)."),
+    "fenced": ("txnwatch_producer_fencings", "Epoch bumps by a new producer instance with the same transactional id."),
+    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Observed producer epoch increases (all causes)."),
+    "illegal_transition": ("txnwatch_illegal_transitions",
+                           "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
+    "lso_stall_started": ("txnwatch_lso_stall_episodes", "LSO stall episodes started since the process started."),
+    "verification_checks": ("txnwatch_verification_checks",
+                            "Partition/open-transaction pairs checked against the coordinator."),
+    "verification_failures": ("txnwatch_verification_failures",
+                              "Checks where the partition held an open transaction its coordinator did not list "
+                              "after the grace period."),
+}
+
+
+def verification_counts(findings: Any) -> dict[str, int]:
+    """Histogram state as cumulative counters: one per bucket, plus count and sum (ms)."""
+    counts: dict[str, int] = {}
+    for sample in getattr(getattr(findings, "verification", None), "samples", ()):
+        if sample.verification_ms is None:
+            continue
+        counts["verification_time:count"] = counts.get("verification_time:count", 0) + 1
+        counts["verification_time:sum_ms"] = counts.get("verification_time:sum_ms", 0) + sample.verification_ms
+        for bound in VERIFICATION_BUCKETS_S:
+            if sample.verification_ms <= bound * 1000:
+                key = f"verification_time:le:{bound}"
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def describe_findings(views: list[ClusterView], now_s: float | None = None) -> Iterator[Metric]:
+    """Families derived from detection findings and the per-cluster counters the collector keeps."""
+    now_ms = (now_s if now_s is not None else time.time()) * 1000
+    oldest_by_state = _gauge("txnwatch_transaction_oldest_age_seconds",
+                             "Age of the oldest transaction in each open state, 0 when none.", ["cluster", "state"])
+    older_than = _gauge("txnwatch_open_transactions_older_than", "Open transactions older than a threshold.",
+                        ["cluster", "older_than_seconds"])
+    past_timeout = _gauge("txnwatch_transactions_past_timeout",
+                          "Open transactions older than their own transaction.timeout.ms plus grace.", ["cluster"])
+    txn_age = _gauge("txnwatch_transaction_age_seconds", "Age of the oldest open transactions (top 50 per cluster).",
+                     ["cluster", "transactional_id", "state"])
+    txn_timeout = _gauge("txnwatch_transaction_timeout_seconds", "transaction.timeout.ms of the same transactions.",
+                         ["cluster", "transactional_id"])
+    hanging_count = _gauge("txnwatch_hanging_transactions", "Hanging transactions currently detected.", ["cluster"])
+    hanging_age = _gauge("txnwatch_hanging_transaction_age_seconds", "One series per hanging transaction.",
+                         ["cluster", "topic", "partition", "producer_id", "transactional_id", "reason"])
+    stalled = _gauge("txnwatch_partition_lso_stalled", "1 while an LSO stall episode is active on the partition.",
+                     PARTITION)
+    stall_duration = _gauge("txnwatch_lso_stall_duration_seconds", "One series per active LSO stall.",
+                            ["cluster", "topic", "partition", "producer_id", "transactional_id"])
+    stalls = _gauge("txnwatch_lso_stalls", "Active LSO stall episodes.", ["cluster"])
+    verification_time = HistogramMetricFamily(
+        "txnwatch_verification_time_seconds", "VerificationTimeMs-style, in seconds: first open on the partition "
+        "until the coordinator lists the partition.", labels=["cluster"])
+    transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
+                           ["cluster", "from_state", "to_state"])
+    lag_hwm = _gauge("kafka_consumergroup_lag", "High watermark minus committed offset (kafka_exporter's meaning).",
+                     GROUP_PARTITION)
+    lag_lso = _gauge("txnwatch_consumergroup_lag_lso", "LSO minus committed offset: what read_committed consumers can "
+                     "still read; a trailing control marker counts as 0.", GROUP_PARTITION)
+    lag_seconds = _gauge("txnwatch_consumergroup_lag_seconds", "Estimated time lag against the LSO.", GROUP_PARTITION)
+    events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
+    alerts = _gauge("txnwatch_alerts_firing", "Built-in alert evaluator: incidents firing per rule.",
+                    ["cluster", "alertname", "severity"])
+    for view in views:
+        name = view.name
+        for key, family in events.items():
+            family.add_metric([name], view.counters.get(key, 0))
+        for key, value in sorted(view.counters.items()):
+            if key.startswith("transition:"):
+                _, from_state, to_state = key.split(":", 2)
+                transitions.add_metric([name, from_state, to_state], value)
+        buckets = [(str(bound), view.counters.get(f"verification_time:le:{bound}", 0)) for bound in VERIFICATION_BUCKETS_S]
+        total = view.counters.get("verification_time:count", 0)
+        verification_time.add_metric([name], buckets + [("+Inf", total)],
+                                     view.counters.get("verification_time:sum_ms", 0) / 1000)
+        for (rule, severity), firing in sorted(view.alerts_firing.items()):
+            alerts.add_metric([name, rule, severity], firing)
+        if view.snapshot is not None:
+            _transaction_ages(view, now_ms, oldest_by_state, older_than, txn_age, txn_timeout)
+        findings = view.findings
+        if findings is None:
+            continue
+        past_timeout.add_metric([name], len(findings.overdue))
+        hanging_count.add_metric([name], len(findings.hanging))
+        for h in findings.hanging:
+            hanging_age.add_metric([name, h.tp.topic, str(h.tp.partition), str(h.producer_id), h.transactional_id or "",
+                                    h.reason.value], h.age_ms / 1000)
+        active = {s.tp: s for s in findings.lso_stalls}
+        stalls.add_metric([name], len(active))
+        for tp in (view.snapshot.partitions if view.snapshot else {}):
+            stalled.add_metric([name, tp.topic, str(tp.partition)], 1.0 if tp in active else 0.0)
+        for s in active.values():
+            stall_duration.add_metric([name, s.tp.topic, str(s.tp.partition),
+                                       "" if s.blocking_producer_id is None else str(s.blocking_producer_id),
+                                       s.blocking_transactional_id or ""], (s.last_seen_ms - s.started_ms) / 1000)
+        for row in findings.lags:
+            labels = [name, row.group_id, row.tp.topic, str(row.tp.partition)]
+            if row.lag_hwm is not None:
+                lag_hwm.add_metric(labels, row.lag_hwm)
+            if row.lag_lso is not None:
+                lag_lso.add_metric(labels, row.lag_lso)
+            if row.lag_seconds is not None:
+                lag_seconds.add_metric(labels, row.lag_seconds)
+    yield from (oldest_by_state, older_than, past_timeout, txn_age, txn_timeout, hanging_count, hanging_age, stalled,
+                stall_duration, stalls, verification_time, transitions, lag_hwm, lag_lso, lag_seconds, alerts,
+                *events.values())
+
+
+def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: GaugeMetricFamily,
+                      older_than: GaugeMetricFamily, txn_age: GaugeMetricFamily, txn_timeout: GaugeMetricFamily) -> None:
+    assert view.snapshot is not None
+    open_txns = [t for t in view.snapshot.transactions.values() if t.state in OPEN_STATES and t.start_time_ms is not None]
+    ages = {t.transactional_id: max(0.0, (now_ms - (t.start_time_ms or 0)) / 1000) for t in open_txns}
+    for state in OPEN_STATES:
+        in_state = [ages[t.transactional_id] for t in open_txns if t.state is state]
+        oldest_by_state.add_metric([view.name, state.value], max(in_state, default=0.0))
+    for threshold in AGE_THRESHOLDS_S:
+        older_than.add_metric([view.name, str(threshold)], sum(1 for age in ages.values() if age > threshold))
+    for t in sorted(open_txns, key=lambda t: t.start_time_ms or 0)[:TOP_TRANSACTIONS]:
+        txn_age.add_metric([view.name, t.transactional_id, t.state.value], ages[t.transactional_id])
+        txn_timeout.add_metric([view.name, t.transactional_id], t.timeout_ms / 1000)

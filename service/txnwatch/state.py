@@ -31,6 +31,7 @@ class ClusterView:
     findings: Any = None
     counters: Mapping[str, int] = field(default_factory=dict)
     request_errors: Mapping[str, int] = field(default_factory=dict)
+    alerts_firing: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 class LatestState:
@@ -42,6 +43,9 @@ class LatestState:
         self.db_ok: bool = True
         self.db_error: str | None = None
         self.dropped_observations: int = 0
+        self.outbox_pending: int = 0
+        self.outbox_oldest_pending_age_s: float = 0.0
+        self.notifications: dict[tuple[str, str], int] = {}
 
     def publish(self, view: ClusterView) -> None:
         with self._lock:

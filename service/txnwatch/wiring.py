@@ -6,17 +6,28 @@ snapshot and finding types in model.py and detect/.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from collections.abc import Callable
+from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
+from txnwatch import detect
+from txnwatch.alerting import Alerting, effective_rules
+from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collector import ClusterCollector, Collector
 from txnwatch.leader import leadership_for
+from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime
 from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+
+
+def count_events(findings: detect.Findings | None) -> dict[str, int]:
+    counts = detect.event_counts(findings)
+    counts.update(verification_counts(findings))
+    return counts
 
 
 def wire_collection(runtime: Runtime) -> None:
@@ -25,22 +36,23 @@ def wire_collection(runtime: Runtime) -> None:
     settings = runtime.settings
     leadership = leadership_for(runtime.engine)
     runtime.leadership = leadership
+    runtime.registry = build_registry(runtime.state, leadership.is_leader)
     recorder = Recorder(runtime.sessions, runtime.state)
-    sinks: list[Any] = [recorder]
+    alerting = Alerting.from_settings(settings, runtime.sessions, leading=leadership.is_leader,
+                                      client_url=f"http://{settings.api.host}:{settings.api.port}")
+    builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
+                                         settings.detection.verification_failure_ratio) for c in settings.clusters}
+    sinks: list[Any] = [recorder, AlertSink(alerting, builders, runtime.state, runtime.sessions,
+                                            effective_rules(settings.alert_rules))]
+    evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
         recorder.register_cluster(cluster.name, ",".join(cluster.bootstrap_servers))
         connection_settings = ClusterConnectionSettings.from_config(cluster)
         collectors.append((
-            ClusterCollector(
-                cluster.name,
-                connect=lambda s=connection_settings: ClusterConnection(s),
-                evaluate=lambda state, snapshot, now_ms: (state, None),
-                initial_state=None,
-                sinks=sinks,
-                state=runtime.state,
-                leading=leadership.is_leader,
-            ),
+            ClusterCollector(cluster.name, connect=lambda s=connection_settings: ClusterConnection(s),
+                             evaluate=evaluate, initial_state=detect.INITIAL, sinks=sinks, state=runtime.state,
+                             count_events=count_events, leading=leadership.is_leader),
             settings.interval_for(cluster),
         ))
     collector = Collector(collectors)
@@ -52,7 +64,10 @@ def wire_collection(runtime: Runtime) -> None:
                       RETENTION_INTERVAL_S, "store:retention")
     runtime.starters.insert(0, leadership.refresh)
     runtime.starters.append(collector.start)
+    runtime.starters.append(alerting.start)
+    # Stopped in reverse: finish the current poll, then flush the outbox, then hand leadership over.
     runtime.stoppers.append(leadership.release)
+    runtime.stoppers.append(alerting.stop)
     runtime.stoppers.append(lambda: collector.stop(wait=True))
 
 

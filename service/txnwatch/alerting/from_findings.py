@@ -34,8 +34,11 @@ from txnwatch.model import HangingTransaction
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqlalchemy.orm import Session, sessionmaker
 
+    from txnwatch.config import AlertRuleConfig
     from txnwatch.alerting.service import Alerting
     from txnwatch.state import LatestState
 
@@ -153,8 +156,9 @@ class AlertSink:
     """The collector's alerting sink: findings → conditions → evaluator; publishes firing counts for /metrics."""
 
     def __init__(self, alerting: "Alerting", builders: dict[str, ConditionBuilder], state: "LatestState",
-                 sessions: "sessionmaker[Session]") -> None:
+                 sessions: "sessionmaker[Session]", rules: "Mapping[str, AlertRuleConfig]") -> None:
         self._alerting = alerting
+        self._rules = rules
         self._builders = builders
         self._state = state
         self._sessions = sessions
@@ -178,11 +182,19 @@ class AlertSink:
                 .group_by(m.Alert.rule, m.Alert.severity)).all()
             pending, oldest = session.execute(
                 select(func.count(), func.min(m.OutboxEvent.created_at)).where(m.OutboxEvent.status == "pending")).one()
-        counts = {(rule, severity): 0 for rule, cfg in self._alerting.rules.items() if cfg.enabled
-                  for severity in (cfg.severity,)}
+            deliveries = session.execute(
+                select(m.OutboxEvent.action, m.OutboxEvent.status, func.count(), func.sum(m.OutboxEvent.attempts))
+                .group_by(m.OutboxEvent.action, m.OutboxEvent.status)).all()
+        counts = {(rule, cfg.severity): 0 for rule, cfg in self._rules.items() if cfg.enabled}
         counts.update({(rule, severity): n for rule, severity, n in firing})
         self._state.update(cluster, alerts_firing=counts)
         self._state.outbox_pending = pending or 0
+        notifications: dict[tuple[str, str], int] = {}
+        for action, status, rows, attempts in deliveries:
+            sent = rows if status == "sent" else 0
+            notifications[(action, "sent")] = notifications.get((action, "sent"), 0) + sent
+            notifications[(action, "failed")] = notifications.get((action, "failed"), 0) + int(attempts or 0) - sent
+        self._state.notifications = notifications
         if oldest is not None and oldest.tzinfo is None:
             oldest = oldest.replace(tzinfo=timezone.utc)
         self._state.outbox_oldest_pending_age_s = (now - oldest).total_seconds() if oldest else 0.0

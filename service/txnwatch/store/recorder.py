@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, select, update
@@ -25,12 +24,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from txnwatch.model import ClusterSnapshot
 from txnwatch.state import LatestState
 from txnwatch.store import models as m
+from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts
 
 log = logging.getLogger(__name__)
-
-
-def ts(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -56,10 +52,8 @@ class PollRecord:
     error_count: int = 0
     inserts: list[tuple[Table, list[dict[str, Any]]]] = field(default_factory=list)
     upserts: list[Upsert] = field(default_factory=list)
+    episodes: list[EpisodeSync] = field(default_factory=list)
     txn_ids_seen: frozenset[str] | None = None
-
-
-FindingsRows = Callable[[ClusterSnapshot | None, Any, datetime], tuple[list[tuple[Table, list[dict[str, Any]]]], list[Upsert]]]
 
 
 def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[Table, list[dict[str, Any]]]], list[Upsert]]:
@@ -86,11 +80,9 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
 class Recorder:
     """The store's collector sink.  Thread-safe: cluster jobs call it concurrently."""
 
-    def __init__(self, sessions: sessionmaker[Session], state: LatestState, findings_rows: FindingsRows | None = None,
-                 max_buffered: int = 1000) -> None:
+    def __init__(self, sessions: sessionmaker[Session], state: LatestState, max_buffered: int = 1000) -> None:
         self._sessions = sessions
         self._state = state
-        self._findings_rows = findings_rows
         self._buffer: deque[PollRecord] = deque()
         self._max_buffered = max_buffered
         self._lock = threading.Lock()
@@ -122,10 +114,9 @@ class Recorder:
             record.upserts.extend(upserts)
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
-        if self._findings_rows is not None:
-            inserts, upserts = self._findings_rows(snapshot, findings, at)
-            record.inserts.extend(inserts)
-            record.upserts.extend(upserts)
+        inserts, episodes = findings_rows(snapshot, findings, at)
+        record.inserts.extend(inserts)
+        record.episodes.extend(episodes)
         return record
 
     def enqueue(self, record: PollRecord) -> None:
@@ -191,6 +182,8 @@ class Recorder:
                 session.execute(table.insert(), [dict(row, cluster_id=cluster_id) for row in rows])
         for upsert in record.upserts:
             _upsert(session, upsert, cluster_id)
+        for episodes in record.episodes:
+            sync_episodes(session, cluster_id, episodes, record.at)
         if record.txn_ids_seen is not None:
             table = m.TransactionState.__table__
             session.execute(

@@ -1,0 +1,108 @@
+"""The classic pre-KIP-890 hanging transaction, end to end on a real lab cluster and real PostgreSQL.
+
+Kafka shows it, txnwatch finds it like Kafka's own find-hanging does, pins the LSO
+stall on its producer, pages exactly once through a local PagerDuty Events v2
+endpoint, and resolves exactly once after an admin abort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.alerting.fake_pagerduty import FakePagerDuty, fake_pagerduty
+from tests.fixtures.daemon import Daemon, start_daemon, wait_for
+from txnwatch.lab.faults import inject_hanging_transaction
+from txnwatch.lab.reference import KafkaTransactionsTool
+
+pytestmark = pytest.mark.lab
+ADMIN_TOKEN = "e2e-admin-token"
+
+
+@pytest.fixture
+def pagerduty() -> Iterator[FakePagerDuty]:
+    with fake_pagerduty() as pd:
+        yield pd
+
+
+@pytest.fixture
+def daemon(lab_cluster: Any, postgres_url: str, pagerduty: FakePagerDuty) -> Iterator[Daemon]:
+    from txnwatch.store.migrate import upgrade
+
+    upgrade(postgres_url)
+    d = start_daemon(
+        database_url=postgres_url, poll_interval_seconds=1,
+        clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)],
+        detection=dict(lso_stall_seconds=3, prepare_stuck_seconds=60),
+        pagerduty=dict(enabled=True, routing_key="e2e-routing-key", events_url=pagerduty.url),
+        alert_rules=dict(hanging_transaction=dict(for_seconds=2), lso_stall=dict(for_seconds=2)),
+        api=dict(admin_enabled=True, admin_token=ADMIN_TOKEN),
+    )
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+def hanging_on(d: Daemon, topic: str, include_resolved: bool = False) -> list[dict[str, Any]]:
+    params: dict[str, Any] = {"cluster": "lab", "include_resolved": str(include_resolved).lower()}
+    return [h for h in d.get("/api/v1/hanging", params=params).json()["items"] if h["topic"] == topic]
+
+
+def stalls_on(d: Daemon, topic: str) -> list[dict[str, Any]]:
+    return [s for s in d.get("/api/v1/lso-stalls", params={"cluster": "lab"}).json()["items"] if s["topic"] == topic]
+
+
+def metric(d: Daemon, name: str) -> list[tuple[dict[str, str], float]]:
+    return [(s.labels, s.value) for f in text_string_to_metric_families(d.get("/metrics").text)
+            for s in f.samples if s.name == name]
+
+
+def test_hanging_transaction_found_paged_aborted_resolved(daemon: Daemon, lab_cluster: Any, pagerduty: FakePagerDuty,
+                                                          new_topic: Callable[..., str]) -> None:
+    topic = new_topic(partitions=2)
+    fault = inject_hanging_transaction(lab_cluster.bootstrap_servers, topic, 1)
+    max_timeout_s = lab_cluster.transaction_max_timeout_ms / 1000
+
+    (found,) = wait_for(lambda: hanging_on(daemon, topic), max_timeout_s + 30, what="the hanging transaction")
+    assert (found["partition"], found["producer_id"], found["producer_epoch"]) == (1, fault.producer_id, fault.producer_epoch)
+    assert found["transactional_id"] == fault.transactional_id
+    assert found["reason"] == "partition_not_listed"
+    assert found["txn_start_offset"] == fault.first_offset
+
+    reference = KafkaTransactionsTool(lab_cluster.bootstrap_servers, lab_cluster.kafka_version)
+    rows = reference.find_hanging(topic=topic, max_transaction_timeout_min=0)
+    assert [(r["topic"], r["partition"], r["producer_id"], r["producer_epoch"]) for r in rows] == [
+        (topic, 1, fault.producer_id, fault.producer_epoch)]
+
+    (stall,) = wait_for(lambda: stalls_on(daemon, topic), 30, what="the LSO stall episode")
+    assert stall["ended_at"] is None and stall["stalled_lso"] == fault.first_offset
+    assert stall["blocking_producer_id"] == fault.producer_id
+
+    key = f"hanging_transaction/lab/{topic}-1/pid={fault.producer_id}"
+    wait_for(lambda: ("trigger", key) in pagerduty.actions(), 30, what="the PagerDuty trigger")
+    trigger = next(e for e in pagerduty.accepted if e["dedup_key"] == key)
+    details = trigger["payload"]["custom_details"]
+    assert details["producer_id"] == fault.producer_id and details["transactional_id"] == fault.transactional_id
+    assert "kafka-transactions.sh" in details["suggested_action"] and "abort" in details["suggested_action"]
+    labels = [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds") if lbl["topic"] == topic]
+    assert labels and labels[0]["producer_id"] == str(fault.producer_id)
+
+    body = {"cluster": "lab", "topic": topic, "partition": 1, "producer_id": fault.producer_id,
+            "producer_epoch": fault.producer_epoch}
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    dry = daemon.client_post("/api/v1/admin/abort", json=body, headers=auth)
+    assert dry.status_code == 200 and dry.json()["dry_run"] and not dry.json()["aborted"], dry.text
+    real = daemon.client_post("/api/v1/admin/abort", json={**body, "dry_run": False}, headers=auth)
+    assert real.status_code == 200 and real.json()["aborted"], real.text
+
+    wait_for(lambda: ("resolve", key) in pagerduty.actions(), 60, what="the PagerDuty resolve")
+    wait_for(lambda: not hanging_on(daemon, topic), 30, what="the hanging episode to resolve")
+    (closed,) = wait_for(lambda: [s for s in stalls_on(daemon, topic) if s["ended_at"]], 30, what="the stall to end")
+    assert closed["max_gap"] >= 1
+    assert [a for a in pagerduty.actions() if a[1] == key] == [("trigger", key), ("resolve", key)]
+    wait_for(lambda: not [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds")
+                          if lbl["topic"] == topic], 30, what="the hanging series to vanish")
