@@ -1,5 +1,12 @@
 """KIP-1050 error classes for the errors transactional producers and txnwatch's polls meet.
 
+Classes follow KIP-1050's exception table: retriable errors the client retries alone
+(refresh-retriable after a metadata refresh: Java's InvalidMetadataException family,
+which includes NetworkException), abortable (TransactionAbortableException), fatal ones
+split into application-recoverable (the producer must be recreated) and
+invalid-configuration (retrying cannot help).  KIP-1050 deliberately leaves
+UNKNOWN_PRODUCER_ID and OUT_OF_ORDER_SEQUENCE_NUMBER unclassified; so does this table.
+
 The table is keyed by Kafka's error *names*; the numeric codes come from
 kafka-python's ``kafka.errors`` at import time, so they are the codes brokers really
 send, never numbers remembered from a KIP draft (KIP-588's proposed 90/91 were not
@@ -27,8 +34,8 @@ class ErrorInfo:
 
 _TABLE: dict[str, tuple[ErrorClass, str]] = {
     # retriable: the client retries by itself; persistent occurrences point at broker health.
+    "CORRUPT_MESSAGE": (C.RETRIABLE, "Retried by the client; persistent corruption points at the client or a disk."),
     "REQUEST_TIMED_OUT": (C.RETRIABLE, "Retried by the client; if persistent, check broker load and network latency."),
-    "NETWORK_EXCEPTION": (C.RETRIABLE, "Retried by the client; check broker reachability."),
     "CONCURRENT_TRANSACTIONS": (C.RETRIABLE, "The previous transaction's markers are still being written; retried. "
                                                "Persistent: a partition in the transaction is unavailable (stuck Prepare*)."),
     "COORDINATOR_LOAD_IN_PROGRESS": (C.RETRIABLE, "The coordinator is loading __transaction_state after a failover; retried."),
@@ -47,14 +54,15 @@ _TABLE: dict[str, tuple[ErrorClass, str]] = {
     "FENCED_LEADER_EPOCH": (C.REFRESH_RETRIABLE, "Stale leader epoch; metadata is refreshed."),
     "UNKNOWN_LEADER_EPOCH": (C.REFRESH_RETRIABLE, "The broker is behind the client's metadata; retried."),
     "REPLICA_NOT_AVAILABLE": (C.REFRESH_RETRIABLE, "Replica not available; metadata is refreshed."),
+    "NETWORK_EXCEPTION": (C.REFRESH_RETRIABLE, "Connection lost mid-request; the client refreshes metadata and "
+                                                "retries.  Persistent: check broker reachability."),
     # abortable: abort the current transaction and start a new one (same producer).
     "TRANSACTION_ABORTABLE": (C.ABORTABLE, "Abort the transaction and retry it (KIP-890 part 2 clients do this)."),
-    "INVALID_RECORD": (C.ABORTABLE, "A record was rejected; abort the transaction and fix the record."),
-    "RECORD_LIST_TOO_LARGE": (C.ABORTABLE, "Batch too large; abort, then lower batch.size or raise max.message.bytes."),
-    "UNKNOWN_PRODUCER_ID": (C.ABORTABLE, "The broker forgot the producer id (retention/expiry); abort and retry "
-                                          "(KIP-360 bumps the epoch to recover)."),
-    "OUT_OF_ORDER_SEQUENCE_NUMBER": (C.ABORTABLE, "Sequence gap (lost batch); abort the transaction; KIP-360 clients "
-                                                   "bump the epoch and continue."),
+    # KIP-1050 leaves these two out of every class; the advice is what KIP-360 clients do.
+    "UNKNOWN_PRODUCER_ID": (C.UNKNOWN, "The broker no longer has state for the producer id (all its records were "
+                                        "deleted by retention); KIP-360 clients bump the epoch and continue."),
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": (C.UNKNOWN, "Sequence gap (a batch was lost); abort the transaction; KIP-360 "
+                                                 "clients bump the epoch and continue, older ones must be recreated."),
     # application-recoverable: the producer instance is dead; close it and create a new one.
     "PRODUCER_FENCED": (C.APPLICATION_RECOVERABLE, "Another instance with the same transactional.id took over, or the "
                         "coordinator aborted a timed-out transaction and bumped the epoch (KIP-588): close this producer; "
@@ -62,7 +70,8 @@ _TABLE: dict[str, tuple[ErrorClass, str]] = {
     "INVALID_PRODUCER_EPOCH": (C.APPLICATION_RECOVERABLE, "Stale epoch: this producer was fenced; close it and create a new one."),
     "TRANSACTION_COORDINATOR_FENCED": (C.APPLICATION_RECOVERABLE, "The coordinator was replaced mid-request; recreate the producer."),
     "INVALID_TXN_STATE": (C.APPLICATION_RECOVERABLE, "The request does not fit the transaction's state (e.g. commit "
-                          "while PrepareAbort); inspect with `kafka-transactions.sh describe`."),
+                          "while PrepareAbort); inspect with `kafka-transactions.sh describe`.  On Produce under "
+                          "KIP-890 it is abortable instead: the partition was not verified in the transaction."),
     "INVALID_PRODUCER_ID_MAPPING": (C.APPLICATION_RECOVERABLE, "The transactional id maps to another producer id; "
                                     "the producer must re-initialise (initTransactions)."),
     "TRANSACTIONAL_ID_NOT_FOUND": (C.APPLICATION_RECOVERABLE, "The coordinator does not know the transactional id "
@@ -83,6 +92,14 @@ _TABLE: dict[str, tuple[ErrorClass, str]] = {
     "UNSUPPORTED_SASL_MECHANISM": (C.INVALID_CONFIGURATION, "The listener does not enable this SASL mechanism."),
     "UNSUPPORTED_VERSION": (C.INVALID_CONFIGURATION, "The broker does not support this API version; check versions."),
     "INVALID_CONFIG": (C.INVALID_CONFIGURATION, "A configuration value was rejected."),
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT": (C.INVALID_CONFIGURATION, "The topic's message format predates transactions; "
+                                       "upgrade log.message.format.version / the topic."),
+    "INVALID_RECORD": (C.INVALID_CONFIGURATION, "The broker rejected a record (e.g. a compacted topic without key); "
+                       "fix the producer or the topic configuration."),
+    "RECORD_LIST_TOO_LARGE": (C.INVALID_CONFIGURATION, "Batch larger than the topic allows; lower batch.size or raise "
+                              "max.message.bytes."),
+    "INVALID_REQUIRED_ACKS": (C.INVALID_CONFIGURATION, "Transactions need acks=all."),
+    "INVALID_TOPIC": (C.INVALID_CONFIGURATION, "Illegal topic name or a write to an internal topic."),
     "SECURITY_DISABLED": (C.INVALID_CONFIGURATION, "Security features are disabled on this listener."),
 }
 

@@ -1,25 +1,37 @@
 """Coordinator history: every observed change of a transactional id, and what it means.
 
-Polling samples the coordinator's state machine, so transitions in between can be
+Polling samples the coordinator's state machine, so transitions in between are
 missed: Ongoing → CompleteCommit without the PrepareCommit in between is normal, and
-a transaction may start and end between two polls.  The transaction's start time
+whole transactions start and end between two polls.  The transaction's start time
 (DescribeTransactions ``transactionStartTimeMs``) tells one transaction from the next
-with the same producer id and epoch, which is what makes these inferences sound:
+with the same producer id, which is what keeps these inferences sound.  Epochs alone
+cannot: with transaction version 2 (KIP-890 part 2) every commit and abort bumps the
+epoch, so Ongoing at epoch e → Ongoing at e+k between two polls is simply k finished
+transactions and a new one ("completed_between_polls"), neither fencing nor a timeout.
 
-* commit / abort: the id reaches CompleteCommit / CompleteAbort for a transaction not
-  seen completing before;
-* timeout_abort: an abort with an epoch bump after the transaction outlived its
-  ``transaction.timeout.ms`` — the coordinator's own abort (KIP-588: it bumps the epoch
-  so the late producer is fenced);
-* fenced: an epoch bump that is neither a timeout abort nor the per-transaction bump
-  of KIP-890 transaction version 2 (which comes with the commit/abort itself): a new
-  producer instance called InitProducerId with the same transactional id;
-* producer_id_change: a new producer id for the same transactional id (KIP-360 epoch
-  exhaustion or recovery from UNKNOWN_PRODUCER_ID);
-* illegal_transition: the same transaction (same start time, producer id and epoch)
-  going from PrepareCommit to an abort, or from PrepareAbort to a commit — the
-  article's "COMMITTING -> ABORTING";
+Events (a transition may carry several):
+
+* new: first sighting of the id (also after a restart of txnwatch: not a real start);
+* commit / abort: the id reaches CompleteCommit / CompleteAbort, or Prepare* of it,
+  for a transaction not seen there before — Prepare* counts because markers are
+  written asynchronously and the next poll may already see the next transaction;
+* completed_between_polls: a different transaction of the same producer id is open
+  now; its predecessor finished unseen, outcome unknown;
+* epoch_bump / producer_id_change: the id's epoch rose, or it moved to a new producer
+  id (KIP-360: epoch exhaustion, or recovery from UNKNOWN_PRODUCER_ID);
+* timeout_abort: an open transaction that had outlived its ``transaction.timeout.ms``
+  is now aborting or aborted with a bumped epoch — the coordinator's own abort (it bumps
+  the epoch so the late producer is fenced, KIP-588);
+* fenced: InitProducerId ended an open transaction before its timeout — the epoch rose
+  and the id is in PrepareEpochFence, or went from open straight to Empty.  A bump that
+  lands in Empty from a finished transaction is ``init_producer_id`` (a restart or a
+  KIP-360 bump by the same instance; polling cannot tell them apart);
+* illegal_transition: the same transaction moving against the state machine, e.g.
+  PrepareCommit → PrepareAbort (the article's "COMMITTING -> ABORTING") or a completed
+  transaction reopening;
 * expired: the id vanished from a complete listing (transactional.id.expiration.ms).
+
+Stuck Prepare* is a duration, not a transition; :mod:`txnwatch.detect.hanging` reports it.
 """
 
 from __future__ import annotations
@@ -28,53 +40,58 @@ from collections.abc import Mapping
 
 from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition, TxnState
 
-_COMMITS = {TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT}
-_ABORTS = {TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT}
+_COMMITS = frozenset({TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT})
+_ABORTS = frozenset({TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT})
+
+#: Moves Kafka's TransactionState never makes within one transaction (same producer id and start time).
+_ILLEGAL: Mapping[TxnState, frozenset[TxnState]] = {
+    TxnState.PREPARE_COMMIT: _ABORTS | {TxnState.ONGOING},
+    TxnState.PREPARE_ABORT: _COMMITS | {TxnState.ONGOING},
+    TxnState.COMPLETE_COMMIT: _ABORTS | {TxnState.ONGOING, TxnState.PREPARE_COMMIT},
+    TxnState.COMPLETE_ABORT: _COMMITS | {TxnState.ONGOING, TxnState.PREPARE_ABORT},
+}
 
 
 def _signature(t: TransactionDescription) -> tuple[object, ...]:
     return (t.state, t.producer_id, t.producer_epoch, t.timeout_ms, t.partitions, t.start_time_ms)
 
 
-def _fencing(prev: TransactionDescription, cur: TransactionDescription) -> bool:
-    """A bump that a new producer instance's InitProducerId explains, and nothing else does.
+def _same_transaction(prev: TransactionDescription, cur: TransactionDescription) -> bool:
+    return (prev.producer_id == cur.producer_id and prev.start_time_ms is not None
+            and prev.start_time_ms == cur.start_time_ms)
 
-    InitProducerId leaves the id Empty at a higher epoch, passes through
-    PrepareEpochFence, and when it aborts its predecessor's open transaction bumps
-    twice (fence, then init).  One bump that comes with a commit, an abort or a new
-    Ongoing transaction is what KIP-890 transaction version 2 does at the end of
-    every transaction, so it is not called fencing.
-    """
-    if cur.state in (TxnState.EMPTY, TxnState.PREPARE_EPOCH_FENCE):
-        return True
-    return cur.producer_epoch - prev.producer_epoch >= 2
+
+def _outcome(prev: TransactionDescription, cur: TransactionDescription, same: bool) -> str | None:
+    for outcome, states in (("commit", _COMMITS), ("abort", _ABORTS)):
+        if cur.state in states and not (same and prev.state in states):
+            return outcome
+    return None
 
 
 def derive_events(prev: TransactionDescription | None, cur: TransactionDescription, now_ms: int) -> tuple[str, ...]:
+    """What the move from ``prev`` to ``cur`` (both of one id, consecutive polls) implies; see the module doc."""
     if prev is None:
         return ("new",)
     events: list[str] = []
-    same_txn = prev.start_time_ms == cur.start_time_ms and prev.producer_id == cur.producer_id
-    if cur.state is TxnState.COMPLETE_COMMIT and not (prev.state is TxnState.COMPLETE_COMMIT and same_txn):
-        events.append("commit")
-    if cur.state is TxnState.COMPLETE_ABORT and not (prev.state is TxnState.COMPLETE_ABORT and same_txn):
-        events.append("abort")
-    if (prev.state is TxnState.ONGOING and cur.state is TxnState.ONGOING and not same_txn
+    same = _same_transaction(prev, cur)
+    if (outcome := _outcome(prev, cur, same)) is not None:
+        events.append(outcome)
+    if (prev.state.is_open and cur.state is TxnState.ONGOING and not same
             and prev.producer_id == cur.producer_id):
         events.append("completed_between_polls")
     if cur.producer_id != prev.producer_id:
         events.append("producer_id_change")
     elif cur.producer_epoch > prev.producer_epoch:
         events.append("epoch_bump")
-        outlived = (prev.state.is_open and prev.start_time_ms is not None
+        outlived = (prev.state is TxnState.ONGOING and prev.start_time_ms is not None
                     and now_ms - prev.start_time_ms >= prev.timeout_ms)
-        if cur.state in _ABORTS and outlived:
+        if outlived and cur.state in _ABORTS:
             events.append("timeout_abort")
-        elif _fencing(prev, cur):
+        elif cur.state is TxnState.PREPARE_EPOCH_FENCE or (prev.state.is_open and cur.state is TxnState.EMPTY):
             events.append("fenced")
-    if (same_txn and prev.producer_epoch == cur.producer_epoch
-            and ((prev.state is TxnState.PREPARE_COMMIT and cur.state in _ABORTS)
-                 or (prev.state is TxnState.PREPARE_ABORT and cur.state in _COMMITS))):
+        elif cur.state is TxnState.EMPTY:
+            events.append("init_producer_id")
+    if same and cur.state in _ILLEGAL.get(prev.state, frozenset()):
         events.append("illegal_transition")
     return tuple(events)
 
@@ -89,6 +106,7 @@ def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapsh
         if prev is not None and _signature(prev) == _signature(cur):
             continue
         events = derive_events(prev, cur, now_ms)
+        # An upper bound: the transaction ended somewhere between the two polls.
         duration = (now_ms - cur.start_time_ms if cur.start_time_ms is not None
                     and cur.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) else None)
         transitions.append(Transition(

@@ -17,7 +17,7 @@ def events(prev, cur, now=1_000):  # type: ignore[no-untyped-def]
 
 def test_commit_and_abort() -> None:
     assert events(txn(state=O), txn(state=CC)) == ("commit",)
-    assert events(txn(state=PA), txn(state=CA)) == ("abort",)
+    assert events(txn(state=O), txn(state=CA)) == ("abort",)
     assert "commit" in events(txn(state=CC, start=0), txn(state=CC, start=500))
 
 
@@ -27,8 +27,33 @@ def test_coordinator_timeout_abort_bumps_epoch() -> None:
 
 
 def test_fencing_by_a_new_instance() -> None:
-    assert events(txn(state=O, epoch=1), txn(state=E, epoch=3)) == ("epoch_bump", "fenced")
-    assert events(txn(state=CC, epoch=1), txn(state=E, epoch=2)) == ("epoch_bump", "fenced")
+    assert events(txn(state=O, epoch=1), txn(state=E, epoch=3, start=None)) == ("epoch_bump", "fenced")
+    assert events(txn(state=O, epoch=1), txn(state=TxnState.PREPARE_EPOCH_FENCE, epoch=2)) == (
+        "epoch_bump", "fenced")
+
+
+def test_init_after_a_finished_transaction_is_not_fencing() -> None:
+    assert events(txn(state=CC, epoch=1), txn(state=E, epoch=2, start=None)) == ("epoch_bump", "init_producer_id")
+
+
+def test_ongoing_at_higher_epoch_is_finished_transactions_and_a_new_one() -> None:
+    """Transaction version 2 bumps the epoch at every end: k bumps between polls are k transactions."""
+    assert events(txn(state=O, epoch=1, start=0), txn(state=O, epoch=4, start=900)) == (
+        "completed_between_polls", "epoch_bump")
+    assert events(txn(state=O, epoch=1, start=0), txn(state=O, epoch=1, start=900)) == (
+        "completed_between_polls",)
+
+
+def test_prepare_counts_as_the_outcome_once() -> None:
+    assert events(txn(state=O), txn(state=PC)) == ("commit",)
+    assert events(txn(state=PC), txn(state=CC)) == ()
+    assert events(txn(state=PA), txn(state=CA)) == ()
+    assert events(txn(state=O), txn(state=PA)) == ("abort",)
+
+
+def test_late_client_abort_is_not_a_timeout_abort_unless_the_timeout_elapsed() -> None:
+    assert events(txn(state=O, epoch=1, start=0, timeout=10_000), txn(state=CA, epoch=2, start=0), now=5_000) == (
+        "abort", "epoch_bump")
 
 
 def test_transaction_v2_bump_with_commit_is_not_fencing() -> None:
@@ -42,6 +67,8 @@ def test_producer_id_change_kip360() -> None:
 def test_committing_to_aborting_is_illegal() -> None:
     assert "illegal_transition" in events(txn(state=PC, start=5), txn(state=PA, start=5))
     assert "illegal_transition" not in events(txn(state=PC, start=5), txn(state=PA, start=9))
+    assert "illegal_transition" in events(txn(state=CC, start=5), txn(state=O, start=5))
+    assert "illegal_transition" not in events(txn(state=CC, start=5), txn(state=O, start=6))
 
 
 def test_diff_reports_changes_expiry_and_keeps_unasked_ids() -> None:
