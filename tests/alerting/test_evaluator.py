@@ -147,3 +147,15 @@ def test_retire_clusters_resolves_alerts_of_removed_clusters(sessions: sessionma
         hanging(cluster="gone").incident_key: "resolved", hanging(cluster="gone", partition=1).incident_key: "resolved",
         hanging(cluster="kept").incident_key: "firing"}
     assert [e.action for e in outbox(sessions)].count("resolve") == 2
+
+
+def test_pending_restarts_its_for_clock_after_a_gap(sessions: sessionmaker[Session]) -> None:
+    rs = rules(for_seconds=60)
+    with sessions.begin() as session:
+        evaluate(session, CLUSTER, [hanging()], at(0), rs, max_gap_seconds=75)
+    with sessions.begin() as session:  # nobody watched between 0 and 100
+        assert not evaluate(session, CLUSTER, [hanging()], at(100), rs, max_gap_seconds=75).fired
+    with sessions.begin() as session:
+        assert not evaluate(session, CLUSTER, [hanging()], at(159), rs, max_gap_seconds=75).fired
+    with sessions.begin() as session:
+        assert evaluate(session, CLUSTER, [hanging()], at(160), rs, max_gap_seconds=75).fired

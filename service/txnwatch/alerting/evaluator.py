@@ -40,13 +40,17 @@ class EvaluationResult:
 
 
 def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], now: datetime,
-             rules: Mapping[str, AlertRuleConfig], *, channels: Sequence[str] = (PAGERDUTY,)) -> EvaluationResult:
+             rules: Mapping[str, AlertRuleConfig], *, channels: Sequence[str] = (PAGERDUTY,),
+             max_gap_seconds: float | None = None) -> EvaluationResult:
     """Apply one poll's complete set of active conditions for ``cluster``; the caller commits.
 
     While ``cluster_down`` holds, the other alerts of the cluster are left exactly as
     they are: a failed poll says nothing about them, and resolving every open page
     whenever a broker blips would be worse than waiting.  ``rules`` may be the raw
     ``Settings.alert_rules``; they are merged over the defaults here.
+
+    ``max_gap_seconds``: a pending alert not seen for longer (txnwatch was down, or
+    another replica led) restarts its ``for`` clock, since nobody watched it hold.
     """
     rules = effective_rules(rules)
     current: dict[str, Condition] = {}
@@ -70,6 +74,9 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
             active[key] = alert
             result.pending.append(key)
         else:
+            if alert.state == PENDING and max_gap_seconds is not None and \
+                    (now - alert.last_seen_at).total_seconds() > max_gap_seconds:
+                alert.started_at = now
             _refresh(alert, condition, now)
         if alert.state == PENDING and (now - alert.started_at).total_seconds() >= rule.for_seconds:
             alert.state, alert.fired_at = FIRING, now

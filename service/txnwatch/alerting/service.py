@@ -21,17 +21,21 @@ from txnwatch.config import AlertRuleConfig, Settings
 
 log = logging.getLogger(__name__)
 
+GAP_POLLS = 5  # missed polls after which a pending alert's `for` starts over
+
 
 class Alerting:
     """One per process. ``evaluate`` runs on the collector's thread, delivery on the loop's."""
 
     def __init__(self, sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig],
                  notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
-                 leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0) -> None:
+                 leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0,
+                 max_gap_seconds: float | None = None) -> None:
         self._sessions = sessions
         self._rules = dict(rules)
         self._channels = tuple(notifiers)
         self._notifiers = dict(notifiers)
+        self._max_gap = max_gap_seconds
         self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts)
         self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
 
@@ -51,13 +55,16 @@ class Alerting:
         notifiers.update(extra_notifiers or {})
         if not notifiers:
             log.info("alerting: no notifier enabled; alerts are tracked in the database and the API only")
+        slowest_poll = max([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
         return cls(sessions, effective_rules(settings.alert_rules), notifiers,
-                   max_attempts=settings.pagerduty.max_attempts, leading=leading)
+                   max_attempts=settings.pagerduty.max_attempts, leading=leading,
+                   max_gap_seconds=GAP_POLLS * slowest_poll)
 
     def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
         """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged."""
         with self._sessions.begin() as session:
-            result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels)
+            result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels,
+                              max_gap_seconds=self._max_gap)
         if (result.fired or result.resolved) and self._channels:
             self.loop.wake()
         return result
