@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime, timezone
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
-from tests.api.factory import BULK, PROD, STAGING, Scenario
+from tests.api.conftest import make_client, make_settings
+from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
+from txnwatch.runtime import build_runtime
+from txnwatch.store.db import make_engine
+from txnwatch.store.migrate import upgrade
 
 URL = "/api/v1/transactions"
 OPEN = {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
@@ -170,3 +176,24 @@ def test_unknown_ids_and_clusters_are_404(client: TestClient, path: str) -> None
     response = client.get(f"{URL}/{path}")
     assert response.status_code == 404, response.text
     assert "unknown" in response.json()["detail"]
+
+
+def test_names_sort_bytewise_on_both_backends(db_url: str) -> None:
+    """PostgreSQL databases often use a locale collation; ids must still page in one, stable byte order."""
+    names = ["a_1", "B-1", "a.1", "a-1", "a1", "A-2", "b", "é-1"]
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    with Session(engine) as session:
+        f = Factory(session, datetime.now(timezone.utc))
+        prod = f.cluster(PROD)
+        for i, name in enumerate(names):
+            f.txn(prod, name, producer_id=i)
+        session.commit()
+    engine.dispose()
+    runtime = build_runtime(make_settings(db_url), collect=False)
+    try:
+        with make_client(runtime) as client:
+            walked = flat(walk(client, URL, sort="transactional_id", limit=3))
+    finally:
+        runtime.engine.dispose()
+    assert ids(walked) == sorted(names, key=lambda n: n.encode())

@@ -77,6 +77,12 @@ def _with_cluster_name(model: type[m.Base]) -> Select[Any]:
     return select(*table.c, m.Cluster.name.label("cluster_name")).join(m.Cluster, m.Cluster.id == table.c.cluster_id)
 
 
+def _bytewise(session: Session, column: ColumnElement[str]) -> ColumnElement[str]:
+    """Order names by their bytes on PostgreSQL as SQLite does: the same order on both backends, whatever
+    the database's locale, and no locale-aware comparisons in sorts and cursors."""
+    return column.collate("C") if _dialect(session) == "postgresql" else column
+
+
 def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
 
@@ -245,6 +251,8 @@ def _txn_select() -> Select[Any]:
 def list_transactions(session: Session, f: TxnFilter, *, sort: TxnSort, descending: bool, after: Keyset | None,
                       limit: int, now: datetime) -> list[TxnRow]:
     key = _txn_key_column(sort)
+    if sort is not TxnSort.AGE:
+        key = _bytewise(session, key)
     # "Oldest first" is ascending start time.
     key_descending = not descending if sort is TxnSort.AGE else descending
     stmt = (_txn_select()
@@ -312,7 +320,7 @@ def list_partitions(session: Session, clusters: Collection[str], *, topic: str |
     latest = latest_sampled_at(session, P, clusters)
     if not latest:
         return []
-    key = (P.cluster_id, P.topic, P.partition)
+    key = (P.cluster_id, _bytewise(session, P.topic), P.partition)
     stmt = (_with_cluster_name(P).where(_latest_condition(P, latest), _after(key, after, False))
             .order_by(*key).limit(limit))
     if topic is not None:
@@ -342,7 +350,7 @@ def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | 
     latest = latest_sampled_at(session, L, clusters)
     if not latest:
         return []
-    key = (L.cluster_id, L.group_id)
+    key = (L.cluster_id, _bytewise(session, L.group_id))
     stmt = (select(L.cluster_id, m.Cluster.name, L.group_id, func.max(L.sampled_at), func.count(),
                    func.sum(L.lag_lso), func.sum(L.lag_hwm), func.max(L.lag_seconds))
             .join(m.Cluster, m.Cluster.id == L.cluster_id)
