@@ -3,8 +3,8 @@
 Everything the API shows comes from the database, not from process memory, so any
 number of API replicas answer alike.  Each query is shaped for one of the indexes in
 :mod:`txnwatch.store.models`; "latest" samples are the rows of a cluster's newest
-``sampled_at`` (every poll writes all its samples with one timestamp), found by a
-``max()`` on the ``(cluster_id, sampled_at)`` index instead of a scan.  Pagination is
+``sampled_at`` (every poll writes all its samples with one timestamp), found by one
+probe of the ``(cluster_id, sampled_at)`` index instead of a scan.  Pagination is
 keyset (sort key, id): pages stay cheap and stable however deep a client walks.
 """
 
