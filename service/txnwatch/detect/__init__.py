@@ -29,8 +29,10 @@ from txnwatch.model import (
 __all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "evaluate", "event_counts"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DetectorState:
+    """What one poll hands the next; replaced, never mutated (each poll builds fresh mappings)."""
+
     transactions: Mapping[str, TransactionDescription] = field(default_factory=dict)
     prepare_since: Mapping[str, tuple[hanging.PrepareKey, int]] = field(default_factory=dict)
     lso: Mapping[TopicPartition, lso.LsoTrack] = field(default_factory=dict)
@@ -41,18 +43,25 @@ class DetectorState:
 INITIAL = DetectorState()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Findings:
-    """What one poll of one cluster revealed; consumed by the store, /metrics and alerting."""
+    """What one poll of one cluster revealed; consumed by the store, /metrics and alerting.
 
+    Level-style fields (hanging, undetermined, overdue, stuck_prepare, lso_stalls, lags)
+    describe *now* and are complete every poll, so a consumer resolves whatever is absent.
+    Edge-style fields (lso_stalls_opened/ended, transitions, verification samples) happen
+    once and are reported in the poll that saw them.
+    """
+
+    cluster: str
     now_ms: int
     hanging: tuple[HangingTransaction, ...] = ()
     undetermined: tuple[Undetermined, ...] = ()
     overdue: tuple[OverdueTransaction, ...] = ()
     stuck_prepare: tuple[StuckPrepare, ...] = ()
     lso_stalls: tuple[LsoStall, ...] = ()
+    lso_stalls_opened: tuple[LsoStall, ...] = ()
     lso_stalls_ended: tuple[LsoStall, ...] = ()
-    lso_stalls_started: int = 0
     verification: verification.VerificationCheck = verification.VerificationCheck(0, 0, ())
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
@@ -60,6 +69,7 @@ class Findings:
 
 def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
              settings: DetectionSettings = DetectionSettings()) -> tuple[DetectorState, Findings]:
+    """One poll's detection: pure, so replaying the same snapshots yields the same findings."""
     hanging_found, undetermined = hanging.find_hanging(snapshot, now_ms, settings)
     prepare_since = hanging.track_prepare(previous.prepare_since, snapshot, now_ms)
     lso_tracks, stalls, ended = lso.update_lso(previous.lso, snapshot, now_ms, settings)
@@ -68,14 +78,15 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
     state = DetectorState(remembered, prepare_since, lso_tracks, pending, history)
     findings = Findings(
+        cluster=snapshot.cluster,
         now_ms=now_ms,
         hanging=tuple(hanging_found),
         undetermined=tuple(undetermined),
         overdue=tuple(hanging.find_overdue(snapshot, now_ms, settings)),
         stuck_prepare=tuple(hanging.find_stuck_prepare(prepare_since, snapshot, now_ms, settings)),
         lso_stalls=tuple(stalls),
+        lso_stalls_opened=tuple(s for s in stalls if (t := previous.lso.get(s.tp)) is None or t.episode is None),
         lso_stalls_ended=tuple(ended),
-        lso_stalls_started=sum(1 for s in stalls if (t := previous.lso.get(s.tp)) is None or t.episode is None),
         verification=checked,
         transitions=tuple(changes),
         lags=tuple(lag.group_lags(snapshot, history, now_ms)),
@@ -84,7 +95,7 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
 
 
 def event_counts(findings: Findings | None) -> dict[str, int]:
-    """Cumulative counters the collector keeps per cluster (commits, aborts, fencings, ...)."""
+    """Increments of the per-cluster counters (commits, aborts, fencings, ...) one poll contributes."""
     if findings is None:
         return {}
     counts: dict[str, int] = {}
@@ -93,7 +104,7 @@ def event_counts(findings: Findings | None) -> dict[str, int]:
             counts[event] = counts.get(event, 0) + 1
         key = f"transition:{transition.from_state or 'None'}:{transition.to_state}"
         counts[key] = counts.get(key, 0) + 1
-    counts["lso_stall_started"] = findings.lso_stalls_started
+    counts["lso_stall_started"] = len(findings.lso_stalls_opened)
     counts["verification_checks"] = findings.verification.checks
     counts["verification_failures"] = findings.verification.failures
     return counts

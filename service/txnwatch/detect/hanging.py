@@ -154,11 +154,12 @@ def track_prepare(previous: Mapping[str, tuple[PrepareKey, int]], snapshot: Clus
         key: PrepareKey = (txn.state, txn.producer_id, txn.producer_epoch, txn.start_time_ms)
         seen = previous.get(txn.transactional_id)
         since[txn.transactional_id] = seen if seen is not None and seen[0] == key else (key, now_ms)
-    if not snapshot.listing_complete:
-        # A coordinator that did not answer this time keeps its transactions' clocks running.
-        for txn_id, value in previous.items():
-            if txn_id not in snapshot.transactions:
-                since.setdefault(txn_id, value)
+    # An id this poll could not describe keeps its clock: a coordinator that stops answering
+    # must not restart the count of the very transaction it may be stuck on.
+    listed = {row.transactional_id for row in snapshot.listed}
+    for txn_id, value in previous.items():
+        if txn_id not in snapshot.transactions and (txn_id in listed or not snapshot.listing_complete):
+            since.setdefault(txn_id, value)
     return since
 
 

@@ -1,11 +1,28 @@
 """Consumer lag that is true for read_committed groups: against the LSO, not the high watermark.
 
 A read_committed consumer can never pass the LSO, so lag against the high watermark
-(what Burrow, kafka_exporter, KMinion report) counts records it cannot read yet as
-lag.  And a transactional producer's last action on a partition is always a control
-marker: a consumer that has read every record sits one offset short of the end, a
-phantom lag of 1.  When the partition has no open transaction and its most recent
-writer is transactional, that residual 1 is the marker and counts as 0.
+(what Burrow, kafka_exporter, KMinion report) counts records it cannot read yet.
+
+The control-marker rule.  A transaction ends on each of its partitions with one
+commit/abort marker, which takes an offset but is never delivered.  After records at
+offsets s..k and the marker at k+1, the high watermark and the LSO are k+2.  A Java
+consumer that fetched the marker batch advances its position past it and commits k+2
+(lag 0), but exactly-once applications usually commit ``last record offset + 1`` =
+k+1 themselves (sendOffsetsToTransaction, Kafka Streams, the KIP-1050 example), and
+so do consumers whose fetch ended before the marker was written.  Such a group has
+read everything and shows a lag of exactly 1.  That 1 counts as 0 when the partition
+provably ends with a marker: no producer has an open transaction there, and the
+producer that wrote last (greatest ``lastTimestamp`` in DescribeProducers, which a
+marker append updates) is transactional (coordinator epoch >= 0), so its last append
+was its end marker.  Limits: non-idempotent producers are invisible to
+DescribeProducers, so one writing after the marker could hide a real lag of 1; and
+two markers back to back (two producers ending interleaved transactions) leave a
+residual of 2, which is reported as lag.  Aborted records below the end are likewise
+unreadable but still counted: only reading the log could tell.
+
+Time lag: how long the oldest record the group has not consumed has been readable,
+i.e. now minus the first poll whose LSO had passed the committed offset.  Resolution
+is the poll interval; None when the kept history does not reach back that far.
 """
 
 from __future__ import annotations
@@ -60,7 +77,7 @@ def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHi
     for group in snapshot.groups.values():
         for tp, committed in sorted(group.offsets.items()):
             partition = snapshot.partitions.get(tp)
-            if partition is None:
+            if partition is None or committed < 0:  # not watched, or no committed offset
                 continue
             marker = _ends_with_marker(partition)
             lag_lso = _lag(partition.last_stable_offset, committed, marker)

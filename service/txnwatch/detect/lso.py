@@ -4,7 +4,10 @@ An open transaction pins the LSO at its first offset until its marker is written
 read_committed consumers stop there.  A transaction that ends within the threshold
 is normal (and right after a commit the LSO lags for milliseconds while markers are
 written); an LSO that has not moved for ``lso_stall_ms`` while records wait behind it
-is a stall.  The episode starts when the LSO stopped moving, not when we noticed.
+is a stall.  An LSO below the high watermark implies a transaction open at the LSO, so
+"LSO unchanged while the high watermark moves" and "open transaction at the LSO older
+than the threshold" are one test; the blocker is the producer whose
+``currentTxnStartOffset`` equals the LSO.
 """
 
 from __future__ import annotations
@@ -35,7 +38,18 @@ def _blocker(snapshot: ClusterSnapshot, partition: PartitionSnapshot, lso: int) 
 
 def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSnapshot, now_ms: int,
                settings: DetectionSettings) -> tuple[dict[TopicPartition, LsoTrack], list[LsoStall], list[LsoStall]]:
-    """Returns (tracks, episodes active now, episodes that ended in this poll)."""
+    """Returns (tracks, episodes active now, episodes that ended in this poll).
+
+    The clock of a partition starts at the first poll that sees its LSO below the high
+    watermark at a given offset, and restarts whenever the LSO moves or catches up.  So
+    a transaction that was open for a moment when the poll ran (or the milliseconds of
+    lag while commit markers are written) never reaches the threshold, and an episode's
+    start is never earlier than what was observed: it may be up to one poll interval
+    late, never early.
+    """
+    if not snapshot.partitions:  # nothing was learnt about partitions this poll
+        tracks = dict(previous)
+        return tracks, [t.episode for t in tracks.values() if t.episode is not None], []
     tracks: dict[TopicPartition, LsoTrack] = {}
     active: list[LsoStall] = []
     ended: list[LsoStall] = []
@@ -50,8 +64,8 @@ def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSna
             continue
         if track is None or lso != track.lso or lso >= hwm:
             if track is not None and track.episode is not None:
-                ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))
-            tracks[tp] = LsoTrack(lso=lso, since_ms=now_ms if track is None or lso != track.lso else track.since_ms)
+                ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms, gap=max(0, hwm - lso)))
+            tracks[tp] = LsoTrack(lso=lso, since_ms=now_ms)
             continue
         gap = hwm - lso
         episode = track.episode
@@ -69,8 +83,7 @@ def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSna
         tracks[tp] = replace(track, episode=episode)
         if episode is not None:
             active.append(episode)
-    if snapshot.partitions:
-        for tp, track in previous.items():
-            if tp not in snapshot.partitions and track.episode is not None:
-                ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))  # topic deleted
+    for tp, track in previous.items():
+        if tp not in snapshot.partitions and track.episode is not None:
+            ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))  # deleted or unwatched
     return tracks, active, ended
