@@ -79,7 +79,7 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
                 alert.started_at = now
             _refresh(alert, condition, now)
         if alert.state == PENDING and (now - alert.started_at).total_seconds() >= rule.for_seconds:
-            alert.state, alert.fired_at = FIRING, now
+            alert.state, alert.fired_at, alert.severity = FIRING, now, rule.severity
             session.flush()
             for channel in channels:
                 enqueue(session, alert, "trigger", channel, now)
