@@ -88,6 +88,47 @@ def run(config: ConfigOption = None,
 
 
 @app.command()
+def hanging(
+    bootstrap_server: Annotated[Optional[str], typer.Option("--bootstrap-server", "-b",
+                                                            help="host:port[,host:port]; or use --config/--cluster.")] = None,
+    config: ConfigOption = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster name from the config (security settings included).")] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    max_transaction_timeout_ms: Annotated[Optional[int], typer.Option(
+        min=0, help="Override the brokers' transaction.max.timeout.ms (default: asked from the cluster).")] = None,
+) -> None:
+    """Find hanging transactions once, like `kafka-transactions.sh find-hanging`, checking every partition.
+
+    Exit codes: 0 none, 1 hanging transactions found, 2 bad arguments, 3 cluster unreachable.
+    """
+    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
+    from txnwatch.oneshot import run as run_oneshot
+
+    if output not in ("table", "json"):
+        fail(f"--format must be table or json, not {output!r}")
+    if bootstrap_server:
+        from txnwatch.config import ClusterConfig
+
+        from pydantic import ValidationError
+
+        try:
+            cfg = ClusterConfig(name="cli", bootstrap_servers=bootstrap_server)
+        except ValidationError as exc:
+            fail(f"--bootstrap-server: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    else:
+        settings = _settings(config)
+        matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
+        if len(matches) != 1:
+            fail("give --bootstrap-server, or --config with exactly one cluster (or --cluster NAME); known: "
+                 + (", ".join(c.name for c in settings.clusters) or "none"))
+        cfg = matches[0]
+    with ClusterConnection(ClusterConnectionSettings.from_config(cfg)) as connection:
+        code, text = run_oneshot(connection, output, max_transaction_timeout_ms)
+    typer.echo(text, err=code == 3)
+    raise typer.Exit(code)
+
+
+@app.command()
 def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
          var_dir: Annotated[Path, typer.Option("--dir", help="Where the demo keeps its DB and lab.")] = Path("var"),
          brokers: Annotated[int, typer.Option(min=1, max=5, help="Lab brokers.")] = 3) -> None:
