@@ -26,6 +26,7 @@ class LsoTrack:
     lso: int
     since_ms: int
     episode: LsoStall | None = None
+    caught_up: bool = False
 
 
 def _blocker(snapshot: ClusterSnapshot, partition: PartitionSnapshot, lso: int) -> tuple[int | None, int | None, str | None]:
@@ -62,10 +63,10 @@ def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSna
                 if track.episode is not None:
                     active.append(track.episode)
             continue
-        if track is None or lso != track.lso or lso >= hwm:
+        if track is None or lso != track.lso or lso >= hwm or track.caught_up:
             if track is not None and track.episode is not None:
                 ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms, gap=max(0, hwm - lso)))
-            tracks[tp] = LsoTrack(lso=lso, since_ms=now_ms)
+            tracks[tp] = LsoTrack(lso=lso, since_ms=now_ms, caught_up=lso >= hwm)
             continue
         gap = hwm - lso
         episode = track.episode

@@ -121,3 +121,21 @@ def test_prepare_commit_for_milliseconds_is_normal_but_stuck_when_long() -> None
     assert stuck.since_ms == 1_000 and stuck.state is TxnState.PREPARE_COMMIT
     moved_on = snapshot(txns=(txn(state=TxnState.COMPLETE_COMMIT),))
     assert hanging.track_prepare(since, moved_on, 99_999) == {}
+
+
+def test_prepare_clock_survives_a_coordinator_that_stopped_answering() -> None:
+    snap = snapshot(txns=(txn(state=TxnState.PREPARE_ABORT),))
+    since = hanging.track_prepare({}, snap, 0)
+    listed_only = snapshot(listed=(ListedTransaction("app-1", 7, TxnState.PREPARE_ABORT, 1),),
+                           unreachable=frozenset({1}))
+    since = hanging.track_prepare(since, listed_only, 40_000)
+    (stuck,) = hanging.find_stuck_prepare(since, listed_only, 40_000, S)
+    assert stuck.since_ms == 0 and stuck.state is TxnState.PREPARE_ABORT
+    assert hanging.track_prepare(since, snapshot(), 50_000) == {}  # gone from a complete listing
+
+
+def test_only_ongoing_transactions_can_be_overdue() -> None:
+    """The coordinator aborts timed-out Ongoing transactions only; Prepare* has its own finding."""
+    snap = snapshot(txns=(txn(state=TxnState.PREPARE_COMMIT, start=0, timeout=10_000),
+                          txn("b", pid=8, start=None)))
+    assert hanging.find_overdue(snap, 10**9, S) == []

@@ -97,3 +97,43 @@ def test_time_lag_from_lso_history() -> None:
     h = lag.update_history(h, snapshot(partitions=(partition(tp=tp, lso=2),)), 2, keep=2)
     h = lag.update_history(h, snapshot(partitions=(partition(tp=tp, lso=3),)), 3, keep=2)
     assert h[tp] == ((2, 2), (3, 3))
+
+
+def test_idle_partition_that_opens_a_transaction_starts_a_fresh_clock() -> None:
+    """An LSO that sat at the high watermark for an hour is not stalled the moment a transaction opens."""
+    active, _ = run_lso((0, 10, 10), (3_600_000, 10, 10), (3_615_000, 10, 20))
+    assert active == []
+    active, _ = run_lso((0, 10, 10), (3_600_000, 10, 10), (3_615_000, 10, 20), (3_646_000, 10, 30))
+    assert [e.started_ms for e in active] == [3_615_000]
+
+
+def test_episode_ends_when_its_partition_is_no_longer_polled() -> None:
+    active, _ = run_lso((0, 10, 20), (31_000, 10, 30))
+    tracks, _, _ = lso.update_lso({}, snapshot(partitions=(partition(hwm=20, lso=10),), at=0), 0, S)
+    tracks, (episode,), _ = lso.update_lso(tracks, snapshot(partitions=(partition(hwm=30, lso=10),)), 31_000, S)
+    other = snapshot(partitions=(partition(tp=TP1, hwm=5, lso=5),))
+    _, active, (ended,) = lso.update_lso(tracks, other, 40_000, S)
+    assert active == [] and ended.tp == episode.tp and ended.ended_ms == 40_000
+
+
+def test_lag_ignores_groups_without_a_committed_offset_and_unwatched_partitions() -> None:
+    part = partition(hwm=120, lso=100)
+    group = GroupSnapshot("g", "Stable", "consumer", {TP: -1, TP1: 5})
+    assert lag.group_lags(snapshot(partitions=(part,), groups=(group,)), {}, 0) == []
+
+
+def test_residual_of_one_is_lag_while_a_transaction_is_open() -> None:
+    part = partition(hwm=101, lso=101, producers=(producer(start=None, coordinator_epoch=2, last_ms=5),
+                                                   producer(pid=8, start=90, coordinator_epoch=1, last_ms=1)))
+    group = GroupSnapshot("g", "Stable", "consumer", {TP: 100})
+    (row,) = lag.group_lags(snapshot(partitions=(part,), groups=(group,)), {}, 0)
+    assert row.lag_lso == 1
+
+
+def test_verification_keeps_clocks_of_partitions_it_could_not_ask() -> None:
+    open_p = partition(producers=(producer(pid=7, start=10),))
+    pending, _ = verification.check({}, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP1,)),)), 0, S)
+    pending, blind = verification.check(pending, snapshot(partitions=(partition(producers=None),)), 5_000, S)
+    assert blind.checks == 0 and list(pending.values())[0].first_seen_ms == 0
+    _, seen = verification.check(pending, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP,)),)), 9_000, S)
+    assert [s.verification_ms for s in seen.samples] == [9_000]
