@@ -1,3 +1,5 @@
+"""Fixtures of the alerting tests, imported by each test module so they also run with --noconftest."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import CLUSTER, alerts, at, hanging, outbox, rules, step
 from txnwatch.alerting import Condition, evaluate
 from txnwatch.alerting.conditions import (

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import T0, hanging, rules
 from txnwatch.alerting import OutboxDispatcher, evaluate
 from txnwatch.alerting.outbox import Backoff, Delivery
