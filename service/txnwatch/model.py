@@ -297,7 +297,8 @@ class LsoStall:
 
     @property
     def incident_key(self) -> str:
-        return incident_key(self.cluster, self.tp, self.blocking_producer_id if self.blocking_producer_id is not None else -1)
+        """Per partition: the blocking producer may be unknown at first and must not change the key."""
+        return f"{self.cluster}/{self.tp}"
 
 
 @dataclass(frozen=True, slots=True)

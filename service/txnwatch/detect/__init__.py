@@ -70,7 +70,8 @@ class Findings:
 def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
              settings: DetectionSettings = DetectionSettings()) -> tuple[DetectorState, Findings]:
     """One poll's detection: pure, so replaying the same snapshots yields the same findings."""
-    hanging_found, undetermined = hanging.find_hanging(snapshot, now_ms, settings)
+    hanging_found, undetermined = hanging.find_hanging(snapshot, now_ms, settings,
+                                                       verification.open_producers(previous.verification))
     prepare_since = hanging.track_prepare(previous.prepare_since, snapshot, now_ms)
     lso_tracks, stalls, ended = lso.update_lso(previous.lso, snapshot, now_ms, settings)
     pending, checked = verification.check(previous.verification, snapshot, now_ms, settings)

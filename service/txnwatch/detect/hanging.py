@@ -18,7 +18,7 @@ coordinator failover must not page anyone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from txnwatch.detect.errors import BY_NAME
 from txnwatch.detect.settings import DetectionSettings
@@ -89,8 +89,9 @@ def _judge(snapshot: ClusterSnapshot, tp: TopicPartition, producer_id: int, list
     return unknown[0] if unknown else verdicts[-1]
 
 
-def find_hanging(snapshot: ClusterSnapshot, now_ms: int,
-                 settings: DetectionSettings) -> tuple[list[HangingTransaction], list[Undetermined]]:
+def find_hanging(snapshot: ClusterSnapshot, now_ms: int, settings: DetectionSettings,
+                 known_open: Mapping[TopicPartition, Collection[int]] | None = None,
+                 ) -> tuple[list[HangingTransaction], list[Undetermined]]:
     """Kafka's find-hanging over one snapshot, with "could not ask" kept apart from "hanging".
 
     The age is ``now - lastTimestamp`` of the producer on the partition, strictly greater
@@ -106,7 +107,10 @@ def find_hanging(snapshot: ClusterSnapshot, now_ms: int,
     undetermined: list[Undetermined] = []
     for tp, partition in sorted(snapshot.partitions.items()):
         if partition.producers is None:
-            undetermined.append(Undetermined(snapshot.cluster, tp, None, "DescribeProducers failed"))
+            # Name the producers last seen with open transactions here, so an incident about
+            # one of them is carried over rather than resolved while the leader is silent.
+            pids = sorted((known_open or {}).get(tp, ())) or [None]
+            undetermined.extend(Undetermined(snapshot.cluster, tp, pid, "DescribeProducers failed") for pid in pids)
             continue
         for producer in partition.producers:
             start, last_ms = producer.current_txn_start_offset, producer.last_timestamp_ms

@@ -80,3 +80,11 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
                         state = Pending(state.first_seen_ms, verified=state.verified, failed=True)
             pending[key] = state
     return pending, VerificationCheck(checks, failures, tuple(samples))
+
+
+def open_producers(pending: Mapping[OpenKey, Pending]) -> dict[TopicPartition, frozenset[int]]:
+    """Producer ids last seen with an open transaction, per partition."""
+    found: dict[TopicPartition, set[int]] = {}
+    for tp, producer_id, _ in pending:
+        found.setdefault(tp, set()).add(producer_id)
+    return {tp: frozenset(pids) for tp, pids in found.items()}

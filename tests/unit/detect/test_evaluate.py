@@ -75,3 +75,15 @@ def test_lso_tracks_survive_a_poll_without_partitions() -> None:
     tracks, _, _ = lso_detect.update_lso({}, _polls()[0], 0, S)
     kept, active, ended = lso_detect.update_lso(tracks, snapshot(at=5_000), 5_000, S)
     assert kept == tracks and active == [] and ended == []
+
+
+def test_hanging_incident_stays_undetermined_while_its_leader_is_silent() -> None:
+    polls = _polls()
+    state = INITIAL
+    for snap in polls:
+        state, findings = evaluate(state, snap, snap.taken_at_ms, S)
+    assert [h.incident_key for h in findings.hanging] == ["c/orders-0/7"]
+    silent = replace(polls[-1], partitions={TP: partition(hwm=None, lso=None, producers=None)})
+    _, blind = evaluate(state, silent, MAX_TIMEOUT + 15_000, S)
+    assert blind.hanging == () and [(u.tp, u.producer_id) for u in blind.undetermined] == [(TP, 7)]
+    assert [s.incident_key for s in blind.lso_stalls] == ["c/orders-0"]

@@ -139,3 +139,9 @@ def test_only_ongoing_transactions_can_be_overdue() -> None:
     snap = snapshot(txns=(txn(state=TxnState.PREPARE_COMMIT, start=0, timeout=10_000),
                           txn("b", pid=8, start=None)))
     assert hanging.find_overdue(snap, 10**9, S) == []
+
+
+def test_silent_leader_names_the_producers_last_seen_open_there() -> None:
+    snap = snapshot(partitions=(partition(producers=None),))
+    found, undetermined = hanging.find_hanging(snap, OLD, S, {TP: frozenset({7, 9})})
+    assert found == [] and sorted(u.producer_id for u in undetermined) == [7, 9]
