@@ -1,0 +1,264 @@
+"""History archive: the store's history tables as hive-partitioned Parquet for the pipeline.
+
+Layout under the archive root (a local path or any URI ``pyarrow.fs`` understands)::
+
+    _manifest.json
+    <table>/cluster=<name>/date=YYYY-MM-DD/part-<first id>-<last id>.parquet
+
+The manifest is the archive's commit log: readers take only the files it lists,
+and the exporter deletes files it does not list before writing.  A crash between
+writing files and rewriting the manifest therefore leaves orphans that are never
+read and are removed on the next run, which re-exports the same rows — no
+duplicates, whatever the chunk boundaries turn out to be.  The manifest is replaced
+atomically (write a temporary file, then rename).
+
+Append-only tables are exported incrementally by id.  Episodes (LSO stalls, hanging
+transactions) are updated in place until they end, so only *closed* episodes are
+exported, once, into the date they started; the ids of episodes still open at the
+last export are remembered in the manifest and picked up when they close.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from sqlalchemy import Engine, select
+from sqlalchemy.sql import ColumnElement
+
+from txnwatch.store import models as m
+
+MANIFEST = "_manifest.json"
+MANIFEST_VERSION = 1
+DEFAULT_CHUNK_ROWS = 50_000
+
+_TS = pa.timestamp("us", tz="UTC")
+_STRINGS = pa.list_(pa.string())
+
+
+@dataclass(frozen=True)
+class ArchiveTable:
+    """How one history table maps to the archive."""
+
+    name: str
+    model: type[m.Base]
+    time_column: str
+    schema: pa.Schema
+    end_column: str | None = None  # episodes: exported once this is set
+
+    @property
+    def episodic(self) -> bool:
+        return self.end_column is not None
+
+
+def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field("id", pa.int64(), nullable=False), *(pa.field(n, t) for n, t in fields)])
+
+
+TABLES: dict[str, ArchiveTable] = {t.name: t for t in (
+    ArchiveTable("transitions", m.TransactionTransition, "observed_at", _schema(
+        ("transactional_id", pa.string()), ("observed_at", _TS), ("from_state", pa.string()),
+        ("to_state", pa.string()), ("producer_id", pa.int64()), ("producer_epoch", pa.int32()),
+        ("prev_producer_id", pa.int64()), ("prev_producer_epoch", pa.int32()), ("timeout_ms", pa.int64()),
+        ("txn_started_at", _TS), ("partitions", _STRINGS), ("events", _STRINGS), ("duration_ms", pa.int64()))),
+    ArchiveTable("offsets", m.PartitionOffsetSample, "sampled_at", _schema(
+        ("topic", pa.string()), ("partition", pa.int32()), ("sampled_at", _TS), ("leader", pa.int32()),
+        ("high_watermark", pa.int64()), ("last_stable_offset", pa.int64()), ("log_start_offset", pa.int64()),
+        ("open_transactions", pa.int32()))),
+    ArchiveTable("lso_stalls", m.LsoStallEpisode, "started_at", _schema(
+        ("topic", pa.string()), ("partition", pa.int32()), ("started_at", _TS), ("ended_at", _TS),
+        ("last_seen_at", _TS), ("stalled_lso", pa.int64()), ("max_gap", pa.int64()),
+        ("blocking_producer_id", pa.int64()), ("blocking_producer_epoch", pa.int32()),
+        ("blocking_transactional_id", pa.string())), end_column="ended_at"),
+    ArchiveTable("hanging", m.HangingEpisode, "first_seen_at", _schema(
+        ("incident_key", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("producer_id", pa.int64()), ("producer_epoch", pa.int32()), ("transactional_id", pa.string()),
+        ("coordinator_id", pa.int32()), ("reason", pa.string()), ("txn_start_offset", pa.int64()),
+        ("last_write_at", _TS), ("first_seen_at", _TS), ("last_seen_at", _TS), ("resolved_at", _TS)),
+        end_column="resolved_at"),
+    ArchiveTable("verification", m.VerificationSample, "observed_at", _schema(
+        ("topic", pa.string()), ("partition", pa.int32()), ("producer_id", pa.int64()),
+        ("transactional_id", pa.string()), ("observed_at", _TS), ("verification_ms", pa.int64()),
+        ("failed", pa.bool_()))),
+    ArchiveTable("lag", m.ConsumerLagSample, "sampled_at", _schema(
+        ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("sampled_at", _TS),
+        ("committed_offset", pa.int64()), ("lag_hwm", pa.int64()), ("lag_lso", pa.int64()),
+        ("lag_seconds", pa.float64()))),
+)}
+
+
+# -- filesystem and manifest ---------------------------------------------------------------
+
+
+def open_archive(uri: str) -> tuple[pafs.FileSystem, str]:
+    """A local path or a filesystem URI (s3://, hdfs://, gs://, file://) to (filesystem, root path)."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+    return pafs.FileSystem.from_uri(uri)
+
+
+@dataclass
+class TableState:
+    last_id: int = 0
+    open_ids: list[int] = field(default_factory=list)
+    files: dict[str, int] = field(default_factory=dict)  # relative path -> rows
+
+    @property
+    def rows(self) -> int:
+        return sum(self.files.values())
+
+
+@dataclass
+class Manifest:
+    tables: dict[str, TableState] = field(default_factory=dict)
+
+    def table(self, name: str) -> TableState:
+        return self.tables.setdefault(name, TableState())
+
+    def to_json(self) -> str:
+        return json.dumps({"version": MANIFEST_VERSION, "tables": {
+            name: {"last_id": s.last_id, "open_ids": s.open_ids, "rows": s.rows,
+                   "files": [{"path": p, "rows": n} for p, n in sorted(s.files.items())]}
+            for name, s in sorted(self.tables.items())}}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        raw = json.loads(text)
+        if raw.get("version") != MANIFEST_VERSION:
+            raise ValueError(f"unsupported archive manifest version {raw.get('version')!r}")
+        return cls({name: TableState(t["last_id"], list(t.get("open_ids", [])),
+                                     {f["path"]: int(f["rows"]) for f in t["files"]})
+                    for name, t in raw["tables"].items()})
+
+
+def read_manifest(fs: pafs.FileSystem, root: str) -> Manifest:
+    path = posixpath.join(root, MANIFEST)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return Manifest()
+    with fs.open_input_stream(path) as f:
+        return Manifest.from_json(f.read().decode())
+
+
+def write_manifest(fs: pafs.FileSystem, root: str, manifest: Manifest) -> None:
+    fs.create_dir(root, recursive=True)
+    tmp = posixpath.join(root, f".{MANIFEST}.{uuid.uuid4().hex}.tmp")
+    with fs.open_output_stream(tmp) as f:
+        f.write(manifest.to_json().encode())
+    fs.move(tmp, posixpath.join(root, MANIFEST))
+
+
+def partition_dir(table: str, cluster: str, day: str) -> str:
+    return f"{table}/cluster={quote(cluster, safe='')}/date={day}"
+
+
+# -- export ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    table: str
+    rows: int
+    files: int
+    removed_orphans: int
+
+
+def _remove_orphans(fs: pafs.FileSystem, root: str, table: str, state: TableState) -> int:
+    base = posixpath.join(root, table)
+    if fs.get_file_info(base).type == pafs.FileType.NotFound:
+        return 0
+    removed = 0
+    for info in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
+        rel = posixpath.relpath(info.path, root)
+        if info.type == pafs.FileType.File and rel not in state.files:
+            fs.delete_file(info.path)
+            removed += 1
+    return removed
+
+
+def _select(spec: ArchiveTable) -> Any:
+    model = spec.model
+    cols = [getattr(model, f.name) for f in spec.schema]
+    return (select(m.Cluster.name, *cols)
+            .join(m.Cluster, m.Cluster.id == model.cluster_id)  # type: ignore[attr-defined]
+            .order_by(model.id))  # type: ignore[attr-defined]
+
+
+def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
+            chunk_rows: int) -> Iterator[list[Any]]:
+    """Keyset pagination by id: memory stays at one chunk whatever the table's size."""
+    model_id = spec.model.id  # type: ignore[attr-defined]
+    after = -1
+    while True:
+        with engine.connect() as conn:
+            rows = conn.execute(_select(spec).where(where, model_id > after).limit(chunk_rows)).all()
+        if not rows:
+            return
+        yield rows
+        after = rows[-1][1]
+
+
+def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[Any],
+                 state: TableState) -> int:
+    time_index = 1 + spec.schema.get_field_index(spec.time_column)
+    buckets: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for row in rows:
+        at: datetime = row[time_index]
+        buckets[(row[0], at.date().isoformat())].append(row)
+    for (cluster, day), bucket in sorted(buckets.items()):
+        columns = {f.name: [r[i + 1] for r in bucket] for i, f in enumerate(spec.schema)}
+        table = pa.Table.from_pydict(columns, schema=spec.schema)
+        directory = posixpath.join(root, partition_dir(spec.name, cluster, day))
+        fs.create_dir(directory, recursive=True)
+        name = f"part-{bucket[0][1]:012d}-{bucket[-1][1]:012d}.parquet"
+        pq.write_table(table, posixpath.join(directory, name), filesystem=fs, compression="zstd")
+        state.files[posixpath.join(partition_dir(spec.name, cluster, day), name)] = len(bucket)
+    return len(buckets)
+
+
+def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest, spec: ArchiveTable,
+                 chunk_rows: int = DEFAULT_CHUNK_ROWS) -> ExportResult:
+    state = manifest.table(spec.name)
+    orphans = _remove_orphans(fs, root, spec.name, state)
+    model_id = spec.model.id  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        high = conn.execute(select(model_id).order_by(model_id.desc()).limit(1)).scalar() or state.last_id
+    fresh = (model_id > state.last_id) & (model_id <= high)
+    rows = files = 0
+    if not spec.episodic:
+        for chunk in _chunks(engine, spec, fresh, chunk_rows):
+            files += _write_chunk(fs, root, spec, chunk, state)
+            rows += len(chunk)
+            state.last_id = chunk[-1][1]
+            write_manifest(fs, root, manifest)
+        state.last_id = max(state.last_id, high)
+    else:
+        end = getattr(spec.model, spec.end_column)  # type: ignore[arg-type]
+        candidates = fresh | model_id.in_(state.open_ids) if state.open_ids else fresh
+        for chunk in _chunks(engine, spec, candidates & end.is_not(None), chunk_rows):
+            files += _write_chunk(fs, root, spec, chunk, state)
+            rows += len(chunk)
+        with engine.connect() as conn:
+            state.open_ids = sorted(conn.execute(select(model_id).where(candidates & end.is_(None))).scalars())
+        state.last_id = max(state.last_id, high)
+    write_manifest(fs, root, manifest)
+    return ExportResult(spec.name, rows, files, orphans)
+
+
+def export_history(engine: Engine, archive_uri: str, tables: Mapping[str, ArchiveTable] = TABLES,
+                   chunk_rows: int = DEFAULT_CHUNK_ROWS) -> list[ExportResult]:
+    """Export everything new since the last run; safe to re-run and to run after a crash."""
+    fs, root = open_archive(archive_uri)
+    fs.create_dir(root, recursive=True)
+    manifest = read_manifest(fs, root)
+    return [export_table(engine, fs, root, manifest, spec, chunk_rows) for spec in tables.values()]
