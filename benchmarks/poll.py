@@ -47,6 +47,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import signal
 import statistics
 import subprocess
@@ -860,6 +861,7 @@ def main() -> None:
     lab = start_lab(LabSettings(brokers=3, transactions=TransactionSettings(max_timeout_ms=txn_timeout_ms)),
                     lab_dir, die_with_parent=True, quiet=True)
     results: dict[str, dict[str, Any] | None] = {}
+    completed = False
     try:
         bootstrap = lab.bootstrap_servers
         print(f"lab up in {time.monotonic() - t0:.0f} s: {bootstrap}")
@@ -893,10 +895,15 @@ def main() -> None:
         report(scale, args.latency_ms if len(latencies) > 1 else 0.0, results, repeat, loads)
         print("brokers after the run (512 MB heaps): " + "; ".join(heaps))
         print(f"total run time {time.monotonic() - t0:.0f} s")
+        completed = True
     finally:
         signal.alarm(0)
         print("tearing the lab down")
         lab.down()
+        if completed:  # a failed run keeps its broker logs for a look
+            shutil.rmtree(lab_dir, ignore_errors=True)
+        else:
+            print(f"lab directory kept for its logs: {lab_dir}")
 
 
 if __name__ == "__main__":
