@@ -117,12 +117,11 @@ class OutboxDispatcher:
         except Exception as exc:  # a notifier bug must not kill the loop, nor be mistaken for a 4xx
             log.exception("notifier %s crashed on outbox event %s", event.channel, event.id)
             delivery = Delivery("retry", f"{type(exc).__name__}: {exc}")
-        attempts = event.attempts + 1
         with self._sessions.begin() as session:
             row = session.get(m.OutboxEvent, event.id, with_for_update=True)
             if row is None or row.status != PENDING:
                 return True  # settled elsewhere (e.g. another replica); nothing to do
-            row.attempts = attempts
+            attempts = row.attempts = row.attempts + 1
             if delivery.outcome == "sent":
                 row.status, row.sent_at, row.last_error = SENT, now, None
                 stats.sent += 1
