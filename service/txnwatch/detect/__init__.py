@@ -3,7 +3,19 @@
 No I/O and no clock of its own: the collector passes ``now_ms``, tests pass any
 instant they like.  Everything a poll needs to remember for the next one lives in
 the immutable :class:`DetectorState`, so a replica that becomes leader simply starts
-from :data:`INITIAL` and a replayed snapshot always yields the same findings.
+from :data:`INITIAL` and a replayed snapshot sequence always yields the same findings.
+
+One module per question:
+
+* :mod:`~txnwatch.detect.hanging` — Kafka's find-hanging, overdue and stuck Prepare*;
+* :mod:`~txnwatch.detect.lso` — LSO stall episodes;
+* :mod:`~txnwatch.detect.verification` — KIP-890-style verification time and failures;
+* :mod:`~txnwatch.detect.transitions` — coordinator history and derived events;
+* :mod:`~txnwatch.detect.lag` — read_committed consumer lag;
+* :mod:`~txnwatch.detect.errors` — KIP-1050 classes of wire error codes.
+
+Whatever the poll could not learn (a failed listing, a silent coordinator or
+partition leader) is *undetermined*: it neither raises nor clears an incident.
 """
 
 from __future__ import annotations
@@ -12,7 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from txnwatch.detect import hanging, lag, lso, transitions, verification
+from txnwatch.detect.errors import classify
 from txnwatch.detect.settings import DetectionSettings
+from txnwatch.detect.transitions import TxnEvent
+from txnwatch.detect.verification import VerificationCheck
 from txnwatch.model import (
     ClusterSnapshot,
     GroupLag,
@@ -26,7 +41,8 @@ from txnwatch.model import (
     Undetermined,
 )
 
-__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "evaluate", "event_counts"]
+__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "TxnEvent", "VerificationCheck", "classify",
+           "evaluate", "event_counts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +78,7 @@ class Findings:
     lso_stalls: tuple[LsoStall, ...] = ()
     lso_stalls_opened: tuple[LsoStall, ...] = ()
     lso_stalls_ended: tuple[LsoStall, ...] = ()
-    verification: verification.VerificationCheck = verification.VerificationCheck(0, 0, ())
+    verification: VerificationCheck = VerificationCheck(0, 0, ())
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
 

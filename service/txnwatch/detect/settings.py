@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class DetectionSettings:
+    """Every threshold trades a false alarm against a late one; defaults favour no false alarm."""
+
     #: Added to transaction.max.timeout.ms before an open transaction on a partition is a hanging
     #: candidate.  Kafka's find-hanging uses 0; kafka-python's helper uses 5 minutes.
     hanging_margin_ms: int = 0
@@ -25,6 +27,14 @@ class DetectionSettings:
     verification_grace_ms: int = 10_000
     #: Samples of the LSO kept per partition for time-lag estimates.
     lso_history: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("hanging_margin_ms", "timeout_grace_ms", "prepare_stuck_ms", "lso_stall_ms",
+                     "verification_grace_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if self.lso_history < 2:
+            raise ValueError("lso_history must keep at least 2 samples")
 
     @classmethod
     def from_config(cls, config: "DetectionConfig") -> "DetectionSettings":

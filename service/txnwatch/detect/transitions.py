@@ -37,8 +37,25 @@ Stuck Prepare* is a duration, not a transition; :mod:`txnwatch.detect.hanging` r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 
 from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition, TxnState
+
+
+class TxnEvent(StrEnum):
+    """Names of the events a :class:`Transition` carries (plain strings on the wire and in rows)."""
+
+    NEW = "new"
+    COMMIT = "commit"
+    ABORT = "abort"
+    COMPLETED_BETWEEN_POLLS = "completed_between_polls"
+    EPOCH_BUMP = "epoch_bump"
+    PRODUCER_ID_CHANGE = "producer_id_change"
+    TIMEOUT_ABORT = "timeout_abort"
+    FENCED = "fenced"
+    INIT_PRODUCER_ID = "init_producer_id"
+    ILLEGAL_TRANSITION = "illegal_transition"
+    EXPIRED = "expired"
 
 _COMMITS = frozenset({TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT})
 _ABORTS = frozenset({TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT})
@@ -61,8 +78,8 @@ def _same_transaction(prev: TransactionDescription, cur: TransactionDescription)
             and prev.start_time_ms == cur.start_time_ms)
 
 
-def _outcome(prev: TransactionDescription, cur: TransactionDescription, same: bool) -> str | None:
-    for outcome, states in (("commit", _COMMITS), ("abort", _ABORTS)):
+def _outcome(prev: TransactionDescription, cur: TransactionDescription, same: bool) -> TxnEvent | None:
+    for outcome, states in ((TxnEvent.COMMIT, _COMMITS), (TxnEvent.ABORT, _ABORTS)):
         if cur.state in states and not (same and prev.state in states):
             return outcome
     return None
@@ -71,29 +88,29 @@ def _outcome(prev: TransactionDescription, cur: TransactionDescription, same: bo
 def derive_events(prev: TransactionDescription | None, cur: TransactionDescription, now_ms: int) -> tuple[str, ...]:
     """What the move from ``prev`` to ``cur`` (both of one id, consecutive polls) implies; see the module doc."""
     if prev is None:
-        return ("new",)
-    events: list[str] = []
+        return (TxnEvent.NEW.value,)
+    events: list[TxnEvent] = []
     same = _same_transaction(prev, cur)
     if (outcome := _outcome(prev, cur, same)) is not None:
         events.append(outcome)
     if (prev.state.is_open and cur.state is TxnState.ONGOING and not same
             and prev.producer_id == cur.producer_id):
-        events.append("completed_between_polls")
+        events.append(TxnEvent.COMPLETED_BETWEEN_POLLS)
     if cur.producer_id != prev.producer_id:
-        events.append("producer_id_change")
+        events.append(TxnEvent.PRODUCER_ID_CHANGE)
     elif cur.producer_epoch > prev.producer_epoch:
-        events.append("epoch_bump")
+        events.append(TxnEvent.EPOCH_BUMP)
         outlived = (prev.state is TxnState.ONGOING and prev.start_time_ms is not None
                     and now_ms - prev.start_time_ms >= prev.timeout_ms)
         if outlived and cur.state in _ABORTS:
-            events.append("timeout_abort")
+            events.append(TxnEvent.TIMEOUT_ABORT)
         elif cur.state is TxnState.PREPARE_EPOCH_FENCE or (prev.state.is_open and cur.state is TxnState.EMPTY):
-            events.append("fenced")
+            events.append(TxnEvent.FENCED)
         elif cur.state is TxnState.EMPTY:
-            events.append("init_producer_id")
+            events.append(TxnEvent.INIT_PRODUCER_ID)
     if same and cur.state in _ILLEGAL.get(prev.state, frozenset()):
-        events.append("illegal_transition")
-    return tuple(events)
+        events.append(TxnEvent.ILLEGAL_TRANSITION)
+    return tuple(event.value for event in events)
 
 
 def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapshot,
@@ -121,7 +138,8 @@ def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapsh
         if complete and not listed:
             transitions.append(Transition(
                 snapshot.cluster, txn_id, now_ms, prev.state, TxnState.DEAD, prev.producer_id, prev.producer_epoch,
-                prev.producer_id, prev.producer_epoch, prev.timeout_ms, prev.start_time_ms, frozenset(), ("expired",)))
+                prev.producer_id, prev.producer_epoch, prev.timeout_ms, prev.start_time_ms, frozenset(),
+                (TxnEvent.EXPIRED.value,)))
         else:
             remembered[txn_id] = prev  # not asked this time: remember, don't guess
     return remembered, transitions

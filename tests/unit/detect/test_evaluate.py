@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate, event_counts
 from txnwatch.detect import lso as lso_detect
 from txnwatch.model import GroupSnapshot, HangingReason, TxnState
@@ -87,3 +89,10 @@ def test_hanging_incident_stays_undetermined_while_its_leader_is_silent() -> Non
     _, blind = evaluate(state, silent, MAX_TIMEOUT + 15_000, S)
     assert blind.hanging == () and [(u.tp, u.producer_id) for u in blind.undetermined] == [(TP, 7)]
     assert [s.incident_key for s in blind.lso_stalls] == ["c/orders-0"]
+
+
+def test_settings_refuse_nonsense() -> None:
+    with pytest.raises(ValueError, match="lso_stall_ms"):
+        DetectionSettings(lso_stall_ms=-1)
+    with pytest.raises(ValueError, match="lso_history"):
+        DetectionSettings(lso_history=1)
