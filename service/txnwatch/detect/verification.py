@@ -13,7 +13,7 @@ poll interval; the value of the metric is in the failures and the tail.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import ClusterSnapshot, TopicPartition, VerificationSample
@@ -24,9 +24,18 @@ OpenKey = tuple[TopicPartition, int, int]
 
 @dataclass(frozen=True, slots=True)
 class Pending:
+    """One open (partition, producer, start offset) across polls.
+
+    ``agreed_ms`` is the last poll at which the coordinator listed the partition: the
+    grace period runs from there (or from the first sighting), so a transaction that
+    just completed — the coordinator cleared its partitions, the partition's own
+    view has not caught up within this poll — is not a failure however long it ran.
+    """
+
     first_seen_ms: int
     verified: bool = False
     failed: bool = False
+    agreed_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +45,8 @@ class VerificationCheck:
     samples: tuple[VerificationSample, ...]
 
 
-def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int, tp: TopicPartition) -> tuple[bool | None, str | None]:
+def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,
+                      tp: TopicPartition) -> tuple[bool | None, str | None]:
     """True/False: the coordinator does/doesn't list the partition; None: we could not ask."""
     ids = snapshot.transactional_ids_for_producer(producer_id)
     if not ids:
@@ -68,16 +78,17 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
             listed, txn_id = _coordinator_view(snapshot, producer.producer_id, tp)
             if listed is not None:
                 checks += 1
-                if listed and not state.verified:
-                    samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id, now_ms,
-                                                      now_ms - state.first_seen_ms, failed=False))
-                    state = Pending(state.first_seen_ms, verified=True, failed=state.failed)
-                elif not listed and now_ms - state.first_seen_ms > settings.verification_grace_ms:
+                if listed:
+                    if not state.verified:
+                        samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
+                                                          now_ms, now_ms - state.first_seen_ms, failed=False))
+                    state = replace(state, verified=True, agreed_ms=now_ms)
+                elif now_ms - (state.agreed_ms or state.first_seen_ms) > settings.verification_grace_ms:
                     failures += 1
                     if not state.failed:
                         samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
                                                           now_ms, None, failed=True))
-                        state = Pending(state.first_seen_ms, verified=state.verified, failed=True)
+                        state = replace(state, failed=True)
             pending[key] = state
     return pending, VerificationCheck(checks, failures, tuple(samples))
 

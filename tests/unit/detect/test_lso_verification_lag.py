@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from txnwatch.detect import lag, lso, verification
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import GroupSnapshot, TopicPartition
+from txnwatch.model import GroupSnapshot, TopicPartition, TxnState
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot, txn
 
@@ -137,3 +137,14 @@ def test_verification_keeps_clocks_of_partitions_it_could_not_ask() -> None:
     assert blind.checks == 0 and list(pending.values())[0].first_seen_ms == 0
     _, seen = verification.check(pending, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP,)),)), 9_000, S)
     assert [s.verification_ms for s in seen.samples] == [9_000]
+
+
+def test_long_verified_transaction_that_just_completed_is_no_failure() -> None:
+    open_p = partition(producers=(producer(pid=7, start=10),))
+    pending, _ = verification.check({}, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP,)),)), 0, S)
+    pending, _ = verification.check(pending, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP,)),)), 60_000, S)
+    done = snapshot(partitions=(open_p,), txns=(txn(state=TxnState.COMPLETE_COMMIT, partitions=()),))
+    pending, racing = verification.check(pending, done, 65_000, S)
+    assert racing.failures == 0 and racing.checks == 1
+    _, stuck = verification.check(pending, done, 71_000, S)
+    assert stuck.failures == 1
