@@ -39,3 +39,5 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     logging.getLogger("kafka").setLevel(max(logging.getLevelName(level), logging.ERROR))
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # httpx logs whole request URLs at INFO, and webhook URLs carry their secret.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
