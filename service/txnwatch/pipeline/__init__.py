@@ -1,1 +1,1 @@
-
+"""PySpark rollups over the Parquet history archive (see docs/pipeline.md)."""

@@ -1,0 +1,53 @@
+"""Rollup loading and report queries on SQLite and real PostgreSQL (no Spark needed)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import Engine
+
+from txnwatch.store.db import make_sessionmaker
+from txnwatch.store.rollups import daily_rollups, lag_rollups, replace_window, top_offenders, topic_rollups
+
+DAY = datetime(2026, 11, 20, tzinfo=timezone.utc)
+
+
+def _txn(day: datetime, prefix: str, count: int, period: str = "day") -> dict[str, object]:
+    return {"cluster": "c1", "period": period, "period_start": day.replace(tzinfo=None), "txn_prefix": prefix,
+            "topic": "*", "txn_count": count, "commits": count, "aborts": 0, "timeout_aborts": 0, "fences": 0,
+            "duration_ms_p50": 1.0, "duration_ms_p95": 2.0, "duration_ms_p99": 3.0, "commit_rate": 1.0,
+            "abort_rate": 0.0, "timeout_abort_rate": 0.0, "fence_rate": 0.0}
+
+
+def test_replace_window_and_queries(engine: Engine) -> None:
+    sessions = make_sessionmaker(engine)
+    rows = {
+        "transactions": [_txn(DAY, "appA", 5), _txn(DAY, "appB", 2), _txn(DAY + timedelta(hours=3), "appA", 1, "hour"),
+                         _txn(DAY + timedelta(days=1), "appA", 9)],
+        "topics": [{"cluster": "c1", "period": "day", "period_start": DAY, "topic": "orders", "offset_samples": 2,
+                    "max_hwm_lso_gap": 600, "lso_stalls": 1, "lso_stall_minutes": 30.0, "hanging_txns": 1,
+                    "verification_samples": 4, "verification_failures": 1, "verification_failure_rate": 0.25}],
+        "lag": [{"cluster": "c1", "period": "day", "period_start": DAY, "group_id": "g1", "topic": "orders",
+                 "samples": 5, "lag_lso_p99": 100.0, "lag_lso_max": 100}],
+        "offenders": [{"cluster": "c1", "period": "day", "period_start": DAY, "kind": "txn_aborts", "rank": r,
+                       "subject": f"appA-{r}", "value": 10.0 - r} for r in (1, 2, 3)],
+    }
+    with sessions.begin() as s:
+        assert replace_window(s, DAY, DAY + timedelta(days=2), rows)["transactions"] == 4
+    with sessions() as s:
+        daily = daily_rollups(s, "c1", DAY, DAY + timedelta(days=2))
+        assert [(r.period_start, r.txn_prefix, r.txn_count) for r in daily] == [
+            (DAY, "appA", 5), (DAY, "appB", 2), (DAY + timedelta(days=1), "appA", 9)]
+        assert topic_rollups(s, "c1", DAY, DAY + timedelta(days=1))[0].lso_stall_minutes == 30.0
+        assert lag_rollups(s, "c1", DAY, DAY + timedelta(days=1), group_id="g1")[0].lag_lso_max == 100
+        assert [o.subject for o in top_offenders(s, "c1", DAY, DAY + timedelta(days=1), "txn_aborts", limit=2)] == [
+            "appA-1", "appA-2"]
+        assert daily_rollups(s, "other", DAY, DAY + timedelta(days=2)) == []
+
+    # A rerun of the first day only replaces that day: appB went quiet, the next day is untouched.
+    with sessions.begin() as s:
+        replace_window(s, DAY, DAY + timedelta(days=1), {"transactions": [_txn(DAY, "appA", 6)]})
+    with sessions() as s:
+        assert [(r.txn_prefix, r.txn_count) for r in daily_rollups(s, "c1", DAY, DAY + timedelta(days=2))] == [
+            ("appA", 6), ("appA", 9)]
+        assert top_offenders(s, "c1", DAY, DAY + timedelta(days=1)) == []
