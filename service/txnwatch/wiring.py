@@ -63,6 +63,8 @@ def wire_collection(runtime: Runtime) -> None:
                                                                 settings.retention.days)),
                       RETENTION_INTERVAL_S, "store:retention")
     runtime.starters.insert(0, leadership.refresh)
+    runtime.starters.append(_when(leadership.is_leader, lambda: alerting.retire_clusters(
+        [c.name for c in settings.clusters], datetime.now(timezone.utc))))
     runtime.starters.append(collector.start)
     runtime.starters.append(alerting.start)
     # Stopped in reverse: finish the current poll, then flush the outbox, then hand leadership over.
