@@ -29,7 +29,9 @@ class LsoTrack:
     caught_up: bool = False
 
 
-def _blocker(snapshot: ClusterSnapshot, partition: PartitionSnapshot, lso: int) -> tuple[int | None, int | None, str | None]:
+def _blocker(snapshot: ClusterSnapshot, partition: PartitionSnapshot,
+             lso: int) -> tuple[int | None, int | None, str | None]:
+    """The producer whose open transaction starts at the LSO: the one holding it there."""
     for producer in partition.producers or ():
         if producer.current_txn_start_offset == lso:
             ids = snapshot.transactional_ids_for_producer(producer.producer_id)

@@ -53,7 +53,8 @@ def snapshots(draw: st.DrawFn, at: int, blackout: bool = False) -> ClusterSnapsh
     groups = {"g": GroupSnapshot("g", "Stable", "consumer", {tp: draw(st.integers(-1, 1000)) for tp in TPS})}
     return ClusterSnapshot("c", at, 1, listed=tuple(listed), transactions=txns, partitions=partitions, groups=groups,
                            errors=tuple(errors), listing_complete=draw(st.booleans()),
-                           unreachable_coordinators=unreachable, max_transaction_timeout_ms=draw(st.integers(0, 20_000)))
+                           unreachable_coordinators=unreachable,
+                           max_transaction_timeout_ms=draw(st.integers(0, 20_000)))
 
 
 @st.composite
