@@ -169,6 +169,11 @@ def track_prepare(previous: Mapping[str, tuple[PrepareKey, int]], snapshot: Clus
 
 def find_stuck_prepare(since: Mapping[str, tuple[PrepareKey, int]], snapshot: ClusterSnapshot, now_ms: int,
                        settings: DetectionSettings) -> list[StuckPrepare]:
+    """Prepare* longer than the threshold, measured from the first poll that saw it.
+
+    A transaction whose coordinator went silent stays reported (its clock kept by
+    :func:`track_prepare`): not knowing is no reason to resolve a stuck commit.
+    """
     stuck = []
     for txn_id, ((state, producer_id, epoch, _), entered_ms) in since.items():
         duration = now_ms - entered_ms

@@ -84,3 +84,18 @@ def test_diff_reports_changes_expiry_and_keeps_unasked_ids() -> None:
     listed = (ListedTransaction("a", 7, CC, 1),)
     kept, t4 = transitions.diff(after, snapshot(listed=listed, unreachable=frozenset({1})), 3)
     assert t4 == [] and "a" in kept
+
+
+def test_transition_rows_carry_before_and_after() -> None:
+    first, _ = transitions.diff({}, snapshot(txns=(txn(pid=7, epoch=3, state=O, start=100),)), 0)
+    _, (row,) = transitions.diff(first, snapshot(txns=(txn(pid=7, epoch=4, state=CC, start=100),)), 5_000)
+    assert (row.from_state, row.to_state, row.prev_producer_epoch, row.producer_epoch) == (O, CC, 3, 4)
+    assert row.duration_ms == 4_900 and row.events == ("commit", "epoch_bump")
+    assert all(type(e) is str for e in row.events)
+
+
+def test_new_producer_id_for_the_same_id_is_reported_once_per_change() -> None:
+    first, _ = transitions.diff({}, snapshot(txns=(txn(pid=7, epoch=32766, state=CC),)), 0)
+    after, (row,) = transitions.diff(first, snapshot(txns=(txn(pid=8, epoch=0, state=E, start=None),)), 1)
+    assert row.events == ("producer_id_change",) and (row.prev_producer_id, row.producer_id) == (7, 8)
+    assert transitions.diff(after, snapshot(txns=(txn(pid=8, epoch=0, state=E, start=None),)), 2)[1] == []
