@@ -23,8 +23,10 @@ app.add_typer(config_app, name="config")
 def _mount_subapps() -> None:
     """Sub-apps live beside their subject; their modules import nothing heavy at the top."""
     from txnwatch.lab.cli import app as lab_app
+    from txnwatch.pipeline.cli import app as pipeline_app
 
     app.add_typer(lab_app, name="lab", help="Real local Kafka clusters, workloads and fault injection.")
+    app.add_typer(pipeline_app, name="pipeline", help="PySpark rollups over the Parquet history archive.")
 
 
 _mount_subapps()
