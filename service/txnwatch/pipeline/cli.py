@@ -35,20 +35,24 @@ def _say(message: str) -> None:
 def run(
     since: Annotated[Optional[str], typer.Option(help="First UTC day (YYYY-MM-DD); default two days ago.")] = None,
     until: Annotated[Optional[str], typer.Option(help="Last UTC day, inclusive; default today.")] = None,
-    master: Annotated[str, typer.Option(help="Spark master: local[*], spark://host:7077, k8s://https://…")] = "local[*]",
+    master: Annotated[Optional[str], typer.Option(
+        help="Spark master: local[*] (default), spark://host:7077, k8s://https://…; omit under spark-submit.")] = None,
     archive: ArchiveOpt = None,
     config: ConfigOpt = None,
     prefix_rule: Annotated[str, typer.Option(help="Transactional-id prefix: last-dash, none, first:N, regex:PAT.")] = "last-dash",
     top: Annotated[int, typer.Option(help="Offenders kept per cluster, day and kind.")] = 10,
     output: Annotated[Optional[str], typer.Option(help="Where rollup Parquet goes (default <archive>/_rollups).")] = None,
     no_db: Annotated[bool, typer.Option("--no-db", help="Write Parquet only; do not load the database.")] = False,
+    export_first: Annotated[bool, typer.Option("--export/--no-export",
+                                               help="Archive new history rows before computing.")] = True,
+    driver_memory: Annotated[str, typer.Option(help="Spark driver heap; keep it under the pod's memory limit.")] = "1g",
 ) -> None:
     """Compute rollups for whole UTC days, write them as Parquet and load them into the database."""
     from txnwatch.pipeline.jobs import RollupOptions
     from txnwatch.pipeline.prefix import validate
     from txnwatch.pipeline.progress import Progress
     from txnwatch.pipeline.run import Window, run_pipeline
-    from txnwatch.pipeline.session import JavaMissing, build_session, check_java
+    from txnwatch.pipeline.session import JavaMissing, build_session, check_java, submitted
 
     settings = _settings(config)
     try:
@@ -67,19 +71,25 @@ def run(
     except JavaMissing as exc:
         _say(f"error: {exc}")
         raise typer.Exit(3) from None
-    progress = Progress()
-    with progress.stage(f"starting Spark ({master})"):
-        spark = build_session(master)
-    engine = None
-    if not no_db:
-        from txnwatch.store.db import make_engine
+    from txnwatch.store.archive import export_history
+    from txnwatch.store.db import make_engine
 
-        engine = make_engine(settings.database_url)
+    progress = Progress()
+    target = archive or settings.retention.archive_dir
+    engine = None if no_db and not export_first else make_engine(settings.database_url)
     try:
-        run_pipeline(spark, archive or settings.retention.archive_dir, window, engine,
-                     RollupOptions(prefix_rule, top), output, progress)
+        if export_first and engine is not None:
+            with progress.stage(f"exporting new history to {target}") as figures:
+                figures.update({r.table: f"{r.rows:,}" for r in export_history(engine, target)})
+        shown = master or ("as submitted" if submitted() else "local[*]")
+        with progress.stage(f"starting Spark ({shown})"):
+            spark = build_session(master, driver_memory=driver_memory)
+        try:
+            run_pipeline(spark, target, window, None if no_db else engine,
+                         RollupOptions(prefix_rule, top), output, progress)
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
         if engine is not None:
             engine.dispose()
 

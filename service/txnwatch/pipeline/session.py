@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -68,17 +69,42 @@ def base_conf(master: str) -> dict[str, str]:
         "spark.sql.shuffle.partitions": "8" if local else "64",
     }
     if local:
-        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                 "spark.driver.memory": "3g"}
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     return conf
 
 
-def build_session(master: str = "local[*]", app_name: str = "txnwatch-pipeline",
-                  extra: Mapping[str, str] | None = None) -> SparkSession:
+def _quiet_log4j() -> str:
+    """A log4j2 file that keeps the JVM's start-up chatter (before setLogLevel can act) off the terminal."""
+    path = os.path.join(tempfile.gettempdir(), "txnwatch-spark-log4j2.properties")
+    if not os.path.exists(path):
+        with open(path + ".tmp", "w") as f:
+            f.write("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+                    "appender.console.type = Console\nappender.console.name = console\n"
+                    "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+                    "appender.console.layout.pattern = spark %p %c{1}: %m%n\n")
+        os.replace(path + ".tmp", path)
+    return path
+
+
+def submitted() -> bool:
+    """Launched by spark-submit, which has already chosen the master and the driver's JVM."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(master: str | None = None, app_name: str = "txnwatch-pipeline",
+                  extra: Mapping[str, str] | None = None, driver_memory: str = "1g") -> SparkSession:
     check_java()
+    if master is None and submitted():
+        builder = SparkSession.builder.appName(app_name)
+        for key, value in (base_conf("cluster") | dict(extra or {})).items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    master = master or "local[*]"
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # skips the hostname lookup and its warning
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}"))
     for key, value in (base_conf(master) | dict(extra or {})).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
