@@ -12,6 +12,7 @@ from txnwatch.api.routers import (
     hanging,
     lso_stalls,
     partitions,
+    reports,
     transactions,
     verification,
 )
@@ -20,7 +21,8 @@ from txnwatch.api.schemas import ErrorOut
 
 API_PREFIX = "/api/v1"
 
-_READ_ROUTERS = (clusters, transactions, hanging, lso_stalls, partitions, consumer_groups, verification, alerts)
+_READ_ROUTERS = (clusters, transactions, hanging, lso_stalls, partitions, consumer_groups, verification, alerts,
+                 reports)
 
 
 def register(app: FastAPI) -> None:
