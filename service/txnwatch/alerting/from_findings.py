@@ -7,7 +7,6 @@ answer this time is carried over unchanged until a poll can decide it again.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
     from txnwatch.config import AlertRuleConfig
     from txnwatch.alerting.service import Alerting
     from txnwatch.state import LatestState
-
-log = logging.getLogger(__name__)
 
 
 def _age(ms: int) -> str:
@@ -166,11 +163,7 @@ class AlertSink:
     def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
         now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
-        result = self._alerting.evaluate(cluster, conditions, now)
-        for key in result.fired:
-            log.warning("alert firing: %s", key)
-        for key in result.resolved:
-            log.info("alert resolved: %s", key)
+        self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
         self._publish(cluster, now)
 
     def _publish(self, cluster: str, now: datetime) -> None:
