@@ -51,8 +51,9 @@ def test_sasl_wrong_password_is_unreachable(broker: SecureBroker) -> None:
     settings = ClusterConnectionSettings(name="sasl", bootstrap_servers=(broker.sasl_bootstrap,),
                                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
                                          sasl_username="alice", sasl_password="wrong", request_timeout_ms=2000)
-    with ClusterConnection(settings) as connection, pytest.raises(ClusterUnreachable):
+    with ClusterConnection(settings) as connection, pytest.raises(ClusterUnreachable) as refused:
         connection.poll()
+    assert "check the SASL credentials" in str(refused.value) and "wrong" not in str(refused.value)
 
 
 def _ssl(broker: SecureBroker, **overrides: Any) -> ClusterConnectionSettings:
@@ -72,5 +73,6 @@ def test_mutual_tls_with_custom_ca(broker: SecureBroker) -> None:
 def test_tls_without_client_certificate_is_refused(broker: SecureBroker) -> None:
     poll_until_up(_ssl(broker))
     without_certificate = _ssl(broker, ssl_certfile=None, ssl_keyfile=None)
-    with ClusterConnection(without_certificate) as connection, pytest.raises(ClusterUnreachable):
+    with ClusterConnection(without_certificate) as connection, pytest.raises(ClusterUnreachable) as refused:
         connection.poll()
+    assert "ssl_certfile" in str(refused.value)

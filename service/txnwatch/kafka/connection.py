@@ -143,8 +143,18 @@ class ClusterConnection:
                 try:
                     self._client = _Client(self._settings)
                 except Exception as exc:
-                    raise ClusterUnreachable(self._settings.name, f"bootstrap failed: {exc}") from exc
+                    raise ClusterUnreachable(self._settings.name, f"bootstrap failed: {exc}{self._security_hint()}") from exc
             return self._client
+
+    def _security_hint(self) -> str:
+        """kafka-python reports a refused login or handshake as a timeout; say where to look instead."""
+        s = self._settings
+        if s.security_protocol.startswith("SASL"):
+            return (f" (security_protocol {s.security_protocol}, sasl_mechanism {s.sasl_mechanism}: check the "
+                    "SASL credentials and that this listener enables the mechanism)")
+        if s.security_protocol == "SSL":
+            return " (security_protocol SSL: check ssl_cafile and, for mutual TLS, ssl_certfile/ssl_keyfile)"
+        return ""
 
     def _discard(self, client: _Client) -> None:
         with self._lock:
