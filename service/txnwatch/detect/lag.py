@@ -21,8 +21,9 @@ residual of 2, which is reported as lag.  Aborted records below the end are like
 unreadable but still counted: only reading the log could tell.
 
 Time lag: how long the oldest record the group has not consumed has been readable,
-i.e. now minus the first poll whose LSO had passed the committed offset.  Resolution
-is the poll interval; None when the kept history does not reach back that far.
+i.e. now minus the first poll whose LSO had passed the committed offset (resolution:
+the poll interval), extrapolated at the LSO's average rate when the kept history
+does not reach back that far.
 """
 
 from __future__ import annotations
@@ -50,7 +51,13 @@ def _lag(end: int | None, committed: int, marker_at_end: bool) -> int | None:
 
 
 def time_lag_seconds(history: Sequence[tuple[int, int]], committed: int, now_ms: int) -> float | None:
-    """Seconds since the LSO first passed the committed offset, if the history reaches back that far."""
+    """Seconds since the LSO first passed the committed offset.
+
+    Read off the history when it reaches back that far.  Otherwise the LSO had passed
+    the offset before the oldest sample, and the crossing is extrapolated back from it
+    at the average rate the LSO advanced since: an estimate, never less than the
+    history's own span.  None with fewer than two samples (no rate).
+    """
     if not history:
         return None
     if history[-1][1] <= committed:
@@ -58,7 +65,13 @@ def time_lag_seconds(history: Sequence[tuple[int, int]], committed: int, now_ms:
     for (_, before), (at_ms, lso) in zip(history, history[1:]):
         if before <= committed < lso:
             return max(0.0, (now_ms - at_ms) / 1000)
-    return None
+    (first_ms, first_lso), (_, last_lso) = history[0], history[-1]
+    if len(history) < 2 or now_ms <= first_ms or committed >= first_lso:
+        return None
+    per_ms = (last_lso - first_lso) / (now_ms - first_ms)
+    if per_ms <= 0:  # the LSO went back (log truncation): no rate to trust
+        return None
+    return (now_ms - first_ms + (first_lso - committed) / per_ms) / 1000
 
 
 def update_history(previous: Mapping[TopicPartition, LsoHistory], snapshot: ClusterSnapshot, now_ms: int,

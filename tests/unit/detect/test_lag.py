@@ -43,10 +43,16 @@ def test_time_lag_from_lso_history() -> None:
     history = ((0, 10), (5_000, 20), (10_000, 30))
     assert lag.time_lag_seconds(history, 15, 12_000) == 7.0
     assert lag.time_lag_seconds(history, 30, 12_000) == 0.0
-    assert lag.time_lag_seconds(history, 5, 12_000) is None
+    assert lag.time_lag_seconds(history, 5, 12_000) == 15.0  # before the history: extrapolated
     tp = TopicPartition("t", 0)
     h = lag.update_history({}, snapshot(partitions=(partition(tp=tp, lso=1),)), 0, keep=2)
     h = lag.update_history(h, snapshot(partitions=(partition(tp=tp, lso=1),)), 1, keep=2)
     h = lag.update_history(h, snapshot(partitions=(partition(tp=tp, lso=2),)), 2, keep=2)
     h = lag.update_history(h, snapshot(partitions=(partition(tp=tp, lso=3),)), 3, keep=2)
     assert h[tp] == ((2, 2), (3, 3))
+
+
+def test_time_lag_extrapolates_beyond_the_kept_history() -> None:
+    history = ((10_000, 100), (20_000, 200))  # 100 offsets in the 20 s up to now: 5 offsets/s
+    assert lag.time_lag_seconds(history, 50, 30_000) == 30.0  # 20 s of history + 50 offsets at 5/s
+    assert lag.time_lag_seconds(((10_000, 100),), 50, 30_000) is None
