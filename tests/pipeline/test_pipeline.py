@@ -64,7 +64,7 @@ def test_known_answers_loaded_into_the_database(spark: Any, sqlite_engine: Engin
     for prefix, day, topic in (("appA", DAY, "*"), ("appA", DAY, "orders"), ("appA", DAY, "payments"),
                                ("appB", NEXT_DAY, "*")):
         exp = _expected(prefix, day.date(), None if topic == "*" else topic)
-        got = _key(txns, cluster="c1", period="day", period_start=day.replace(tzinfo=None), txn_prefix=prefix,
+        got = _key(txns, cluster="c1", period="day", period_start=day, txn_prefix=prefix,
                    topic=topic)
         assert {k: got[k] for k in ("txn_count", "commits", "aborts", "timeout_aborts", "fences")} == {
             k: exp[k] for k in ("txn_count", "commits", "aborts", "timeout_aborts", "fences")}
@@ -72,7 +72,7 @@ def test_known_answers_loaded_into_the_database(spark: Any, sqlite_engine: Engin
         assert got["fence_rate"] == pytest.approx(exp["fences"] / exp["txn_count"])
         for q, column in ((0.5, "duration_ms_p50"), (0.95, "duration_ms_p95"), (0.99, "duration_ms_p99")):
             _assert_rank_close(got[column], exp["durations"], q)
-    hour10 = _key(txns, period="hour", period_start=(DAY + timedelta(hours=10)).replace(tzinfo=None),
+    hour10 = _key(txns, period="hour", period_start=DAY + timedelta(hours=10),
                   txn_prefix="appA", topic="*")
     assert (hour10["txn_count"], hour10["commits"], hour10["aborts"]) == (12, 10, 2)
     assert not [r for r in txns if r["txn_prefix"] == "appB" and r["period_start"].date() == DAY.date()]
@@ -118,7 +118,7 @@ def test_duplicate_exports_and_late_data(spark: Any, sqlite_engine: Engine, tmp_
     export_history(sqlite_engine, archive)
     export_history(sqlite_engine, archive)
     out = run_pipeline(spark, archive, WINDOW, sqlite_engine)
-    got = _key(out["transactions"], period="day", period_start=DAY.replace(tzinfo=None), txn_prefix="appA", topic="*")
+    got = _key(out["transactions"], period="day", period_start=DAY, txn_prefix="appA", topic="*")
     assert (got["txn_count"], got["aborts"]) == (18, 3)
     with make_sessionmaker(sqlite_engine)() as s:
         assert daily_rollups(s, "c1", DAY, DAY + timedelta(days=1))[0].txn_count == 18

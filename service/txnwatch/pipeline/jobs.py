@@ -18,6 +18,7 @@ from txnwatch.pipeline.prefix import DEFAULT_RULE, prefix_column
 PERIODS = ("hour", "day")
 ALL_TOPICS = "*"
 QUANTILES = [0.5, 0.95, 0.99]
+QUANTILES_ACCURACY = 10_000
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def _topics(partitions: Column) -> Column:
 
 
 def _quantiles(column: str, name: str) -> list[Column]:
-    q = F.percentile_approx(column, QUANTILES)
+    q = F.percentile_approx(column, QUANTILES, QUANTILES_ACCURACY)
     return [q[0].cast("double").alias(f"{name}_p50"), q[1].cast("double").alias(f"{name}_p95"),
             q[2].cast("double").alias(f"{name}_p99")]
 

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import SparkSession
 from sqlalchemy import Engine
 
 from txnwatch.pipeline.jobs import RollupOptions, all_rollups
 from txnwatch.pipeline.progress import Progress
-from txnwatch.pipeline.source import load_archive, spark_root
+from txnwatch.pipeline.source import load_archive
+from txnwatch.store.archive import open_archive
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.rollups import replace_window
 
@@ -45,9 +49,15 @@ class Window:
         return cls(today - timedelta(days=days - 1), today)
 
 
-def _write_parquet(df: DataFrame, path: str) -> None:
-    (df.withColumn("date", df["period_start"].cast("date").cast("string"))
-     .write.mode("overwrite").partitionBy("cluster", "date").parquet(path))
+def _write_parquet(table: pa.Table, uri: str) -> None:
+    """Rollups are small and already on the driver for the database, so pyarrow writes them:
+    one Spark job fewer per rollup, and the same filesystem code as the archive."""
+    fs, root = open_archive(uri)
+    days = pc.strftime(table.column("period_start"), format="%Y-%m-%d") if table.num_rows else pa.array([], pa.string())
+    ds.write_dataset(table.append_column("date", days), root, filesystem=fs, format="parquet",
+                     partitioning=ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]),
+                                                  flavor="hive"),
+                     basename_template="part-{i}.parquet", existing_data_behavior="delete_matching")
 
 
 def run_pipeline(spark: SparkSession, archive_uri: str, window: Window, engine: Engine | None = None,
@@ -59,14 +69,13 @@ def run_pipeline(spark: SparkSession, archive_uri: str, window: Window, engine: 
         tables, counts = load_archive(spark, archive_uri, window.since, window.until)
         figures.update({name: f"{n:,}" for name, n in counts.items()})
     rollups = all_rollups(tables, options)
-    out = output_uri or posixpath.join(spark_root(archive_uri), ROLLUPS_DIR)
+    out = output_uri or posixpath.join(archive_uri, ROLLUPS_DIR)
     results: dict[str, list[dict[str, Any]]] = {}
     for name, df in rollups.items():
         with progress.stage(f"rollup {name}") as figures:
-            df = df.where((df["period_start"] >= window.start) & (df["period_start"] < window.end)).cache()
-            _write_parquet(df, posixpath.join(out, name))
-            results[name] = [row.asDict() for row in df.collect()]
-            df.unpersist()
+            table = df.where((df["period_start"] >= window.start) & (df["period_start"] < window.end)).toArrow()
+            _write_parquet(table, posixpath.join(out, name))
+            results[name] = table.to_pylist()
             figures["rows"] = f"{len(results[name]):,}"
     if engine is not None:
         with progress.stage("loading rollups into the database") as figures:
