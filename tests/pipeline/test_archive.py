@@ -88,3 +88,15 @@ def test_crash_before_manifest_leaves_no_duplicates(engine: Engine, tmp_path: Pa
     assert len(ids) == len(set(ids)) == len(TRANSITIONS) + 3
     on_disk = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "transitions").rglob("*.parquet"))
     assert on_disk == sorted(read_manifest(*open_archive(str(tmp_path))).table("transitions").files)
+
+
+def test_rows_younger_than_settle_wait_for_the_next_run(engine: Engine, tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    seed(engine)
+    now = datetime.now(timezone.utc)
+    with Session(engine) as s, s.begin():
+        s.add(transition(1, "appD-0", now, ["commit"], 1, []))
+        s.add(transition(1, "appD-1", DAY, ["commit"], 1, []))  # settled, but after a younger id
+    assert export_history(engine, str(tmp_path))[0].rows == len(TRANSITIONS)
+    assert export_history(engine, str(tmp_path), settle=timedelta(0))[0].rows == 2

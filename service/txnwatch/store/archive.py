@@ -27,7 +27,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -42,6 +42,7 @@ from txnwatch.store import models as m
 MANIFEST = "_manifest.json"
 MANIFEST_VERSION = 1
 DEFAULT_CHUNK_ROWS = 50_000
+DEFAULT_SETTLE = timedelta(minutes=2)
 
 _TS = pa.timestamp("us", tz="UTC")
 _STRINGS = pa.list_(pa.string())
@@ -227,7 +228,10 @@ def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[
 
 
 def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest, spec: ArchiveTable,
-                 chunk_rows: int = DEFAULT_CHUNK_ROWS) -> ExportResult:
+                 chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> ExportResult:
+    """Ids are handed out before commit, so on PostgreSQL a lower id can become visible after a
+    higher one was exported.  Export stops at the first row younger than ``settle``: every
+    writer transaction older than that has committed, so the exported id range has no holes."""
     state = manifest.table(spec.name)
     orphans = _remove_orphans(fs, root, spec.name, state)
     model_id = spec.model.id  # type: ignore[attr-defined]
@@ -236,12 +240,18 @@ def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manif
     fresh = (model_id > state.last_id) & (model_id <= high)
     rows = files = 0
     if not spec.episodic:
+        time_index = 1 + spec.schema.get_field_index(spec.time_column)
+        cutoff = datetime.now(timezone.utc) - settle
         for chunk in _chunks(engine, spec, fresh, chunk_rows):
-            files += _write_chunk(fs, root, spec, chunk, state)
-            rows += len(chunk)
-            state.last_id = chunk[-1][1]
-            write_manifest(fs, root, manifest)
-        state.last_id = max(state.last_id, high)
+            recent = next((i for i, r in enumerate(chunk) if r[time_index] >= cutoff), None)
+            settled = chunk if recent is None else chunk[:recent]
+            if settled:
+                files += _write_chunk(fs, root, spec, settled, state)
+                rows += len(settled)
+                state.last_id = settled[-1][1]
+                write_manifest(fs, root, manifest)
+            if recent is not None:
+                break
     else:
         end = getattr(spec.model, spec.end_column)  # type: ignore[arg-type]
         candidates = fresh | model_id.in_(state.open_ids) if state.open_ids else fresh
@@ -256,9 +266,9 @@ def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manif
 
 
 def export_history(engine: Engine, archive_uri: str, tables: Mapping[str, ArchiveTable] = TABLES,
-                   chunk_rows: int = DEFAULT_CHUNK_ROWS) -> list[ExportResult]:
+                   chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> list[ExportResult]:
     """Export everything new since the last run; safe to re-run and to run after a crash."""
     fs, root = open_archive(archive_uri)
     fs.create_dir(root, recursive=True)
     manifest = read_manifest(fs, root)
-    return [export_table(engine, fs, root, manifest, spec, chunk_rows) for spec in tables.values()]
+    return [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
