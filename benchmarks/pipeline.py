@@ -21,13 +21,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
+from pyspark.sql import SparkSession  # noqa: E402
+
 from txnwatch.pipeline.progress import Progress  # noqa: E402
 from txnwatch.pipeline.run import Window, run_pipeline  # noqa: E402
 from txnwatch.pipeline.session import build_session  # noqa: E402
 from txnwatch.pipeline.synth import synthesize  # noqa: E402
 
 
-def _timed_run(spark, archive: str, window: Window, limit: float, verbose: bool) -> float | None:  # type: ignore[no-untyped-def]
+def _timed_run(spark: SparkSession, archive: str, window: Window, limit: float, verbose: bool) -> float | None:
     """Run once; None when it overran ``limit`` (the jobs are cancelled)."""
     result: dict[str, float] = {}
 

@@ -56,21 +56,24 @@ def seed(engine: Engine) -> dict[str, Any]:
     with Session(engine) as s, s.begin():
         c = add_cluster(s)
         s.add_all(transition(c, *t) for t in TRANSITIONS)
-        s.add_all(m.PartitionOffsetSample(cluster_id=c, topic="orders", partition=0, sampled_at=DAY + timedelta(hours=10, minutes=k),
-                                          high_watermark=1000, last_stable_offset=lso) for k, lso in ((5, 400), (6, 1000)))
-        s.add(m.LsoStallEpisode(cluster_id=c, topic="orders", partition=0, started_at=DAY + timedelta(hours=10),
-                                ended_at=DAY + timedelta(hours=10, minutes=30), last_seen_at=DAY + timedelta(hours=10, minutes=30),
+        ten = DAY + timedelta(hours=10)
+        s.add_all(m.PartitionOffsetSample(cluster_id=c, topic="orders", partition=0, high_watermark=1000,
+                                          sampled_at=ten + timedelta(minutes=k), last_stable_offset=lso)
+                  for k, lso in ((5, 400), (6, 1000)))
+        s.add(m.LsoStallEpisode(cluster_id=c, topic="orders", partition=0, started_at=ten,
+                                ended_at=ten + timedelta(minutes=30), last_seen_at=ten + timedelta(minutes=30),
                                 stalled_lso=400, max_gap=500, blocking_transactional_id="appA-0"))
         open_stall = m.LsoStallEpisode(cluster_id=c, topic="orders", partition=1, started_at=DAY + timedelta(hours=12),
-                                       ended_at=None, last_seen_at=DAY + timedelta(hours=12, minutes=5), stalled_lso=9, max_gap=50)
+                                       ended_at=None, last_seen_at=DAY + timedelta(hours=12, minutes=5),
+                                       stalled_lso=9, max_gap=50)
         s.add(open_stall)
         s.add(m.HangingEpisode(cluster_id=c, incident_key="c1/orders-0/7", topic="orders", partition=0, producer_id=7,
                                producer_epoch=1, transactional_id="appA-0", reason="unknown_to_coordinator",
-                               first_seen_at=DAY + timedelta(hours=10), last_seen_at=DAY + timedelta(hours=11),
-                               resolved_at=DAY + timedelta(hours=11)))
-        s.add_all(m.VerificationSample(cluster_id=c, topic="orders", partition=0, producer_id=7, observed_at=DAY + timedelta(hours=10),
+                               first_seen_at=ten, last_seen_at=ten + timedelta(hours=1),
+                               resolved_at=ten + timedelta(hours=1)))
+        s.add_all(m.VerificationSample(cluster_id=c, topic="orders", partition=0, producer_id=7, observed_at=ten,
                                        verification_ms=ms, failed=ms == 40) for ms in (10, 20, 30, 40))
-        s.add_all(m.ConsumerLagSample(cluster_id=c, group_id="g1", topic="orders", partition=0, sampled_at=DAY + timedelta(hours=10),
+        s.add_all(m.ConsumerLagSample(cluster_id=c, group_id="g1", topic="orders", partition=0, sampled_at=ten,
                                       committed_offset=1, lag_hwm=lag + 10, lag_lso=lag) for lag in (1, 2, 3, 4, 100))
         s.flush()
         return {"cluster_id": c, "open_stall_id": open_stall.id}

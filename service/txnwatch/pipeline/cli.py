@@ -39,9 +39,11 @@ def run(
         help="Spark master: local[*] (default), spark://host:7077, k8s://https://…; omit under spark-submit.")] = None,
     archive: ArchiveOpt = None,
     config: ConfigOpt = None,
-    prefix_rule: Annotated[str, typer.Option(help="Transactional-id prefix: last-dash, none, first:N, regex:PAT.")] = "last-dash",
+    prefix_rule: Annotated[str, typer.Option(
+        help="Transactional-id prefix: last-dash, none, first:N, regex:PAT.")] = "last-dash",
     top: Annotated[int, typer.Option(help="Offenders kept per cluster, day and kind.")] = 10,
-    output: Annotated[Optional[str], typer.Option(help="Where rollup Parquet goes (default <archive>/_rollups).")] = None,
+    output: Annotated[Optional[str], typer.Option(
+        help="Where rollup Parquet goes (default <archive>/_rollups).")] = None,
     no_db: Annotated[bool, typer.Option("--no-db", help="Write Parquet only; do not load the database.")] = False,
     export_first: Annotated[bool, typer.Option("--export/--no-export",
                                                help="Archive new history rows before computing.")] = True,

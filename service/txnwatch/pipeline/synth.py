@@ -161,8 +161,8 @@ def synthesize(out: str, rows: int, days: int = 7, clusters: int = 2, until: dat
             table = _table(name, _Batch(n, state.last_id + 1, start, days, clusters))
             tag = uuid.uuid4().hex[:8]
 
-            def visit(f: ds.WrittenFile, state: object = state) -> None:
-                state.files[f.path.removeprefix(root.rstrip("/") + "/")] = f.metadata.num_rows  # type: ignore[attr-defined]
+            def visit(f: ds.WrittenFile, files: dict[str, int] = state.files) -> None:
+                files[f.path.removeprefix(root.rstrip("/") + "/")] = f.metadata.num_rows
 
             ds.write_dataset(table, f"{root}/{name}", filesystem=fs, format="parquet",
                              partitioning=_PARTITIONING, basename_template=f"synth-{tag}-{{i}}.parquet",
