@@ -6,6 +6,12 @@ killed leader frees it without any timeout of ours; a network partition frees it
 when TCP keepalives give up on the session.  Followers try again on every refresh
 and so take over within one refresh interval.  SQLite mode is single-instance and
 always leads.
+
+A leader that loses its session because the database is unreachable keeps leading
+(polling, buffering what it cannot write) until it can ask again: the database being
+down is no reason to stop watching Kafka, and nobody else can take the lock meanwhile.
+When the database answers, it retakes the lock or, if another replica got there
+first, steps down.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class AdvisoryLockLeadership:
         self._key = zlib.crc32(name.encode()) - 2**31  # a signed 32-bit key, stable across processes
         self._conn: Connection | None = None
         self._leader = False
+        self._degraded = False
         self._lock = threading.Lock()
         self._on_change = on_change
 
@@ -61,26 +68,32 @@ class AdvisoryLockLeadership:
         with self._lock:
             was = self._leader
             try:
-                if self._leader:
-                    assert self._conn is not None
-                    self._conn.execute(text("SELECT 1"))
-                else:
-                    if self._conn is None:
-                        self._conn = self._engine.connect()
-                    got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self._key}).scalar()
-                    self._conn.commit()
-                    self._leader = bool(got)
+                if self._leader and self._conn is not None:
+                    try:
+                        self._conn.execute(text("SELECT 1"))
+                    except Exception:
+                        self._drop_connection()  # the session died; ask again on a fresh one right away
+                if self._conn is None or not self._leader:
+                    self._leader = self._try_lock()
+                self._degraded = False
             except Exception as exc:
-                if self._leader:
-                    log.error("lost leadership: the session holding the lock failed (%s: %s)",
-                              type(exc).__name__, exc)
-                self._leader = False
                 self._drop_connection()
+                if self._leader and not self._degraded:
+                    self._degraded = True
+                    log.error("cannot reach the database to confirm the leader lock (%s); leading on until it "
+                              "answers again", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             if was != self._leader:
                 log.warning("this replica is now %s", "the leader" if self._leader else "a follower")
                 if self._on_change is not None:
                     self._on_change(self._leader)
             return self._leader
+
+    def _try_lock(self) -> bool:
+        if self._conn is None:
+            self._conn = self._engine.connect()
+        got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self._key}).scalar()
+        self._conn.commit()
+        return bool(got)
 
     def release(self) -> None:
         with self._lock:

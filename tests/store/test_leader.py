@@ -44,3 +44,27 @@ def test_sqlite_is_single_instance(sqlite_url: str) -> None:
     assert isinstance(leadership_for(engine), SingleInstance)
     assert leadership_for(engine).refresh()
     engine.dispose()
+
+
+def test_leader_keeps_leading_through_a_database_outage() -> None:
+    import shutil
+
+    from tests.fixtures.postgres_server import start_postgres
+
+    server = start_postgres()
+    engine = make_engine(server.url)
+    a = AdvisoryLockLeadership(engine)
+    try:
+        assert a.refresh() is True
+        server.stop(mode="fast")
+        assert a.refresh() is True and a.is_leader()  # nobody can take the lock while the database is down
+        server.start_existing()
+        assert a.refresh() is True  # retaken on a fresh session
+        other = AdvisoryLockLeadership(make_engine(server.url))
+        assert other.refresh() is False
+        other.release()
+    finally:
+        a.release()
+        engine.dispose()
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
