@@ -79,6 +79,7 @@ class ClusterCollector:
         self._leading = leading
         self._initial_state = initial_state
         self._was_leading = False
+        self._poll_id = 0
 
     def poll_once(self) -> None:
         """One scheduled tick; returns early while backing off or while another replica leads."""
@@ -94,6 +95,7 @@ class ClusterCollector:
         now = self._clock()
         if now < self._retry_at:
             return
+        self._poll_id += 1
         try:
             if self._poller is None:
                 self._poller = self._connect()
@@ -105,7 +107,8 @@ class ClusterCollector:
         try:
             self._detector_state, findings = self._evaluate(self._detector_state, snapshot, now_ms)
         except Exception:
-            log.exception("cluster %s: detection failed on this snapshot; keeping the previous detector state", self.name)
+            log.exception("cluster %s: detection failed on this snapshot; keeping the previous detector state",
+                          self.name, extra=self._log_context())
             findings = None
         view = self._state.get(self.name)
         counters = dict(view.counters) if view else {}
@@ -129,7 +132,8 @@ class ClusterCollector:
         failures = (view.consecutive_failures if view else 0) + 1
         delay = self._backoff.delay(failures)
         self._retry_at = now + delay
-        log.warning("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay)
+        log.warning("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay,
+                    extra=self._log_context())
         self._state.update(
             self.name, up=False, polls=(view.polls if view else 0) + 1,
             failed_polls=(view.failed_polls if view else 0) + 1, consecutive_failures=failures,
@@ -145,7 +149,12 @@ class ClusterCollector:
             try:
                 sink.on_poll(self.name, snapshot, findings, error, now_ms)
             except Exception:
-                log.exception("cluster %s: %s failed to take this poll", self.name, type(sink).__name__)
+                log.exception("cluster %s: %s failed to take this poll", self.name, type(sink).__name__,
+                              extra=self._log_context())
+
+    def _log_context(self) -> dict[str, object]:
+        """Fields the JSON log format carries, so one poll's lines can be found together."""
+        return {"cluster": self.name, "poll_id": self._poll_id}
 
     def _close_poller(self) -> None:
         poller, self._poller = self._poller, None

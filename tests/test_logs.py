@@ -1,0 +1,27 @@
+"""JSON logs carry cluster and poll id, so an operator can follow one poll across log lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from tests.test_collector import FakePoller, RecordingSink, count_evaluate
+from txnwatch import logs
+from txnwatch.collector import ClusterCollector
+from txnwatch.state import LatestState
+
+
+def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:  # type: ignore[no-untyped-def]
+    logs.configure("INFO", "json")
+    try:
+        clock = [0.0]
+        c = ClusterCollector("east", lambda: FakePoller("east", fail=True), count_evaluate, 0, [RecordingSink()],
+                             LatestState(["east"]), clock=lambda: clock[0])
+        c.poll_once()
+        clock[0] += 1000
+        c.poll_once()
+        lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+        failures = [line for line in lines if "poll failed" in line["msg"]]
+        assert [(f["cluster"], f["poll_id"], f["level"]) for f in failures] == [("east", 1, "warning"), ("east", 2, "warning")]
+    finally:
+        logging.getLogger().handlers.clear()
