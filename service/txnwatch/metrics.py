@@ -20,6 +20,8 @@ from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
 
 PARTITION = ["cluster", "topic", "partition"]
+POLL_APIS = ("Metadata", "ListTransactions", "DescribeTransactions", "DescribeProducers", "ListOffsets", "ListGroups",
+             "OffsetFetch", "DescribeConfigs")
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
 
 
@@ -54,8 +56,9 @@ class ClusterCollector(Collector):
                 duration.add_metric([view.name], view.last_poll_duration_ms / 1000)
             if view.last_success_at_ms is not None:
                 last.add_metric([view.name], view.last_success_at_ms / 1000)
-            for api, count in sorted(view.request_errors.items()):
-                errors.add_metric([view.name, api], count)
+            # Every API a poll uses starts at 0, so rate() sees the first error as an increase.
+            for api in sorted(set(POLL_APIS) | set(view.request_errors)):
+                errors.add_metric([view.name, api], view.request_errors.get(api, 0))
         leader = _gauge("txnwatch_leader", "1 if this replica polls and notifies (leader election).", [])
         leader.add_metric([], 1.0 if self._is_leader() else 0.0)
         db_up = _gauge("txnwatch_db_up", "1 if the latest database write succeeded.", [])

@@ -31,5 +31,16 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
 
 
-def txn_state(admin: Any, transactional_id: str) -> Any:
-    return admin.describe_transactions([transactional_id])[transactional_id]
+def txn_state(admin: Any, transactional_id: str, retry_for: float = 15.0) -> Any:
+    """DescribeTransactions, riding out coordinator moves left behind by earlier failover tests."""
+    import kafka.errors as Errors
+
+    deadline = time.monotonic() + retry_for
+    while True:
+        try:
+            return admin.describe_transactions([transactional_id])[transactional_id]
+        except (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError,
+                Errors.CoordinatorLoadInProgressError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
