@@ -6,6 +6,7 @@ snapshot and finding types in model.py and detect/.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import partial
@@ -22,6 +23,7 @@ from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+log = logging.getLogger(__name__)
 
 
 def count_events(findings: detect.Findings | None) -> dict[str, int]:
@@ -59,8 +61,7 @@ def wire_collection(runtime: Runtime) -> None:
     refresh_s = max(1.0, min([settings.interval_for(c) for c in settings.clusters] or [5.0]) / 2)
     collector.add_job(leadership.refresh, refresh_s, "leader:refresh")
     collector.add_job(recorder.flush, 5.0, "store:flush-buffer")
-    collector.add_job(_when(leadership.is_leader, lambda: purge(runtime.sessions, datetime.now(timezone.utc),
-                                                                settings.retention.days)),
+    collector.add_job(_when(leadership.is_leader, lambda: archive_then_purge(runtime)),
                       RETENTION_INTERVAL_S, "store:retention")
     runtime.starters.insert(0, leadership.refresh)
     runtime.starters.append(_when(leadership.is_leader, lambda: alerting.retire_clusters(
@@ -71,6 +72,20 @@ def wire_collection(runtime: Runtime) -> None:
     runtime.stoppers.append(leadership.release)
     runtime.stoppers.append(alerting.stop)
     runtime.stoppers.append(lambda: collector.stop(wait=True))
+
+
+def archive_then_purge(runtime: Runtime) -> None:
+    """History leaves the database only once it is in the Parquet archive the pipeline reads."""
+    from txnwatch.store.archive import export_history
+
+    settings = runtime.settings
+    try:
+        export_history(runtime.engine, settings.retention.archive_dir)
+    except Exception:
+        log.exception("archiving history to %s failed; keeping it in the database until it succeeds",
+                      settings.retention.archive_dir)
+        return
+    purge(runtime.sessions, datetime.now(timezone.utc), settings.retention.days)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:

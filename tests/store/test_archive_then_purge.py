@@ -1,0 +1,54 @@
+"""Retention archives before it deletes, and deletes nothing it could not archive."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from txnwatch.config import load_settings
+from txnwatch.runtime import build_runtime
+from txnwatch.store import models as m
+from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import archive_then_purge
+
+
+def seed_old_transition(runtime) -> None:  # type: ignore[no-untyped-def]
+    old = datetime.now(timezone.utc) - timedelta(days=30)
+    with runtime.sessions.begin() as s:
+        cluster = m.Cluster(name="c", bootstrap_servers="h:1", created_at=old)
+        s.add(cluster)
+        s.flush()
+        s.add(m.TransactionTransition(cluster_id=cluster.id, transactional_id="app", observed_at=old, from_state=None,
+                                      to_state="Ongoing", producer_id=1, producer_epoch=0, timeout_ms=60000,
+                                      partitions=[], events=["new"]))
+
+
+def count(runtime) -> int:  # type: ignore[no-untyped-def]
+    with runtime.sessions() as s:
+        return int(s.scalar(select(func.count()).select_from(m.TransactionTransition)) or 0)
+
+
+def test_old_history_is_archived_then_purged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    upgrade(url)
+    archive = tmp_path / "archive"
+    runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(archive))),
+                            collect=False)
+    seed_old_transition(runtime)
+    archive_then_purge(runtime)
+    assert count(runtime) == 0
+    assert list(archive.rglob("*.parquet")), "the purged rows must be in the archive"
+
+
+def test_nothing_is_purged_when_archiving_fails(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    upgrade(url)
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the archive directory should be")
+    runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(blocked / "a"))),
+                            collect=False)
+    seed_old_transition(runtime)
+    archive_then_purge(runtime)
+    assert count(runtime) == 1
