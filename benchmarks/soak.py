@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.alerting.fake_pagerduty import fake_pagerduty  # noqa: E402
-from tests.fixtures.daemon import free_port, wait_for  # noqa: E402
+from tests.fixtures.daemon import free_port, terminate, wait_for  # noqa: E402
 from txnwatch.lab import faults  # noqa: E402
 from txnwatch.lab.cluster import start_lab  # noqa: E402
 from txnwatch.lab.settings import LabSettings  # noqa: E402
@@ -149,12 +148,7 @@ def main() -> None:
         print(f"poll duration: p50 {q[49]:.3f}s  p95 {q[94]:.3f}s  p99 {q[98]:.3f}s  (n={len(polls)})")
         print(f"pages: lost {len(lost)}, unresolved {len(unresolved)}, duplicated {len(duplicated)} (target 0 each)")
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        terminate(proc)
         lab.down()
         if os.environ.get("TXNWATCH_SOAK_KEEP") is None:
             shutil.rmtree(work, ignore_errors=True)

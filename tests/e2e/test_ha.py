@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.alerting.fake_pagerduty import FakePagerDuty, fake_pagerduty
-from tests.fixtures.daemon import free_port, wait_for
+from tests.fixtures.daemon import free_port, terminate, wait_for
 from txnwatch.lab.faults import inject_hanging_transaction
 
 pytestmark = pytest.mark.lab
@@ -85,10 +85,5 @@ def test_follower_takes_over_without_a_second_page(tmp_path: Path, lab_cluster: 
         assert [act for act in pagerduty.actions() if act[1] == key] == [("trigger", key), ("resolve", key)]
         assert takeover_s < 2 * POLL_S + 10
     finally:
-        for proc in (a, b):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        terminate(a)
+        terminate(b)
