@@ -47,8 +47,10 @@ def test_open_transaction_seen_then_committed(daemon: Daemon, lab_cluster: Any, 
 
         txn = wait_for(ongoing, 30, what="the open transaction in the API")
         assert f"{topic}-1" in txn["partitions"]
-        row = wait_for(lambda: (p := partition_row(daemon, topic, 1)) and p["open_transactions"] == 1 and p,
-                       30, what="the open transaction on the partition")
+        # A poll may catch the records appended but not yet replicated (HWM not moved): wait for the open
+        # transaction to pin the LSO below a high watermark that has moved past it.
+        row = wait_for(lambda: (p := partition_row(daemon, topic, 1)) and p["open_transactions"] == 1
+                       and p["high_watermark"] >= 5 and p, 30, what="the open transaction on the partition")
         assert row["last_stable_offset"] < row["high_watermark"]
         producer.commit_transaction()
         row = wait_for(lambda: (p := partition_row(daemon, topic, 1)) and p["open_transactions"] == 0 and p,

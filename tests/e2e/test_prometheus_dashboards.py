@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import yaml
 
 from tests.deploy.tools import dashboard_exprs, dashboard_files, grafana_to_promql, load_dashboard
 from tests.fixtures.daemon import Daemon, free_port, start_daemon, wait_for
+from txnwatch.lab import faults
 from txnwatch.lab.faults import inject_hanging_transaction
 from txnwatch.lab.workload import Workload
 
@@ -71,11 +73,17 @@ def test_every_dashboard_panel_has_data_in_the_demo_scenario(daemon: Daemon, pro
     topic = new_topic(partitions=1)
     workload = Workload(lab_cluster.bootstrap_servers, "steady", lab=lab_cluster, topic_prefix=f"{topic}-wl", seed=1)
     workload.start()
+    stack = contextlib.ExitStack()
     try:
         with inject_hanging_transaction(lab_cluster.bootstrap_servers, topic, 0):
             wait_for(lambda: query(prometheus, "txnwatch_hanging_transactions > 0"), 90,
                      what="Prometheus to see the hanging transaction")
             wait_for(lambda: query(prometheus, "txnwatch_consumergroup_lag_lso"), 60, what="group lag series")
+            # Per-transaction panels show open transactions only: hold one open while the panels are queried.
+            open_txn = faults.start_lso_stall(lab_cluster.bootstrap_servers, topic, 0, transaction_timeout_ms=14_000)
+            stack.callback(open_txn.clear)
+            wait_for(lambda: query(prometheus, "txnwatch_transaction_age_seconds"), 12, interval=0.2,
+                     what="an open transaction")
             empty, checked = [], {}
             for path in dashboard_files():
                 for where, expr in dashboard_exprs(load_dashboard(path)):
@@ -85,4 +93,5 @@ def test_every_dashboard_panel_has_data_in_the_demo_scenario(daemon: Daemon, pro
             assert not empty, "panels without data:\n" + "\n".join(empty)
             assert set(checked) == {p.name for p in dashboard_files()} and min(checked.values()) >= 3, checked
     finally:
+        stack.close()
         workload.stop(timeout=15)
