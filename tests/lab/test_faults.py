@@ -223,6 +223,8 @@ def test_proxy_latency_and_cut(require_managed_lab):
         cut = faults.cut_connections(lab, None)
         assert cut.connections_cut >= 1
         cut.clear()
-        assert timed_metadata() < 5  # clients reconnect after a cut
+        # The first request may still land on the cut socket and fail; the client must reconnect by itself.
+        wait_for(lambda: admin.describe_cluster()["brokers"], timeout=5, interval=0.1,
+                 what="the admin client to reconnect after the cut")
     finally:
         admin.close()
