@@ -32,7 +32,7 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path) -> dict[str, Any]:
     )
 
 
-def banner(port: int, bootstrap: str, lab_dir: Path) -> str:
+def banner(port: int, bootstrap: str, lab_dir: Path, topic: str) -> str:
     base = f"http://127.0.0.1:{port}"
     return "\n".join([
         "",
@@ -46,7 +46,7 @@ def banner(port: int, bootstrap: str, lab_dir: Path) -> str:
         f"  alerts              {base}/api/v1/alerts",
         f"  Prometheus metrics  {base}/metrics",
         "  Kafka's own view    .venv/bin/txnwatch lab kafka-transactions --lab-dir "
-        f"{lab_dir} find-hanging --max-transaction-timeout 1",
+        f"{lab_dir} find-hanging --topic {topic} --max-transaction-timeout 1",
         "Stop with Ctrl-C (the lab cluster stops with it).",
         "",
     ])
@@ -68,7 +68,7 @@ def run_demo(port: int, var_dir: Path, brokers: int) -> None:
     try:
         workload = Workload(lab.bootstrap_servers, "demo", lab=lab, seed=7).start()
         settings = load_settings(None, **demo_overrides(lab.bootstrap_servers, port, var_dir))
-        print(banner(port, lab.bootstrap_servers, lab_dir), file=sys.stderr, flush=True)
+        print(banner(port, lab.bootstrap_servers, lab_dir, workload.input_topic), file=sys.stderr, flush=True)
         serve(settings)
     finally:
         if workload is not None:

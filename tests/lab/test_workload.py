@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import pytest
 
 from tests.lab.helpers import offsets, wait_for
+from txnwatch.demo import banner
+from txnwatch.lab.reference import parse_find_hanging, run_kafka_transactions
 from txnwatch.lab.topics import unique_topic_name
 from txnwatch.lab.workload import Scenario, Workload
 
@@ -37,3 +42,16 @@ def test_demo_scenario_injects_its_standing_faults(lab_cluster):
             assert lso < hwm  # the demo's hanging transaction pins partition 0
         finally:
             admin.close()
+        # The banner tells a newcomer how to ask Kafka itself; Kafka must accept that command.
+        args = _banner_reference_args(banner(8080, lab_cluster.bootstrap_servers, Path("lab"), workload.input_topic))
+        assert args[0] == "find-hanging"
+        output = run_kafka_transactions(lab_cluster.bootstrap_servers, *args, kafka_version=lab_cluster.kafka_version)
+        assert {row["topic"] for row in parse_find_hanging(output)} <= {workload.input_topic}
+
+
+def _banner_reference_args(text: str) -> list[str]:
+    """The arguments after `kafka-transactions --lab-dir DIR` in the demo banner's reference command."""
+    line = next(ln for ln in text.splitlines() if "kafka-transactions" in ln)
+    words = shlex.split(line.split("Kafka's own view", 1)[1])
+    return words[words.index("--lab-dir") + 2:]
+
