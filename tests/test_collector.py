@@ -52,7 +52,7 @@ def count_evaluate(state: int, snapshot: ClusterSnapshot, now_ms: int) -> tuple[
 
 
 def make(name: str, poller: FakePoller, state: LatestState, sink: RecordingSink, **kw: Any) -> ClusterCollector:
-    return ClusterCollector(name, lambda: poller, count_evaluate, 0, [sink], state, **kw)
+    return ClusterCollector(name, lambda: poller, count_evaluate, lambda: 0, [sink], state, **kw)
 
 
 def test_slow_cluster_never_delays_another_and_never_overlaps() -> None:
@@ -100,7 +100,7 @@ def test_detection_failure_keeps_daemon_and_previous_state() -> None:
     def broken(prev: Any, snap: ClusterSnapshot, now_ms: int) -> tuple[Any, Any]:
         raise ValueError("unexpected answer")
 
-    c = ClusterCollector("c", lambda: FakePoller("c"), broken, "prev", [sink], state)
+    c = ClusterCollector("c", lambda: FakePoller("c"), broken, lambda: "prev", [sink], state)
     c.poll_once()
     view = state.get("c")
     assert view is not None and view.up and view.findings is None
@@ -114,16 +114,18 @@ def test_sink_failure_does_not_stop_other_sinks() -> None:
         def on_poll(self, *args: Any) -> None:
             raise RuntimeError("db down")
 
-    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, 0, [Broken(), good], state)  # type: ignore[list-item]
+    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, lambda: 0, [Broken(), good], state)  # type: ignore[list-item]
     c.poll_once()
     assert good.calls == [("c", True, None)]
 
 
-def test_followers_do_not_poll_and_a_new_term_starts_detection_afresh() -> None:
+def test_followers_do_not_poll_and_each_term_starts_from_the_state_read_for_it() -> None:
     state, sink = LatestState(["c"]), RecordingSink()
     leading = [False]
     poller = FakePoller("c")
-    c = ClusterCollector("c", lambda: poller, count_evaluate, 0, [sink], state, leading=lambda: leading[0])
+    starts = iter([0, 10])  # what the store holds open when each term begins
+    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
+                         leading=lambda: leading[0])
     c.poll_once()
     assert poller.calls == 0
     leading[0] = True
@@ -134,4 +136,4 @@ def test_followers_do_not_poll_and_a_new_term_starts_detection_afresh() -> None:
     c.poll_once()
     leading[0] = True
     c.poll_once()
-    assert poller.calls == 3 and c._detector_state == 1
+    assert poller.calls == 3 and c._detector_state == 11

@@ -15,7 +15,7 @@ def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:  # type: 
     logs.configure("INFO", "json")
     try:
         clock = [0.0]
-        c = ClusterCollector("east", lambda: FakePoller("east", fail=True), count_evaluate, 0, [RecordingSink()],
+        c = ClusterCollector("east", lambda: FakePoller("east", fail=True), count_evaluate, lambda: 0, [RecordingSink()],
                              LatestState(["east"]), clock=lambda: clock[0])
         c.poll_once()
         clock[0] += 1000

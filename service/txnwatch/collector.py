@@ -57,7 +57,7 @@ class ClusterCollector:
         name: str,
         connect: Callable[[], Poller],
         evaluate: Evaluate,
-        initial_state: Any,
+        start_state: Callable[[], Any],
         sinks: list[Sink],
         state: LatestState,
         count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
@@ -68,7 +68,7 @@ class ClusterCollector:
         self.name = name
         self._connect = connect
         self._evaluate = evaluate
-        self._detector_state = initial_state
+        self._detector_state: Any = None
         self._sinks = sinks
         self._state = state
         self._count_events = count_events
@@ -77,7 +77,7 @@ class ClusterCollector:
         self._poller: Poller | None = None
         self._retry_at = 0.0
         self._leading = leading
-        self._initial_state = initial_state
+        self._start_state = start_state
         self._was_leading = False
         self._poll_id = 0
 
@@ -89,9 +89,9 @@ class ClusterCollector:
                 self._close_poller()
             return
         if not self._was_leading:
-            # Whatever this replica knew from an earlier term is stale: start detection afresh.
+            # Whatever this replica knew from an earlier term is stale: start from what the store says now.
             self._was_leading = True
-            self._detector_state = self._initial_state
+            self._detector_state = self._start_state()
         now = self._clock()
         if now < self._retry_at:
             return

@@ -19,6 +19,8 @@ from txnwatch.collector import ClusterCollector, Collector
 from txnwatch.leader import leadership_for
 from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime
+from txnwatch.store import resume
+from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
@@ -53,7 +55,8 @@ def wire_collection(runtime: Runtime) -> None:
         connection_settings = ClusterConnectionSettings.from_config(cluster)
         collectors.append((
             ClusterCollector(cluster.name, connect=lambda s=connection_settings: ClusterConnection(s),
-                             evaluate=evaluate, initial_state=detect.INITIAL, sinks=sinks, state=runtime.state,
+                             evaluate=evaluate, start_state=partial(resumed_state, runtime, cluster.name),
+                             sinks=sinks, state=runtime.state,
                              count_events=count_events, leading=leadership.is_leader),
             settings.interval_for(cluster),
         ))
@@ -72,6 +75,21 @@ def wire_collection(runtime: Runtime) -> None:
     runtime.stoppers.append(leadership.release)
     runtime.stoppers.append(alerting.stop)
     runtime.stoppers.append(lambda: collector.stop(wait=True))
+
+
+def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
+    """Detection carries on the incidents the store holds open; from scratch if it cannot be read."""
+    try:
+        with runtime.sessions() as session:
+            cluster_id = cluster_ids(session, [cluster]).get(cluster)
+            if cluster_id is None:  # never recorded: nothing can be open
+                return detect.INITIAL
+            return detect.resumed(resume.open_stalls(session, cluster_id, cluster),
+                                  resume.prepare_since(session, cluster_id))
+    except Exception as exc:
+        log.warning("cluster %s: could not read open incidents back (%s); detection starts afresh, so an LSO "
+                    "stall or stuck Prepare* still open is timed again from now", cluster, exc)
+        return detect.INITIAL
 
 
 def archive_then_purge(runtime: Runtime) -> None:

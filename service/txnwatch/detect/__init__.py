@@ -2,8 +2,9 @@
 
 No I/O and no clock of its own: the collector passes ``now_ms``, tests pass any
 instant they like.  Everything a poll needs to remember for the next one lives in
-the immutable :class:`DetectorState`, so a replica that becomes leader simply starts
-from :data:`INITIAL` and a replayed snapshot sequence always yields the same findings.
+the immutable :class:`DetectorState`, so a replica that becomes leader starts from
+:func:`resumed` (the incidents the store holds open) or :data:`INITIAL`, and a replayed
+snapshot sequence always yields the same findings.
 
 One module per question:
 
@@ -20,7 +21,7 @@ partition leader) is *undetermined*: it neither raises nor clears an incident.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from txnwatch.detect import hanging, lag, lso, transitions, verification
@@ -42,7 +43,7 @@ from txnwatch.model import (
 )
 
 __all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "TxnEvent", "VerificationCheck", "classify",
-           "evaluate", "event_counts"]
+           "evaluate", "event_counts", "resumed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,18 @@ class DetectorState:
 
 
 INITIAL = DetectorState()
+
+
+def resumed(open_stalls: Iterable[LsoStall],
+            prepare_since: Mapping[str, tuple[hanging.PrepareKey, int]]) -> DetectorState:
+    """The state a leadership term starts from when the store remembers incidents still open.
+
+    LSO stalls and stuck Prepare* states are the findings that need a clock kept across
+    polls; rebuilt from their open episodes and from when each Prepare* began, a restart or
+    a takeover continues them instead of ending and reopening them.  The rest is learnt
+    again within a poll or two.
+    """
+    return DetectorState(prepare_since=dict(prepare_since), lso=lso.resume(open_stalls))
 
 
 @dataclass(frozen=True, slots=True)

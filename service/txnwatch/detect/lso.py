@@ -12,7 +12,7 @@ than the threshold" are one test; the blocker is the producer whose
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from txnwatch.detect.settings import DetectionSettings
@@ -90,3 +90,13 @@ def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSna
         if tp not in snapshot.partitions and track.episode is not None:
             ended.append(replace(track.episode, ended_ms=now_ms, last_seen_ms=now_ms))  # deleted or unwatched
     return tracks, active, ended
+
+
+def resume(open_episodes: Iterable[LsoStall]) -> dict[TopicPartition, LsoTrack]:
+    """Tracks that carry on the stall episodes an earlier leadership term left open.
+
+    The next poll extends an episode whose LSO is still where it stalled and ends one
+    whose LSO moved; starting from nothing instead would end every open stall and open it
+    again ``lso_stall_ms`` later, one incident split in two and paged twice.
+    """
+    return {e.tp: LsoTrack(lso=e.stalled_lso, since_ms=e.started_ms, episode=e) for e in open_episodes}

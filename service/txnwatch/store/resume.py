@@ -1,0 +1,57 @@
+"""What a new leadership term of a cluster's detection continues from.
+
+Detection keeps a few clocks between polls (when an LSO stalled, when a transaction
+entered Prepare*).  They die with the process, but the incidents they time are in the
+database, so the replica that polls next reads them back here instead of starting over.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from txnwatch.detect.hanging import PrepareKey
+from txnwatch.model import LsoStall, TopicPartition, TxnState
+from txnwatch.store import models as m
+
+PREPARE_STATES = [s.value for s in TxnState if s.is_prepare]
+
+
+def ms(at: datetime | None) -> int | None:
+    """The inverse of ``findings.ts``: epoch milliseconds, as the detectors count time."""
+    return None if at is None else round(at.timestamp() * 1000)
+
+
+def open_stalls(session: Session, cluster_id: int, cluster: str) -> list[LsoStall]:
+    rows = session.scalars(select(m.LsoStallEpisode).where(m.LsoStallEpisode.cluster_id == cluster_id,
+                                                           m.LsoStallEpisode.ended_at.is_(None)))
+    return [LsoStall(cluster, TopicPartition(r.topic, r.partition), started_ms=ms(r.started_at) or 0,
+                     last_seen_ms=ms(r.last_seen_at) or 0, stalled_lso=r.stalled_lso, max_gap=r.max_gap,
+                     gap=r.max_gap, blocking_producer_id=r.blocking_producer_id,
+                     blocking_producer_epoch=r.blocking_producer_epoch,
+                     blocking_transactional_id=r.blocking_transactional_id) for r in rows]
+
+
+def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareKey, int]]:
+    """Transactions last seen in Prepare*, with when they were first observed entering that state.
+
+    An id whose entering transition is no longer kept (retention) is left out: its clock
+    starts again, as it would have without this.
+    """
+    t = m.TransactionTransition
+    entered = (select(func.max(t.observed_at)).where(t.cluster_id == m.TransactionState.cluster_id,
+                                                     t.transactional_id == m.TransactionState.transactional_id,
+                                                     t.to_state == m.TransactionState.state)
+               .scalar_subquery())
+    rows = session.execute(select(m.TransactionState, entered).where(
+        m.TransactionState.cluster_id == cluster_id, m.TransactionState.state.in_(PREPARE_STATES),
+        m.TransactionState.gone_at.is_(None)))
+    since: dict[str, tuple[PrepareKey, int]] = {}
+    for state, entered_at in rows:
+        if entered_at is not None:
+            key: PrepareKey = (TxnState(state.state), state.producer_id, state.producer_epoch,
+                               ms(state.txn_started_at))
+            since[state.transactional_id] = (key, ms(entered_at) or 0)
+    return since
