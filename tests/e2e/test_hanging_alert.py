@@ -2,7 +2,8 @@
 
 Kafka shows it, txnwatch finds it like Kafka's own find-hanging does, pins the LSO
 stall on its producer, pages exactly once through a local PagerDuty Events v2
-endpoint, and resolves exactly once after an admin abort.
+endpoint, and resolves exactly once after an admin abort, though txnwatch restarts in
+the middle of the incident and PagerDuty answers 500 and 429 before it takes the resolve.
 """
 
 from __future__ import annotations
@@ -29,22 +30,29 @@ def pagerduty() -> Iterator[FakePagerDuty]:
 
 
 @pytest.fixture
-def daemon(lab_cluster: Any, postgres_url: str, pagerduty: FakePagerDuty) -> Iterator[Daemon]:
+def start(lab_cluster: Any, postgres_url: str, pagerduty: FakePagerDuty) -> Iterator[Callable[[], Daemon]]:
+    """Starts txnwatch on the shared database; called again, it is a restarted instance."""
     from txnwatch.store.migrate import upgrade
 
     upgrade(postgres_url)
-    d = start_daemon(
-        database_url=postgres_url, poll_interval_seconds=1,
-        clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)],
-        detection=dict(lso_stall_seconds=3, prepare_stuck_seconds=60),
-        pagerduty=dict(enabled=True, routing_key="e2e-routing-key", events_url=pagerduty.url),
-        alert_rules=dict(hanging_transaction=dict(for_seconds=2), lso_stall=dict(for_seconds=2)),
-        api=dict(admin_enabled=True, admin_token=ADMIN_TOKEN),
-    )
+    started: list[Daemon] = []
+
+    def one() -> Daemon:
+        started.append(start_daemon(
+            database_url=postgres_url, poll_interval_seconds=1,
+            clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)],
+            detection=dict(lso_stall_seconds=3, prepare_stuck_seconds=60),
+            pagerduty=dict(enabled=True, routing_key="e2e-routing-key", events_url=pagerduty.url),
+            alert_rules=dict(hanging_transaction=dict(for_seconds=2), lso_stall=dict(for_seconds=2)),
+            api=dict(admin_enabled=True, admin_token=ADMIN_TOKEN),
+        ))
+        return started[-1]
+
     try:
-        yield d
+        yield one
     finally:
-        d.stop()
+        for d in started:
+            d.stop()
 
 
 def hanging_on(d: Daemon, topic: str, include_resolved: bool = False) -> list[dict[str, Any]]:
@@ -61,8 +69,14 @@ def metric(d: Daemon, name: str) -> list[tuple[dict[str, str], float]]:
             for s in f.samples if s.name == name]
 
 
-def test_hanging_transaction_found_paged_aborted_resolved(daemon: Daemon, lab_cluster: Any, pagerduty: FakePagerDuty,
+def polls(d: Daemon) -> int:
+    return int(d.get("/api/v1/clusters/lab").json()["polls"])
+
+
+def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Daemon], lab_cluster: Any,
+                                                          pagerduty: FakePagerDuty,
                                                           new_topic: Callable[..., str]) -> None:
+    daemon = start()
     topic = new_topic(partitions=2)
     fault = inject_hanging_transaction(lab_cluster.bootstrap_servers, topic, 1)
     max_timeout_s = lab_cluster.transaction_max_timeout_ms / 1000
@@ -91,6 +105,17 @@ def test_hanging_transaction_found_paged_aborted_resolved(daemon: Daemon, lab_cl
     labels = [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds") if lbl["topic"] == topic]
     assert labels and labels[0]["producer_id"] == str(fault.producer_id)
 
+    # Restart in the middle of the incident: the new instance sees the same hanging transaction, pages no more.
+    daemon.stop()
+    daemon = start()
+    seen = polls(daemon)
+    wait_for(lambda: polls(daemon) >= seen + 5, 60, what="five polls by the restarted daemon")
+    assert [a for a in pagerduty.actions() if a[1] == key] == [("trigger", key)]
+    # PagerDuty in trouble for a while: what is queued goes out once it recovers.
+    pagerduty.fail_next(500, 1)
+    pagerduty.fail_next(429, 1)
+    requests_before = pagerduty.requests
+
     body = {"cluster": "lab", "topic": topic, "partition": 1, "producer_id": fault.producer_id,
             "producer_epoch": fault.producer_epoch}
     auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -104,5 +129,9 @@ def test_hanging_transaction_found_paged_aborted_resolved(daemon: Daemon, lab_cl
     (closed,) = wait_for(lambda: [s for s in stalls_on(daemon, topic) if s["ended_at"]], 30, what="the stall to end")
     assert closed["max_gap"] >= 1
     assert [a for a in pagerduty.actions() if a[1] == key] == [("trigger", key), ("resolve", key)]
+    assert pagerduty.requests >= requests_before + 3 and not pagerduty.failures  # both refusals were retried
+    for incident in {k for _, k in pagerduty.actions() if topic in k}:  # the LSO stall's page too: in order
+        sequence = [a for a, k in pagerduty.actions() if k == incident]
+        assert sequence == ["trigger", "resolve"][:len(sequence)] and sequence, (incident, sequence)
     wait_for(lambda: not [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds")
                           if lbl["topic"] == topic], 30, what="the hanging series to vanish")
