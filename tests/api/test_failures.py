@@ -116,5 +116,6 @@ def test_broken_sqlite_database_is_503(tmp_path) -> None:  # type: ignore[no-unt
                 response = client.get(u)
                 assert response.status_code == 503, (u, response.text)
                 assert "Traceback" not in response.text
+                assert response.headers["cache-control"] == "no-store"  # error answers carry them too
     finally:
         runtime.engine.dispose()

@@ -11,20 +11,11 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from txnwatch import __version__
+from txnwatch.api.middleware import SecurityHeaders
 from txnwatch.api.routers import health, metrics
 from txnwatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
-
-MAX_BODY_BYTES = 64 * 1024  # the API takes small JSON bodies only
-
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
-
 
 def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     @asynccontextmanager
@@ -46,15 +37,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     )
     app.state.runtime = runtime
 
-    @app.middleware("http")
-    async def security_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-            return JSONResponse({"detail": f"request body larger than {MAX_BODY_BYTES} bytes"}, status_code=413)
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+    app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(SQLAlchemyError)
     async def database_unavailable(_: Request, exc: SQLAlchemyError) -> JSONResponse:
