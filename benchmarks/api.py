@@ -158,23 +158,64 @@ def process_cpu_seconds(pid: int, children: bool = False) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-async def drive(base: str, rate: float, seconds: float, server_pid: int, postgres_pid: int) -> Outcome:
+class KeepAliveGets:
+    """GETs over a fixed pool of keep-alive HTTP/1.1 connections, reading only the status and the body.
+
+    The load generator shares the two cores with the server and PostgreSQL: httpx cost about as much CPU
+    per request as the API itself, so it measured its own overhead as much as the server's.
+    """
+
+    def __init__(self, port: int, size: int) -> None:
+        self._port = port
+        self._free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = asyncio.Queue()
+        for _ in range(size):
+            self._free.put_nowait(None)  # opened on first use
+
+    async def get(self, path: str) -> int:
+        """The status code; a request that waits for a free connection counts that wait, as a pool would."""
+        conn = await self._free.get()
+        try:
+            if conn is None:
+                conn = await asyncio.open_connection("127.0.0.1", self._port)
+            reader, writer = conn
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            head = await reader.readuntil(b"\r\n\r\n")
+            at = head.lower().find(b"\r\ncontent-length:")
+            if at < 0:
+                raise ValueError("answer without content-length")
+            await reader.readexactly(int(head[at + 17:head.index(b"\r\n", at + 2)]))
+        except BaseException:
+            if conn is not None:
+                conn[1].close()
+            self._free.put_nowait(None)
+            raise
+        self._free.put_nowait(conn)
+        return int(head[9:12])
+
+    async def close(self) -> None:
+        while not self._free.empty():
+            conn = self._free.get_nowait()
+            if conn is not None:
+                conn[1].close()
+
+
+async def drive(port: int, rate: float, seconds: float, server_pid: int, postgres_pid: int) -> Outcome:
     """Open loop: request i leaves at t0 + i/rate whatever happened to the others, so queueing in the
     server shows up as latency instead of silently lowering the offered rate."""
     out = Outcome()
-    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)  # httpx pools cost O(size)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=httpx.Timeout(10.0)) as client:
+    client = KeepAliveGets(port, 16)
+    try:
         async def one(path: str) -> None:
             start = time.perf_counter()
             try:
-                response = await client.get(path)
-            except httpx.HTTPError as exc:
+                status = await asyncio.wait_for(client.get(path), 10.0)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 out.errors[type(exc).__name__] += 1
                 return
-            if response.status_code == 200:
+            if status == 200:
                 out.latencies[path].append((time.perf_counter() - start) * 1000)
             else:
-                out.errors[f"HTTP {response.status_code}"] += 1
+                out.errors[f"HTTP {status}"] += 1
 
         for path in ENDPOINTS:  # warm up connections, caches and the query plans
             for _ in range(5):
@@ -205,27 +246,32 @@ async def drive(base: str, rate: float, seconds: float, server_pid: int, postgre
         for task in list(tasks):
             task.cancel()
             out.errors["unfinished"] += 1
+    finally:
+        await client.close()
     return out
 
 
-async def closed_loop(base: str, seconds: float, concurrency: int) -> float:
+async def closed_loop(port: int, seconds: float, concurrency: int) -> float:
     """Requests/s the server sustains when each client waits for its answer: the ceiling the open-loop
     rate is measured against on this machine."""
     done = 0
-    async with httpx.AsyncClient(base_url=base, timeout=httpx.Timeout(10.0)) as client:
-        deadline = time.perf_counter() + seconds
+    client = KeepAliveGets(port, concurrency)
+    deadline = time.perf_counter() + seconds
 
-        async def worker(offset: int) -> None:
-            nonlocal done
-            i = offset
-            while time.perf_counter() < deadline:
-                await client.get(ENDPOINTS[i % len(ENDPOINTS)])
-                done += 1
-                i += concurrency
+    async def worker(offset: int) -> None:
+        nonlocal done
+        i = offset
+        while time.perf_counter() < deadline:
+            await client.get(ENDPOINTS[i % len(ENDPOINTS)])
+            done += 1
+            i += concurrency
 
-        start = time.perf_counter()
+    start = time.perf_counter()
+    try:
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
-        return done / (time.perf_counter() - start)
+    finally:
+        await client.close()
+    return done / (time.perf_counter() - start)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -266,10 +312,10 @@ def main() -> int:
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.2)
-        capacity = asyncio.run(closed_loop(base, seconds=5, concurrency=8))
+        capacity = asyncio.run(closed_loop(port, seconds=5, concurrency=8))
         load_before = os.getloadavg()[0]
         postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
-        outcome = asyncio.run(drive(base, args.rate, args.seconds, proc.pid, postmaster))
+        outcome = asyncio.run(drive(port, args.rate, args.seconds, proc.pid, postmaster))
         load_after = os.getloadavg()[0]
     finally:
         if proc is not None:
