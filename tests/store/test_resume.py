@@ -21,7 +21,7 @@ S = detect.DetectionSettings(lso_stall_ms=30_000)
 def snapshot(at_ms: int, hwm: int, state: TxnState = TxnState.PREPARE_COMMIT, lso: int = 5) -> ClusterSnapshot:
     """app-1's open transaction starts at offset 5 and holds the LSO there until its markers are written."""
     blocker = ProducerState(producer_id=7, producer_epoch=2, last_sequence=3, last_timestamp_ms=T0,
-                            coordinator_epoch=0, current_txn_start_offset=5 if lso == 5 else -1)
+                            coordinator_epoch=0, current_txn_start_offset=5 if lso == 5 else None)
     return ClusterSnapshot(
         cluster="c", taken_at_ms=at_ms, duration_ms=12,
         transactions={"app-1": TransactionDescription("app-1", 1, state, 7, 2, 60_000, T0 - 1_001, frozenset({TP})),
