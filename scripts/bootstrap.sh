@@ -38,18 +38,19 @@ java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | he
 if ! command -v java >/dev/null || [[ "$(java_major)" -lt 17 ]]; then apt_install openjdk-17-jre-headless; fi
 if ! command -v mvn >/dev/null; then apt_install maven; fi
 
-# Python virtualenv with txnwatch installed editable; reinstalled only when pyproject.toml changes.
+# Python virtualenv with txnwatch installed editable, at the versions in constraints.txt (those the suite
+# passed with, not whatever is newest); reinstalled only when pyproject.toml or constraints.txt changes.
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   if ! $PY -m venv --help >/dev/null 2>&1 || ! $PY -c 'import ensurepip' 2>/dev/null; then apt_install python3-venv; fi
   say "creating .venv"
   $PY -m venv .venv
 fi
-stamp=".venv/.txnwatch-installed-$(sha1sum pyproject.toml | cut -c1-12)"
+stamp=".venv/.txnwatch-installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)"
 if [[ ! -e $stamp ]]; then
   say "installing Python dependencies into .venv (first time takes a minute or two)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
   rm -f .venv/.txnwatch-installed-*
   touch "$stamp"
 fi
