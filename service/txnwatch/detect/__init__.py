@@ -55,6 +55,7 @@ class DetectorState:
     lso: Mapping[TopicPartition, lso.LsoTrack] = field(default_factory=dict)
     verification: Mapping[verification.OpenKey, verification.Pending] = field(default_factory=dict)
     lso_history: Mapping[TopicPartition, lag.LsoHistory] = field(default_factory=dict)
+    resumed: bool = False  # the next poll is the first of a leadership term that carried incidents over
 
 
 INITIAL = DetectorState()
@@ -66,10 +67,12 @@ def resumed(open_stalls: Iterable[LsoStall],
 
     LSO stalls and stuck Prepare* states are the findings that need a clock kept across
     polls; rebuilt from their open episodes and from when each Prepare* began, a restart or
-    a takeover continues them instead of ending and reopening them.  The rest is learnt
-    again within a poll or two.
+    a takeover continues them instead of ending and reopening them.  Verification failures
+    are judged in the first poll from the producers' last writes (see
+    :class:`~txnwatch.detect.verification.Pending`).  The rest is learnt again within a
+    poll or two.
     """
-    return DetectorState(prepare_since=dict(prepare_since), lso=lso.resume(open_stalls))
+    return DetectorState(prepare_since=dict(prepare_since), lso=lso.resume(open_stalls), resumed=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +106,7 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
                                                        verification.open_producers(previous.verification))
     prepare_since = hanging.track_prepare(previous.prepare_since, snapshot, now_ms)
     lso_tracks, stalls, ended = lso.update_lso(previous.lso, snapshot, now_ms, settings)
-    pending, checked = verification.check(previous.verification, snapshot, now_ms, settings)
+    pending, checked = verification.check(previous.verification, snapshot, now_ms, settings, previous.resumed)
     remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
     state = DetectorState(remembered, prepare_since, lso_tracks, pending, history)

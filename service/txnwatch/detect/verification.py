@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import ClusterSnapshot, TopicPartition, VerificationSample
+from txnwatch.model import ClusterSnapshot, TopicPartition, TxnState, VerificationSample
 
 #: A partition's open transaction: (partition, producer id, first offset of the transaction).
 OpenKey = tuple[TopicPartition, int, int]
@@ -30,12 +30,22 @@ class Pending:
     grace period runs from there (or from the first sighting), so a transaction that
     just completed — the coordinator cleared its partitions, the partition's own
     view has not caught up within this poll — is not a failure however long it ran.
+    ``written_ms`` is set only in the first poll of a leadership term: a client adds a
+    partition to its transaction before writing to it, so an open transaction whose
+    last write is older than the grace and that its coordinator does not list is a
+    failure now, not one grace period after a restart.
     """
 
     first_seen_ms: int
     verified: bool = False
     failed: bool = False
     agreed_ms: int | None = None
+    written_ms: int | None = None  # resumed mid-transaction: the grace runs from the producer's last write
+
+    def grace_from(self) -> int:
+        if self.agreed_ms is not None:
+            return self.agreed_ms
+        return self.first_seen_ms if self.written_ms is None else min(self.first_seen_ms, self.written_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +70,17 @@ def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,
     return False, ids[0]
 
 
+def _ending(snapshot: ClusterSnapshot, transactional_id: str | None) -> bool:
+    """Committing or aborting: the partition may still show it open while the coordinator lists nothing."""
+    txn = snapshot.transactions.get(transactional_id) if transactional_id else None
+    return txn is not None and (txn.state.is_prepare or txn.state in (TxnState.COMPLETE_COMMIT,
+                                                                      TxnState.COMPLETE_ABORT))
+
+
 def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms: int,
-          settings: DetectionSettings) -> tuple[dict[OpenKey, Pending], VerificationCheck]:
-    """One check per open (partition, producer) pair whose coordinator could be asked."""
+          settings: DetectionSettings, resumed: bool = False) -> tuple[dict[OpenKey, Pending], VerificationCheck]:
+    """One check per open (partition, producer) pair whose coordinator could be asked; ``resumed``: the first
+    poll of a leadership term, whose open transactions began before anyone watched them."""
     pending: dict[OpenKey, Pending] = {}
     samples: list[VerificationSample] = []
     checks = failures = 0
@@ -74,8 +92,10 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
             if producer.current_txn_start_offset is None:
                 continue
             key = (tp, producer.producer_id, producer.current_txn_start_offset)
-            state = previous.get(key, Pending(first_seen_ms=now_ms))
             listed, txn_id = _coordinator_view(snapshot, producer.producer_id, tp)
+            state = previous.get(key) or Pending(
+                first_seen_ms=now_ms,
+                written_ms=producer.last_timestamp_ms if resumed and not _ending(snapshot, txn_id) else None)
             if listed is not None:
                 checks += 1
                 if listed:
@@ -83,7 +103,7 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
                         samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
                                                           now_ms, now_ms - state.first_seen_ms, failed=False))
                     state = replace(state, verified=True, agreed_ms=now_ms)
-                elif now_ms - (state.agreed_ms or state.first_seen_ms) > settings.verification_grace_ms:
+                elif now_ms - state.grace_from() > settings.verification_grace_ms:
                     failures += 1
                     if not state.failed:
                         samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,

@@ -84,3 +84,32 @@ def test_a_restart_at_any_poll_keeps_every_open_episode(steps: list[tuple[int, i
         if i == restart:
             open_at_restart = {s.started_ms for s in findings.lso_stalls}
             resumed_state = detect.resumed(findings.lso_stalls, state.prepare_since)
+
+
+def open_on_partition(at: int, *, last_write: int, coordinator: tuple = ()) -> object:  # type: ignore[type-arg]
+    """Producer 7 holds a transaction open on TP, last written at ``last_write``."""
+    return snapshot(partitions=(partition(hwm=40, lso=10, producers=(producer(pid=7, start=10, last_ms=last_write),)),),
+                    txns=coordinator, at=at)
+
+
+def test_first_poll_of_a_term_counts_an_unlisted_old_write_as_a_verification_failure() -> None:
+    snap = open_on_partition(100_000, last_write=40_000)  # the coordinator does not know producer 7
+    _, fresh = detect.evaluate(detect.INITIAL, snap, 100_000, S)
+    _, again = detect.evaluate(detect.resumed([], {}), snap, 100_000, S)
+    assert (fresh.verification.checks, fresh.verification.failures) == (1, 0)  # a first sighting gets its grace
+    assert (again.verification.checks, again.verification.failures) == (1, 1)
+    assert [s.failed for s in again.verification.samples] == [True]
+
+
+def test_an_ending_transaction_keeps_its_grace_after_a_resume() -> None:
+    committing = txn(txn_id="app-1", pid=7, state=TxnState.COMPLETE_COMMIT, partitions=())
+    snap = open_on_partition(100_000, last_write=40_000, coordinator=(committing,))
+    _, findings = detect.evaluate(detect.resumed([], {}), snap, 100_000, S)
+    assert (findings.verification.checks, findings.verification.failures) == (1, 0)
+
+
+def test_only_the_first_poll_of_a_term_judges_by_the_last_write() -> None:
+    state, _ = detect.evaluate(detect.resumed([], {}), snapshot(at=100_000), 100_000, S)
+    assert not state.resumed
+    _, findings = detect.evaluate(state, open_on_partition(115_000, last_write=40_000), 115_000, S)
+    assert findings.verification.failures == 0
