@@ -85,7 +85,7 @@ def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
             if cluster_id is None:  # never recorded: nothing can be open
                 return detect.INITIAL
             return detect.resumed(resume.open_stalls(session, cluster_id, cluster),
-                                  resume.prepare_since(session, cluster_id))
+                                  resume.prepare_since(session, cluster_id), resume.unlisted_open(session, cluster_id))
     except Exception as exc:
         log.warning("cluster %s: could not read open incidents back (%s); detection starts afresh, so an LSO "
                     "stall or stuck Prepare* still open is timed again from now", cluster, exc)

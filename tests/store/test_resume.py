@@ -47,7 +47,7 @@ def test_open_stall_and_prepare_clock_read_back_as_detection_left_them(engine: E
     assert [(s.tp, s.started_ms, s.stalled_lso, s.max_gap, s.blocking_producer_id, s.blocking_producer_epoch)
             for s in stalls] == [(TP, T0, 5, 14, 7, 2)]
     assert since == state.prepare_since == {"app-1": ((TxnState.PREPARE_COMMIT, 7, 2, T0 - 1_001), T0)}
-    resumed = detect.resumed(stalls, since)
+    resumed = detect.resumed(stalls, since, {})
     at = T0 + 60_000
     _, live = detect.evaluate(state, snapshot(at, 21), at, S)
     _, again = detect.evaluate(resumed, snapshot(at, 21), at, S)
@@ -83,3 +83,19 @@ def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine:
 
     assert resumed_state(SimpleNamespace(sessions=down), "c") is detect.INITIAL  # type: ignore[arg-type]
     assert "could not read open incidents back" in caplog.text and "database is down" in caplog.text
+
+
+def test_open_hanging_episodes_read_back_as_unlisted_transactions(engine: Engine) -> None:
+    sessions = make_sessionmaker(engine)
+    recorder = Recorder(sessions, LatestState(["c"]))
+    recorder.register_cluster("c", "h:9092")
+    orphan = ProducerState(producer_id=9, producer_epoch=0, last_sequence=0, last_timestamp_ms=T0 - 1_000_000,
+                           coordinator_epoch=-1, current_txn_start_offset=3)  # no coordinator knows producer 9
+    snap = ClusterSnapshot(cluster="c", taken_at_ms=T0, duration_ms=5, max_transaction_timeout_ms=900_000,
+                           partitions={TP: PartitionSnapshot(TP, leader=1, high_watermark=9, last_stable_offset=3,
+                                                             log_start_offset=0, producers=(orphan,))})
+    _, findings = detect.evaluate(detect.INITIAL, snap, T0, S)
+    assert [h.producer_id for h in findings.hanging] == [9]
+    recorder.on_poll("c", snap, findings, None, T0)
+    with sessions() as session:
+        assert resume.unlisted_open(session, cluster_ids(session, ["c"])["c"]) == {(TP, 9, 3): T0 - 1_000_000}

@@ -61,18 +61,20 @@ class DetectorState:
 INITIAL = DetectorState()
 
 
-def resumed(open_stalls: Iterable[LsoStall],
-            prepare_since: Mapping[str, tuple[hanging.PrepareKey, int]]) -> DetectorState:
+def resumed(open_stalls: Iterable[LsoStall], prepare_since: Mapping[str, tuple[hanging.PrepareKey, int]],
+            unlisted: Mapping[verification.OpenKey, int]) -> DetectorState:
     """The state a leadership term starts from when the store remembers incidents still open.
 
     LSO stalls and stuck Prepare* states are the findings that need a clock kept across
     polls; rebuilt from their open episodes and from when each Prepare* began, a restart or
-    a takeover continues them instead of ending and reopening them.  Verification failures
-    are judged in the first poll from the producers' last writes (see
+    a takeover continues them instead of ending and reopening them.  ``unlisted`` (the open
+    hanging episodes' transactions) carry verification failures over; other open
+    transactions are judged in the first poll by their producers' last writes (see
     :class:`~txnwatch.detect.verification.Pending`).  The rest is learnt again within a
     poll or two.
     """
-    return DetectorState(prepare_since=dict(prepare_since), lso=lso.resume(open_stalls), resumed=True)
+    return DetectorState(prepare_since=dict(prepare_since), lso=lso.resume(open_stalls),
+                         verification=verification.resume(unlisted), resumed=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,15 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
     return pending, VerificationCheck(checks, failures, tuple(samples))
 
 
+def resume(unlisted: Mapping[OpenKey, int]) -> dict[OpenKey, Pending]:
+    """Open transactions an earlier term found unlisted (its open hanging episodes), failed since the given time.
+
+    Besides the failure count, they name the producers of a partition whose DescribeProducers
+    fails in the first poll, so a hanging incident there stays undecided instead of resolving.
+    """
+    return {key: Pending(first_seen_ms=since_ms, failed=True) for key, since_ms in unlisted.items()}
+
+
 def open_producers(pending: Mapping[OpenKey, Pending]) -> dict[TopicPartition, frozenset[int]]:
     """Producer ids last seen with an open transaction, per partition."""
     found: dict[TopicPartition, set[int]] = {}

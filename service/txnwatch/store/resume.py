@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from txnwatch.detect.hanging import PrepareKey
+from txnwatch.detect.verification import OpenKey
 from txnwatch.model import LsoStall, TopicPartition, TxnState
 from txnwatch.store import models as m
 
@@ -55,3 +56,14 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
                                ms(state.txn_started_at))
             since[state.transactional_id] = (key, ms(entered_at) or 0)
     return since
+
+
+def unlisted_open(session: Session, cluster_id: int) -> dict[OpenKey, int]:
+    """The open hanging episodes' transactions, none of them listed by its coordinator, each since the
+    producer's last write on the partition (or since the episode began, if that is earlier)."""
+    rows = session.scalars(select(m.HangingEpisode).where(m.HangingEpisode.cluster_id == cluster_id,
+                                                          m.HangingEpisode.resolved_at.is_(None),
+                                                          m.HangingEpisode.txn_start_offset.is_not(None)))
+    return {(TopicPartition(r.topic, r.partition), r.producer_id, r.txn_start_offset):
+            min(ms(r.first_seen_at) or 0, ms(r.last_write_at) or ms(r.first_seen_at) or 0)
+            for r in rows if r.txn_start_offset is not None}
