@@ -40,7 +40,7 @@ class Pending:
     verified: bool = False
     failed: bool = False
     agreed_ms: int | None = None
-    written_ms: int | None = None  # resumed mid-transaction: the grace runs from the producer's last write
+    written_ms: int | None = None
 
     def grace_from(self) -> int:
         if self.agreed_ms is not None:
