@@ -136,11 +136,18 @@ def test_frozen_leader_leaves_coordinator_in_prepare_commit(require_managed_lab,
     wait_for(lambda: txn_state(admin, fault.transactional_id).state.value == "CompleteCommit", timeout=60,
              what="CompleteCommit after thaw")
     assert not fault.end_error, fault.end_error
-    fresh = lab.admin()  # the old client's metadata may still miss the re-registered broker
-    try:
-        wait_for(lambda: (o := offsets(fresh, topic, 0))[0] == o[1], what="LSO == HWM after the marker")
-    finally:
-        fresh.close()
+
+    def marker_written() -> bool:
+        # A new client per try: one that fetched metadata while the thawed broker was still fenced keeps
+        # answering UnknownBrokerIdError for its partitions (kafka-python does not refresh on it).
+        fresh = lab.admin()
+        try:
+            lso, hwm = offsets(fresh, topic, 0)
+            return lso == hwm
+        finally:
+            fresh.close()
+
+    wait_for(marker_written, what="LSO == HWM after the marker")
 
 
 def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab, new_topic, admin, ref):
