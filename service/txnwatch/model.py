@@ -58,6 +58,10 @@ class TxnState(StrEnum):
     def is_prepare(self) -> bool:
         return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
 
+    @property
+    def is_complete(self) -> bool:
+        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
 
 class ErrorClass(StrEnum):
     """KIP-1050 error classes, plus the cases KIP-1050 does not cover."""

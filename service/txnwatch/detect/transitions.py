@@ -125,7 +125,7 @@ def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapsh
         events = derive_events(prev, cur, now_ms)
         # An upper bound: the transaction ended somewhere between the two polls.
         duration = (now_ms - cur.start_time_ms if cur.start_time_ms is not None
-                    and cur.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) else None)
+                    and cur.state.is_complete else None)
         transitions.append(Transition(
             snapshot.cluster, txn_id, now_ms, prev.state if prev else None, cur.state, cur.producer_id,
             cur.producer_epoch, prev.producer_id if prev else None, prev.producer_epoch if prev else None,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import ClusterSnapshot, TopicPartition, TxnState, VerificationSample
+from txnwatch.model import ClusterSnapshot, TopicPartition, VerificationSample
 
 #: A partition's open transaction: (partition, producer id, first offset of the transaction).
 OpenKey = tuple[TopicPartition, int, int]
@@ -73,8 +73,7 @@ def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,
 def _ending(snapshot: ClusterSnapshot, transactional_id: str | None) -> bool:
     """Committing or aborting: the partition may still show it open while the coordinator lists nothing."""
     txn = snapshot.transactions.get(transactional_id) if transactional_id else None
-    return txn is not None and (txn.state.is_prepare or txn.state in (TxnState.COMPLETE_COMMIT,
-                                                                      TxnState.COMPLETE_ABORT))
+    return txn is not None and (txn.state.is_prepare or txn.state.is_complete)
 
 
 def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms: int,
