@@ -22,6 +22,11 @@ from txnwatch.model import ClusterSnapshot, incident_key
 from txnwatch.store import models as m
 
 
+def ms(at: datetime) -> int:
+    """The inverse of :func:`ts`: epoch milliseconds, as the detectors count time."""
+    return round(at.timestamp() * 1000)
+
+
 def ts(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 

@@ -7,8 +7,6 @@ database, so the replica that polls next reads them back here instead of startin
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -16,20 +14,16 @@ from txnwatch.detect.hanging import PrepareKey
 from txnwatch.detect.verification import OpenKey
 from txnwatch.model import LsoStall, TopicPartition, TxnState
 from txnwatch.store import models as m
+from txnwatch.store.findings import ms
 
 PREPARE_STATES = [s.value for s in TxnState if s.is_prepare]
-
-
-def ms(at: datetime | None) -> int | None:
-    """The inverse of ``findings.ts``: epoch milliseconds, as the detectors count time."""
-    return None if at is None else round(at.timestamp() * 1000)
 
 
 def open_stalls(session: Session, cluster_id: int, cluster: str) -> list[LsoStall]:
     rows = session.scalars(select(m.LsoStallEpisode).where(m.LsoStallEpisode.cluster_id == cluster_id,
                                                            m.LsoStallEpisode.ended_at.is_(None)))
-    return [LsoStall(cluster, TopicPartition(r.topic, r.partition), started_ms=ms(r.started_at) or 0,
-                     last_seen_ms=ms(r.last_seen_at) or 0, stalled_lso=r.stalled_lso, max_gap=r.max_gap,
+    return [LsoStall(cluster, TopicPartition(r.topic, r.partition), started_ms=ms(r.started_at),
+                     last_seen_ms=ms(r.last_seen_at), stalled_lso=r.stalled_lso, max_gap=r.max_gap,
                      gap=r.max_gap, blocking_producer_id=r.blocking_producer_id,
                      blocking_producer_epoch=r.blocking_producer_epoch,
                      blocking_transactional_id=r.blocking_transactional_id) for r in rows]
@@ -52,9 +46,9 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
     since: dict[str, tuple[PrepareKey, int]] = {}
     for state, entered_at in rows:
         if entered_at is not None:
-            key: PrepareKey = (TxnState(state.state), state.producer_id, state.producer_epoch,
-                               ms(state.txn_started_at))
-            since[state.transactional_id] = (key, ms(entered_at) or 0)
+            started = ms(state.txn_started_at) if state.txn_started_at is not None else None
+            key: PrepareKey = (TxnState(state.state), state.producer_id, state.producer_epoch, started)
+            since[state.transactional_id] = (key, ms(entered_at))
     return since
 
 
@@ -62,8 +56,7 @@ def unlisted_open(session: Session, cluster_id: int) -> dict[OpenKey, int]:
     """The open hanging episodes' transactions, none of them listed by its coordinator, each since the
     producer's last write on the partition (or since the episode began, if that is earlier)."""
     rows = session.scalars(select(m.HangingEpisode).where(m.HangingEpisode.cluster_id == cluster_id,
-                                                          m.HangingEpisode.resolved_at.is_(None),
-                                                          m.HangingEpisode.txn_start_offset.is_not(None)))
+                                                          m.HangingEpisode.resolved_at.is_(None)))
     return {(TopicPartition(r.topic, r.partition), r.producer_id, r.txn_start_offset):
-            min(ms(r.first_seen_at) or 0, ms(r.last_write_at) or ms(r.first_seen_at) or 0)
+            min(ms(r.first_seen_at), ms(r.last_write_at or r.first_seen_at))
             for r in rows if r.txn_start_offset is not None}
