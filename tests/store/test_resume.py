@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
 from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
@@ -31,10 +33,18 @@ def snapshot(at_ms: int, hwm: int, state: TxnState = TxnState.PREPARE_COMMIT, ls
     )
 
 
-def test_open_stall_and_prepare_clock_read_back_as_detection_left_them(engine: Engine) -> None:
+@pytest.fixture
+def store(engine: Engine) -> tuple[sessionmaker[Session], Recorder]:
+    """The cluster "c" registered, and the recorder that writes its polls as the daemon does."""
     sessions = make_sessionmaker(engine)
     recorder = Recorder(sessions, LatestState(["c"]))
     recorder.register_cluster("c", "h:9092")
+    return sessions, recorder
+
+
+def test_open_stall_and_prepare_clock_read_back_as_detection_left_them(
+        store: tuple[sessionmaker[Session], Recorder]) -> None:
+    sessions, recorder = store
     state = detect.INITIAL
     for at, hwm in ((T0, 10), (T0 + 20_000, 14), (T0 + 40_000, 19)):
         state, findings = detect.evaluate(state, snapshot(at, hwm), at, S)
@@ -55,10 +65,8 @@ def test_open_stall_and_prepare_clock_read_back_as_detection_left_them(engine: E
     assert again.lso_stalls_opened == () and live_stall.started_ms == T0
 
 
-def test_nothing_to_resume_once_the_incidents_ended(engine: Engine) -> None:
-    sessions = make_sessionmaker(engine)
-    recorder = Recorder(sessions, LatestState(["c"]))
-    recorder.register_cluster("c", "h:9092")
+def test_nothing_to_resume_once_the_incidents_ended(store: tuple[sessionmaker[Session], Recorder]) -> None:
+    sessions, recorder = store
     state = detect.INITIAL
     for at, lso, txn_state in ((T0, 5, TxnState.PREPARE_COMMIT), (T0 + 40_000, 5, TxnState.PREPARE_COMMIT),
                                (T0 + 60_000, 19, TxnState.COMPLETE_COMMIT)):  # markers written: the LSO caught up
@@ -85,10 +93,9 @@ def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine:
     assert "could not read open incidents back" in caplog.text and "database is down" in caplog.text
 
 
-def test_open_hanging_episodes_read_back_as_unlisted_transactions(engine: Engine) -> None:
-    sessions = make_sessionmaker(engine)
-    recorder = Recorder(sessions, LatestState(["c"]))
-    recorder.register_cluster("c", "h:9092")
+def test_open_hanging_episodes_read_back_as_unlisted_transactions(
+        store: tuple[sessionmaker[Session], Recorder]) -> None:
+    sessions, recorder = store
     orphan = ProducerState(producer_id=9, producer_epoch=0, last_sequence=0, last_timestamp_ms=T0 - 1_000_000,
                            coordinator_epoch=-1, current_txn_start_offset=3)  # no coordinator knows producer 9
     snap = ClusterSnapshot(cluster="c", taken_at_ms=T0, duration_ms=5, max_transaction_timeout_ms=900_000,
