@@ -43,7 +43,7 @@ def snapshot(at_ms: int, partitions: int, ids: int, groups: int) -> ClusterSnaps
         is_open = i < OPEN
         tp = tps[i * 7 % len(tps)]
         if is_open:
-            open_on[tp] = (1_000 + i, i)
+            open_on[tp] = 1_000 + i  # its producer id
         if is_open and i < HANGING:
             continue  # open on its partition, unknown to the coordinator: hanging
         state = TxnState.ONGOING if is_open else (TxnState.COMPLETE_COMMIT if i % 3 else TxnState.EMPTY)
@@ -55,7 +55,7 @@ def snapshot(at_ms: int, partitions: int, ids: int, groups: int) -> ClusterSnaps
     for n, tp in enumerate(tps):
         hwm = 10_000 + n + at_ms // 1000 % 1000
         producer = open_on.get(tp)
-        producers = () if producer is None else (ProducerState(producer[0], 0, 5, at_ms - 3_600_000, 0, 9_000),)
+        producers = () if producer is None else (ProducerState(producer, 0, 5, at_ms - 3_600_000, 0, 9_000),)
         parts[tp] = PartitionSnapshot(tp, leader=n % 3, high_watermark=hwm,
                                       last_stable_offset=9_000 if producer else hwm, log_start_offset=0,
                                       producers=producers)
