@@ -243,6 +243,7 @@ class LabCluster:
             _wait_ports([n], self, time.monotonic() + timeout)
             if n.is_broker:
                 _wait_registered(self, {n.node_id}, time.monotonic() + timeout)
+                _wait_ports([n], self, time.monotonic() + timeout, clients=True)
 
     def restart_broker(self, node_id: int, *, kill: bool = False) -> None:
         self.stop_broker(node_id, kill=kill)
@@ -357,6 +358,7 @@ def start_lab(settings: LabSettings | None = None, lab_dir: Path | str | None = 
         _wait_ports(nodes, lab, deadline)
         say("waiting for all brokers to register with the controller")
         _wait_registered(lab, {n.node_id for n in nodes if n.is_broker}, deadline)
+        _wait_ports([n for n in nodes if n.is_broker], lab, deadline, clients=True)
         say("creating __transaction_state (first FindCoordinator)")
         _wait_transaction_coordinator(lab, deadline)
     except BaseException:
@@ -484,13 +486,17 @@ def _check_alive(lab: LabCluster, nodes: list[LabNode]) -> None:
             raise LabError(f"Kafka node {n.node_id} exited during startup; last log lines of {n.log_file}:\n{tail}")
 
 
-def _wait_ports(nodes: list[LabNode], lab: LabCluster, deadline: float) -> None:
+def _wait_ports(nodes: list[LabNode], lab: LabCluster, deadline: float, *, clients: bool = False) -> None:
+    """`clients`: wait for the port clients use instead of the node's own, i.e. for the proxy, which
+    listens for a broker only once it has seen that broker listen (and is a poll behind it)."""
     waiting = [n for n in nodes]
     while waiting:
         _check_alive(lab, waiting)
-        waiting = [n for n in waiting if not port_open(n.broker_port or n.controller_port or 0)]
+        waiting = [n for n in waiting
+                   if not port_open((n.port if clients else n.broker_port) or n.controller_port or 0)]
         if waiting and time.monotonic() > deadline:
-            raise LabError(f"nodes {[n.node_id for n in waiting]} did not open their ports; see their server.log")
+            what = "their client ports (see proxy.log)" if clients else "their ports (see their server.log)"
+            raise LabError(f"nodes {[n.node_id for n in waiting]} did not open {what}")
         if waiting:
             time.sleep(0.25)
 
