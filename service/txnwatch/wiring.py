@@ -16,6 +16,7 @@ from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collector import ClusterCollector, Collector
+from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.leader import leadership_for
 from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime
@@ -38,11 +39,17 @@ def wire_collection(runtime: Runtime) -> None:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     settings = runtime.settings
-    leadership = leadership_for(runtime.engine)
+    names = [c.name for c in settings.clusters]
+
+    def on_gain(lease: str) -> None:
+        if lease == HOUSEKEEPING:  # the fleet-wide lease: pages of clusters no longer configured end here
+            alerting.retire_clusters(names, datetime.now(timezone.utc))
+
+    leadership = leadership_for(settings.database_url, names, settings.fleet, on_gain=on_gain)
     runtime.leadership = leadership
     runtime.registry = build_registry(runtime.state, leadership.is_leader)
     recorder = Recorder(runtime.sessions, runtime.state)
-    alerting = Alerting.from_settings(settings, runtime.sessions, leading=leadership.is_leader,
+    alerting = Alerting.from_settings(settings, runtime.sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=f"http://{settings.api.host}:{settings.api.port}")
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
@@ -57,22 +64,20 @@ def wire_collection(runtime: Runtime) -> None:
             ClusterCollector(cluster.name, connect=lambda s=connection_settings: ClusterConnection(s),
                              evaluate=evaluate, start_state=partial(resumed_state, runtime, cluster.name),
                              sinks=sinks, state=runtime.state,
-                             count_events=count_events, leading=leadership.is_leader),
+                             count_events=count_events, leading=partial(leadership.term, cluster.name)),
             settings.interval_for(cluster),
         ))
     collector = Collector(collectors)
-    refresh_s = max(1.0, min([settings.interval_for(c) for c in settings.clusters] or [5.0]) / 2)
-    collector.add_job(leadership.refresh, refresh_s, "leader:refresh")
+    housekeeping = partial(leadership.holds, HOUSEKEEPING)
     collector.add_job(recorder.flush, 5.0, "store:flush-buffer")
-    collector.add_job(_when(leadership.is_leader, lambda: archive_then_purge(runtime)),
-                      RETENTION_INTERVAL_S, "store:retention")
-    runtime.starters.insert(0, leadership.refresh)
-    runtime.starters.append(_when(leadership.is_leader, lambda: alerting.retire_clusters(
-        [c.name for c in settings.clusters], datetime.now(timezone.utc))))
+    collector.add_job(_when(housekeeping, lambda: archive_then_purge(runtime)), RETENTION_INTERVAL_S, "store:retention")
+    # Leadership first: a lone replica holds its clusters before the first poll is due.
+    runtime.starters.insert(0, leadership.start)
+    runtime.starters.append(_when(housekeeping, lambda: on_gain(HOUSEKEEPING)))
     runtime.starters.append(collector.start)
     runtime.starters.append(alerting.start)
-    # Stopped in reverse: finish the current poll, then flush the outbox, then hand leadership over.
-    runtime.stoppers.append(leadership.release)
+    # Stopped in reverse: finish the current poll, then flush the outbox, then give the leases up.
+    runtime.stoppers.append(leadership.stop)
     runtime.stoppers.append(alerting.stop)
     runtime.stoppers.append(lambda: collector.stop(wait=True))
 
