@@ -95,9 +95,16 @@ def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
 
 def archive_then_purge(runtime: Runtime) -> None:
     """History leaves the database only once it is in the Parquet archive the pipeline reads."""
-    from txnwatch.store.archive import export_history
+    from txnwatch.extras import MissingExtra, require
 
     settings = runtime.settings
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        log.error("retention: %s; history stays in the database until it is installed", exc)
+        return
+    from txnwatch.store.archive import export_history
+
     try:
         export_history(runtime.engine, settings.retention.archive_dir)
     except Exception:
