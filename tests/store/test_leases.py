@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -91,8 +91,11 @@ def test_a_holder_cut_off_from_the_database_stops_before_the_other_takes_over(
         assert took_s <= TIMING.lease_s + 2
         assert a.held() == [] and sorted(b.held()) == CLUSTERS
         proxy.restore(0)
-        wait_for(lambda: (rounds(a, b), len(a.held()) == len(b.held()) == 1)[1], 30, interval=0.1,
-                 what="a to rejoin and the fleet to rebalance")
+        def rebalanced() -> bool:
+            rounds(a, b)
+            return len(a.held()) == len(b.held()) == 1
+
+        wait_for(rebalanced, 30, interval=0.1, what="a to rejoin and the fleet to rebalance")
 
 
 class Clock:
@@ -126,7 +129,7 @@ def test_a_stale_holder_is_refused_by_the_epoch(fleet: Callable[..., FleetLeases
 
     engine = make_engine(postgres_url)
     sessions = make_sessionmaker(engine)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with sessions.begin() as session:
         session.add(m.OutboxEvent(alert_id=None, channel="pd", action="trigger", dedup_key="east-incident",
                                   payload={"cluster": "east", "incident_key": "east-incident"}, status=PENDING,

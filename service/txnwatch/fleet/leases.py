@@ -214,14 +214,14 @@ class FleetLeases:
                      len(seen.live | {self.replica_id}))
         for cluster in decided.acquire:
             asked = self._clock()
-            epoch = self._table.acquire(cluster)
-            if epoch is None:
+            taken = self._table.acquire(cluster)
+            if taken is None:
                 continue
             with self._lock:
-                self._terms[cluster] = _Term(epoch, asked + timing.lease_s - timing.margin_s)
+                self._terms[cluster] = _Term(taken, asked + timing.lease_s - timing.margin_s)
                 self.stats.gained += 1
-                self.stats.history.append(("gained", cluster, epoch, asked))
-            log.warning("fleet: replica %s now watches %s (lease epoch %d)", self.replica_id, cluster, epoch)
+                self.stats.history.append(("gained", cluster, taken, asked))
+            log.warning("fleet: replica %s now watches %s (lease epoch %d)", self.replica_id, cluster, taken)
             if self._on_gain is not None:
                 try:
                     self._on_gain(cluster)

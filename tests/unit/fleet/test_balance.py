@@ -29,8 +29,8 @@ class Table:
 
     def __init__(self, clusters: list[str]) -> None:
         self.clusters = clusters
-        self.holder: dict[str, str | None] = {c: None for c in [*clusters, HOUSEKEEPING]}
-        self.free_since: dict[str, float] = {c: -100.0 for c in self.holder}
+        self.holder: dict[str, str | None] = dict.fromkeys([*clusters, HOUSEKEEPING])
+        self.free_since: dict[str, float] = dict.fromkeys(self.holder, -100.0)
         self.now = 0.0
 
     def views(self) -> dict[str, LeaseView]:
