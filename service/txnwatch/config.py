@@ -20,6 +20,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 CONFIG_ENV = "TXNWATCH_CONFIG"
 SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPORTER_LABELS = frozenset({"consumergroup", "topic", "partition", "le"})
 
 
 class ConfigError(Exception):
@@ -56,6 +58,17 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
+                                          "kafka_* series, like kafka_exporter's --kafka.labels.")
+
+    @field_validator("metric_labels")
+    @classmethod
+    def _metric_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL.match(key) or key in _EXPORTER_LABELS:
+                raise ValueError(f"{key!r} is not a usable label name (letters, digits, '_'; not one of "
+                                 f"{', '.join(sorted(_EXPORTER_LABELS))})")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -106,6 +119,22 @@ class DetectionConfig(_Strict):
     lso_stall_seconds: float = Field(default=30, ge=1, description="How long the LSO may stay put while the high watermark moves.")
     verification_grace_seconds: float = Field(default=10, ge=0, description="How long a partition may hold an open transaction the coordinator does not list.")
     verification_failure_ratio: float = Field(default=0.0, ge=0, le=1, description="Share of failed verification checks per poll above which the verification_failure_rate alert condition holds.")
+
+
+class MetricsConfig(_Strict):
+    """How /metrics labels and cuts the offset and lag families (see docs/metrics.md)."""
+
+    granularity: Literal["partition", "topic"] = Field(default="partition", description="topic: consumer-group "
+                                                       "series per topic only (KMinion's option), for big clusters.")
+    cluster_label: str = Field(default="cluster", description="Label carrying the cluster name on the kafka_* "
+                               "families; empty for none, as a single-cluster kafka_exporter has.")
+
+    @field_validator("cluster_label")
+    @classmethod
+    def _cluster_label(cls, value: str) -> str:
+        if value and (not _LABEL.match(value) or value in _EXPORTER_LABELS):
+            raise ValueError(f"{value!r} is not a usable label name")
+        return value
 
 
 class ApiConfig(_Strict):
@@ -169,6 +198,7 @@ class Settings(BaseSettings):
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

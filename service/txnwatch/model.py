@@ -190,6 +190,10 @@ class ClusterSnapshot:
     listing_complete: bool = True
     unreachable_coordinators: frozenset[int] = frozenset()
     max_transaction_timeout_ms: int = 900_000
+    #: (partition, committed offset) -> timestamp (ms) of the first data record at or after that offset,
+    #: None when only control markers lie between it and the high watermark.  Filled for lagging group
+    #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
+    first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
 
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
         return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
@@ -349,3 +353,5 @@ class GroupLag:
     lag_hwm: int | None
     lag_lso: int | None
     lag_seconds: float | None
+    #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
+    last_commit_ms: int | None = None

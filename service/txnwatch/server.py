@@ -6,7 +6,7 @@ import logging
 
 import uvicorn
 
-from txnwatch import logs
+from txnwatch import exitcodes, logs
 from txnwatch.config import Settings
 
 log = logging.getLogger(__name__)
@@ -29,9 +29,9 @@ def serve(settings: Settings) -> None:
     try:
         ensure_schema(settings)
     except SchemaNotReady as exc:
-        raise StartupError(str(exc), 2) from exc
+        raise StartupError(str(exc), exitcodes.USAGE) from exc
     except Exception as exc:
-        raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", 1) from exc
+        raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED) from exc
     runtime = build_runtime(settings)
     app = create_app(runtime)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",

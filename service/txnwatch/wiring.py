@@ -32,6 +32,7 @@ from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import Settings
+from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime, Service
@@ -61,7 +62,7 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     state = LatestState([c.name for c in settings.clusters])
     health = StoreHealth()
     leadership: Leadership = leadership_for(engine) if collect else SingleInstance()
-    registry = build_registry(state, leadership.is_leader, health)
+    registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
     services = _services(settings, engine, sessions, state, leadership, health) if collect else ()
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
                    registry=registry, store_health=health, services=services)
@@ -126,6 +127,13 @@ def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.Detec
 
 def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
     """History leaves the database only once it is in the Parquet archive the pipeline reads."""
+    from txnwatch.extras import MissingExtra, require
+
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        log.error("retention: %s; history stays in the database until it is installed", exc)
+        return
     from txnwatch.store.archive import export_history
 
     try:
