@@ -17,6 +17,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from txnwatch.vocabulary import Severity
+
 CONFIG_ENV = "TXNWATCH_CONFIG"
 SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -151,6 +153,17 @@ class ApiConfig(_Strict):
         return self
 
 
+class ConsoleConfig(_Strict):
+    """The built-in web console at /console (served with the API, behind the same read token)."""
+
+    enabled: bool = True
+    grafana_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the Grafana that has the shipped dashboards; the console links its panels when set."))
+    runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
+        "at /console/runbooks when unset."))
+
+
 class PagerDutyConfig(_Strict):
     enabled: bool = False
     routing_key: SecretStr | None = None
@@ -171,7 +184,7 @@ class AlertRuleConfig(_Strict):
 
     enabled: bool = True
     for_seconds: float = Field(default=0, ge=0)
-    severity: Literal["critical", "error", "warning", "info"] = "critical"
+    severity: Severity = Severity.CRITICAL
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -195,6 +208,7 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
