@@ -65,8 +65,7 @@ class SingleInstance:
         pass
 
 
-def leadership_for(database_url: str, clusters: Sequence[str], fleet: FleetConfig, *,
-                   on_gain: Callable[[str], None] | None = None) -> Leadership:
+def leadership_for(database_url: str, clusters: Sequence[str], fleet: FleetConfig) -> Leadership:
     """Leases on PostgreSQL (any number of replicas), a single instance on SQLite."""
     from txnwatch.store.db import normalise_url
 
@@ -80,5 +79,4 @@ def leadership_for(database_url: str, clusters: Sequence[str], fleet: FleetConfi
     engine = lease_engine(database_url, lease_s=fleet.lease_seconds, renew_s=fleet.renew_seconds)
     table = LeaseTable(engine, fleet.replica_id or default_replica_id(), socket.gethostname(),
                        lease_s=fleet.lease_seconds, renew_s=fleet.renew_seconds)
-    return FleetLeases(table, clusters, FleetTiming(fleet.lease_seconds, fleet.renew_seconds, fleet.margin_seconds),
-                       on_gain=on_gain)
+    return FleetLeases(table, clusters, FleetTiming(fleet.lease_seconds, fleet.renew_seconds, fleet.margin_seconds))

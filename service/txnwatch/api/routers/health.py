@@ -29,8 +29,8 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         reasons.append(f"database unreachable: {str(exc).splitlines()[0]}")
-    if runtime.state.db_error:
-        reasons.append(f"database writes failing: {runtime.state.db_error}")
+    if runtime.store_health.error:
+        reasons.append(f"database writes failing: {runtime.store_health.error}")
     leading = runtime.leadership.is_leader()
     held = {c.name for c in runtime.settings.clusters if runtime.leadership.holds(c.name)}
     own = _last_polls(runtime)
