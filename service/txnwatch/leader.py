@@ -13,7 +13,7 @@ SQLite mode is single-instance: one process owns the file and holds every cluste
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 

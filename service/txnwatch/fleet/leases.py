@@ -78,13 +78,11 @@ class FleetLeases:
     """Per-cluster leases in PostgreSQL; one instance per process, renewed on its own thread."""
 
     def __init__(self, table: LeaseTable, clusters: Sequence[str], timing: FleetTiming, *,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_gain: Callable[[str], None] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._table = table
         self._clusters = list(clusters)
         self._timing = timing
         self._clock = clock
-        self._on_gain = on_gain
         self._terms: dict[str, _Term] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -222,11 +220,6 @@ class FleetLeases:
                 self.stats.gained += 1
                 self.stats.history.append(("gained", cluster, taken, asked))
             log.warning("fleet: replica %s now watches %s (lease epoch %d)", self.replica_id, cluster, taken)
-            if self._on_gain is not None:
-                try:
-                    self._on_gain(cluster)
-                except Exception:
-                    log.exception("fleet: start of the term for %s failed", cluster)
         # Wake up right when a lease another replica let lapse can be taken, not a renew interval later.
         soonest = min((-v.expired_for_s for v in seen.leases.values()
                        if v.holder not in (None, self.replica_id) and v.valid and v.holder not in seen.live),
