@@ -17,9 +17,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from txnwatch.vocabulary import Severity
+
 CONFIG_ENV = "TXNWATCH_CONFIG"
 SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPORTER_LABELS = frozenset({"consumergroup", "topic", "partition", "le"})
 
 
 class ConfigError(Exception):
@@ -48,6 +52,9 @@ class ClusterConfig(_Strict):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = Field(default=None, description=(
+        "File holding the SASL password, e.g. a mounted Kubernetes Secret key; its exact content is the "
+        "password (no trailing newline is stripped, no escaping applies). Instead of sasl_password."))
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -56,6 +63,38 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
+                                          "kafka_* series, like kafka_exporter's --kafka.labels.")
+
+    @field_validator("metric_labels")
+    @classmethod
+    def _metric_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL.match(key) or key in _EXPORTER_LABELS:
+                raise ValueError(f"{key!r} is not a usable label name (letters, digits, '_'; not one of "
+                                 f"{', '.join(sorted(_EXPORTER_LABELS))})")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_file(cls, data: Any) -> Any:
+        """The password file is read here, once, so a missing or unreadable file is a config error at start.
+
+        A file and not an environment variable or a JSON fragment: its bytes reach the SASL login
+        exactly as the Secret holds them, whatever quotes, backslashes, ``$`` or unicode they contain.
+        """
+        if not isinstance(data, dict) or data.get("sasl_password_file") in (None, ""):
+            return data
+        if data.get("sasl_password") is not None:
+            raise ValueError("set sasl_password or sasl_password_file, not both")
+        path = Path(data["sasl_password_file"])
+        try:
+            password = path.read_bytes().decode("utf-8")
+        except OSError as exc:
+            raise ValueError(f"sasl_password_file {str(path)!r}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"sasl_password_file {str(path)!r}: not UTF-8 text") from None
+        return {**data, "sasl_password": SecretStr(password)}
 
     @field_validator("name")
     @classmethod
@@ -108,6 +147,22 @@ class DetectionConfig(_Strict):
     verification_failure_ratio: float = Field(default=0.0, ge=0, le=1, description="Share of failed verification checks per poll above which the verification_failure_rate alert condition holds.")
 
 
+class MetricsConfig(_Strict):
+    """How /metrics labels and cuts the offset and lag families (see docs/metrics.md)."""
+
+    granularity: Literal["partition", "topic"] = Field(default="partition", description="topic: consumer-group "
+                                                       "series per topic only (KMinion's option), for big clusters.")
+    cluster_label: str = Field(default="cluster", description="Label carrying the cluster name on the kafka_* "
+                               "families; empty for none, as a single-cluster kafka_exporter has.")
+
+    @field_validator("cluster_label")
+    @classmethod
+    def _cluster_label(cls, value: str) -> str:
+        if value and (not _LABEL.match(value) or value in _EXPORTER_LABELS):
+            raise ValueError(f"{value!r} is not a usable label name")
+        return value
+
+
 class ApiConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
@@ -120,6 +175,17 @@ class ApiConfig(_Strict):
         if self.admin_enabled and self.admin_token is None:
             raise ValueError("admin_enabled needs admin_token")
         return self
+
+
+class ConsoleConfig(_Strict):
+    """The built-in web console at /console (served with the API, behind the same read token)."""
+
+    enabled: bool = True
+    grafana_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the Grafana that has the shipped dashboards; the console links its panels when set."))
+    runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
+        "at /console/runbooks when unset."))
 
 
 class PagerDutyConfig(_Strict):
@@ -142,7 +208,7 @@ class AlertRuleConfig(_Strict):
 
     enabled: bool = True
     for_seconds: float = Field(default=0, ge=0)
-    severity: Literal["critical", "error", "warning", "info"] = "critical"
+    severity: Severity = Severity.CRITICAL
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -166,9 +232,11 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
