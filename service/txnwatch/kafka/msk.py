@@ -56,6 +56,7 @@ class MskIamSigner:
     def __init__(self, *, region: str | None = None, profile: str | None = None,
                  credentials: AwsCredentials | None = None, clock: Callable[[], float] = time.time) -> None:
         self._region, self._profile, self._fixed, self._clock = region, profile, credentials, clock
+        self.last_error: str | None = None
 
     def _session(self) -> Any:
         try:
@@ -85,7 +86,12 @@ class MskIamSigner:
 
     def payload(self, host: str) -> bytes:
         """The SASL message for ``host``, signed now."""
-        region, credentials = self.resolve(host)
+        try:
+            region, credentials = self.resolve(host)
+        except MskIamError as exc:
+            self.last_error = str(exc)  # kafka-python reports a failed login only as a timeout
+            raise
+        self.last_error = None
         client = AwsMskIamClient(host=host, access_key=credentials.access_key, secret_key=credentials.secret_key,
                                  region=region, token=credentials.session_token)
         # kafka-python stamps the wall clock in its constructor; the signer's clock decides instead.

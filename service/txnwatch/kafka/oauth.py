@@ -19,6 +19,7 @@ import base64
 import json
 import logging
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -85,7 +86,7 @@ def request_token(settings: OAuthSettings) -> Mapping[str, Any]:
     form = {"grant_type": "client_credentials"}
     if settings.scope:
         form["scope"] = settings.scope
-    verify: Any = settings.ca_file or True
+    verify: Any = ssl.create_default_context(cafile=settings.ca_file) if settings.ca_file else True
     try:
         response = httpx.post(settings.token_endpoint_url, data=form, auth=(settings.client_id, settings.secret()),
                               headers={"Accept": "application/json"}, timeout=settings.timeout_s, verify=verify)
@@ -142,6 +143,8 @@ class OidcTokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-p
         self._token: _Token | None = None
         self._retry_at_s = 0.0
         self.requests = 0  # token requests made, for tests and diagnostics
+        #: Why the latest token request failed (kafka-python reports a failed login only as a timeout).
+        self.last_error: str | None = None
 
     def token(self) -> str:
         with self._lock:
@@ -153,7 +156,9 @@ class OidcTokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # kafka-p
                 return current.value  # refresh failed recently; the token still works
             try:
                 self._token = self._fetch(now)
+                self.last_error = None
             except TokenError as exc:
+                self.last_error = str(exc)
                 if current is not None and now < current.expires_s:
                     self._retry_at_s = now + RETRY_AFTER_S
                     log.warning("OAuth token refresh failed, keeping the current token until %.0f s before it "
