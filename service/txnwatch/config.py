@@ -18,6 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from txnwatch.vocabulary import Severity
+
 CONFIG_ENV = "TXNWATCH_CONFIG"
 SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -51,6 +53,9 @@ class ClusterConfig(_Strict):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = Field(default=None, description=(
+        "File holding the SASL password, e.g. a mounted Kubernetes Secret key; its exact content is the "
+        "password (no trailing newline is stripped, no escaping applies). Instead of sasl_password."))
     sasl_oauth_token_endpoint_url: str | None = Field(default=None, description="OAUTHBEARER: the OIDC provider's "
                                                       "token endpoint (client-credentials grant), https://.")
     sasl_oauth_client_id: str | None = None
@@ -89,6 +94,27 @@ class ClusterConfig(_Strict):
                 raise ValueError(f"{key!r} is not a usable label name (letters, digits, '_'; not one of "
                                  f"{', '.join(sorted(_EXPORTER_LABELS))})")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_file(cls, data: Any) -> Any:
+        """The password file is read here, once, so a missing or unreadable file is a config error at start.
+
+        A file and not an environment variable or a JSON fragment: its bytes reach the SASL login
+        exactly as the Secret holds them, whatever quotes, backslashes, ``$`` or unicode they contain.
+        """
+        if not isinstance(data, dict) or data.get("sasl_password_file") in (None, ""):
+            return data
+        if data.get("sasl_password") is not None:
+            raise ValueError("set sasl_password or sasl_password_file, not both")
+        path = Path(data["sasl_password_file"])
+        try:
+            password = path.read_bytes().decode("utf-8")
+        except OSError as exc:
+            raise ValueError(f"sasl_password_file {str(path)!r}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"sasl_password_file {str(path)!r}: not UTF-8 text") from None
+        return {**data, "sasl_password": SecretStr(password)}
 
     @field_validator("name")
     @classmethod
@@ -140,7 +166,7 @@ def _sasl_problem(c: ClusterConfig) -> str | None:
     mechanism = c.sasl_mechanism
     if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
         if not c.sasl_username or c.sasl_password is None:
-            return f"SASL {mechanism} needs sasl_username and sasl_password"
+            return f"SASL {mechanism} needs sasl_username and sasl_password (or sasl_password_file)"
         return None
     if c.sasl_username or c.sasl_password is not None:
         return f"sasl_username/sasl_password are for PLAIN and SCRAM, not {mechanism}"
@@ -207,6 +233,17 @@ class ApiConfig(_Strict):
         return self
 
 
+class ConsoleConfig(_Strict):
+    """The built-in web console at /console (served with the API, behind the same read token)."""
+
+    enabled: bool = True
+    grafana_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the Grafana that has the shipped dashboards; the console links its panels when set."))
+    runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
+        "at /console/runbooks when unset."))
+
+
 class PagerDutyConfig(_Strict):
     enabled: bool = False
     routing_key: SecretStr | None = None
@@ -227,7 +264,7 @@ class AlertRuleConfig(_Strict):
 
     enabled: bool = True
     for_seconds: float = Field(default=0, ge=0)
-    severity: Literal["critical", "error", "warning", "info"] = "critical"
+    severity: Severity = Severity.CRITICAL
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -251,6 +288,7 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Mapping
 
+# Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
+from txnwatch.vocabulary import HangingReason as HangingReason
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class TopicPartition:
@@ -207,19 +210,6 @@ class ClusterSnapshot:
 def incident_key(cluster: str, tp: TopicPartition, producer_id: int) -> str:
     """Stable identity of a per-partition incident (PagerDuty dedup_key, hanging episode key)."""
     return f"{cluster}/{tp}/{producer_id}"
-
-
-class HangingReason(StrEnum):
-    """Why an old open transaction on a partition will never get its marker."""
-
-    #: No coordinator lists a transactional id for the producer id (Kafka's first rule).
-    NO_TRANSACTIONAL_ID = "no_transactional_id"
-    #: The id was listed, but its coordinator answered TRANSACTIONAL_ID_NOT_FOUND (Kafka's second rule).
-    UNKNOWN_TO_COORDINATOR = "unknown_to_coordinator"
-    #: The coordinator's transaction for the id does not include the partition (Kafka's third rule).
-    PARTITION_NOT_LISTED = "partition_not_listed"
-    #: The id now belongs to another producer id: the coordinator has moved on from this one.
-    PRODUCER_ID_MISMATCH = "producer_id_mismatch"
 
 
 @dataclass(frozen=True, slots=True)

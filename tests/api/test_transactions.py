@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
 
@@ -153,7 +153,7 @@ def test_one_transaction_with_timeline_partitions_and_hanging_episodes(client: T
     assert offsets[("orders", 0)]["high_watermark"] == 1920
     assert offsets[("orders", 0)]["last_stable_offset"] == 420
     assert offsets[("orders", 0)]["hwm_minus_lso"] == 1500
-    assert [e["reason"] for e in detail["hanging_episodes"]] == ["older_than_timeout"]
+    assert [e["reason"] for e in detail["hanging_episodes"]] == ["partition_not_listed"]
 
 
 def test_timeline_limit_truncates_newest_first(client: TestClient) -> None:

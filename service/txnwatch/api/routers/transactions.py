@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.routers.convert import from_row, gap, hanging_out
+from txnwatch.api.incidents import IncidentBuilder
+from txnwatch.api.routers.convert import from_row, gap
 from txnwatch.api.routers.params import (
     TOPIC_PATTERN,
     ClusterFilter,
@@ -16,6 +17,7 @@ from txnwatch.api.routers.params import (
     Limit,
     PathCluster,
     ReadSession,
+    RuntimeNow,
     Text,
     cluster_ref,
     decode_cursor,
@@ -98,6 +100,7 @@ def get_transaction(
     name: PathCluster,
     transactional_id: str,
     session: ReadSession,
+    runtime: RuntimeNow,
     timeline_limit: Annotated[int, Query(ge=1, le=1000, description="Most recent transitions to return.")] = 100,
 ) -> Response:
     cluster = cluster_ref(session, name)
@@ -122,7 +125,7 @@ def get_transaction(
     return json_response(TransactionDetail, dict(
         **summary(row, at),
         partition_offsets=partitions,
-        hanging_episodes=[hanging_out(e, cluster.name, at)
+        hanging_episodes=[IncidentBuilder(session, runtime.settings, at).hanging(e, cluster.name)
                           for e in queries.open_hanging_of(session, cluster.id, transactional_id)],
         timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
         timeline_truncated=len(timeline) > timeline_limit,
