@@ -155,6 +155,9 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool]) -> Collect
     registry.register(ClusterCollector(state, is_leader))
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
+    from txnwatch.metrics_history import HistoryCollector
+
+    registry.register(HistoryCollector(state))
     return registry
 
 
@@ -169,8 +172,10 @@ EVENT_COUNTERS = {
     "abort": ("txnwatch_transaction_aborts", "Transactions observed to complete with an abort (timeout aborts included)."),
     "timeout_abort": ("txnwatch_transaction_timeout_aborts",
                       "Aborts by the coordinator after transaction.timeout.ms, with an epoch bump (KIP-588/KIP-360)."),
-    "fenced": ("txnwatch_producer_fencings", "Epoch bumps by a new producer instance with the same transactional id."),
-    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Observed producer epoch increases (all causes)."),
+    "fenced": ("txnwatch_producer_fencings", "Open transactions ended by a new producer instance with the same "
+               "transactional id (InitProducerId fencing the epoch)."),
+    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Producer epoch increases within a producer id, summed "
+                   "(under transaction version 2 every commit and abort bumps once)."),
     "illegal_transition": ("txnwatch_illegal_transitions",
                            "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
     "lso_stall_started": ("txnwatch_lso_stall_episodes", "LSO stall episodes started since the process started."),
@@ -180,6 +185,10 @@ EVENT_COUNTERS = {
                               "Checks where the partition held an open transaction its coordinator did not list "
                               "after the grace period."),
 }
+
+
+#: EVENT_COUNTERS keys that come from the transaction log in exact mode (the rest are always polled).
+HISTORY_EVENTS = frozenset({"commit", "abort", "timeout_abort", "fenced", "epoch_bump", "illegal_transition"})
 
 
 def verification_counts(findings: Any) -> dict[str, int]:
@@ -233,9 +242,12 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                     ["cluster", "alertname", "severity"])
     for view in views:
         name = view.name
+        exact = view.history.counters if view.history.exact else None
         for key, family in events.items():
-            family.add_metric([name], view.counters.get(key, 0))
-        for key, value in sorted(view.counters.items()):
+            # Coordinator history: exact from the transaction log when it is read, else what polling saw.
+            source = exact if exact is not None and key in HISTORY_EVENTS else view.counters
+            family.add_metric([name], source.get(key, 0))
+        for key, value in sorted((exact if exact is not None else view.counters).items()):
             if key.startswith("transition:"):
                 _, from_state, to_state = key.split(":", 2)
                 transitions.add_metric([name, from_state, to_state], value)

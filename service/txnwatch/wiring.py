@@ -19,12 +19,14 @@ from txnwatch.collector import ClusterCollector, Collector
 from txnwatch.leader import leadership_for
 from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime
+from txnwatch.state import HistoryView
 from txnwatch.store import resume
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+TRANSITIONS_ARCHIVE_INTERVAL_S = 60
 log = logging.getLogger(__name__)
 
 
@@ -70,11 +72,57 @@ def wire_collection(runtime: Runtime) -> None:
     runtime.starters.append(_when(leadership.is_leader, lambda: alerting.retire_clusters(
         [c.name for c in settings.clusters], datetime.now(timezone.utc))))
     runtime.starters.append(collector.start)
+    tails = wire_transaction_log(runtime, leadership.is_leader)
+    if tails is not None:
+        collector.add_job(_when(leadership.is_leader, lambda: archive_transitions(runtime)),
+                          TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
+        runtime.starters.append(tails.start)
+        runtime.stoppers.append(tails.stop)
     runtime.starters.append(alerting.start)
     # Stopped in reverse: finish the current poll, then flush the outbox, then hand leadership over.
     runtime.stoppers.append(leadership.release)
     runtime.stoppers.append(alerting.stop)
     runtime.stoppers.append(lambda: collector.stop(wait=True))
+
+
+def wire_transaction_log(runtime: Runtime, leading: Callable[[], bool]) -> Any:
+    """One tail of __transaction_state per cluster (exact history), unless turned off."""
+    from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
+    from txnwatch.kafka.txnlog import denied_reason
+    from txnwatch.txnlog_service import ClusterTail, TxnLogService
+
+    settings = runtime.settings
+    config = settings.transaction_log
+    if not config.enabled:
+        for cluster in settings.clusters:
+            runtime.state.update(cluster.name, history=HistoryView(reason="transaction_log.enabled is false"))
+        return None
+    detection = detect.DetectionSettings.from_config(settings.detection)
+    tails = []
+    for cluster in settings.clusters:
+        connection = ClusterConnectionSettings.from_config(cluster)
+
+        def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
+            return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
+
+        tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, runtime.sessions,
+                                 runtime.state, leading=leading, detection=detection, retry_s=config.retry_seconds,
+                                 denied_reason=denied_reason))
+    return TxnLogService(tails)
+
+
+def archive_transitions(runtime: Runtime) -> None:
+    """The full transition stream leaves the database once archived and older than the hot window."""
+    from datetime import timedelta
+
+    from txnwatch.store.archive import export_transitions_then_purge
+
+    try:
+        export_transitions_then_purge(runtime.engine, runtime.sessions, runtime.settings.retention.archive_dir,
+                                      timedelta(minutes=runtime.settings.transaction_log.hot_transitions_minutes))
+    except Exception:
+        log.exception("archiving the transition stream to %s failed; it stays in the database until it succeeds",
+                      runtime.settings.retention.archive_dir)
 
 
 def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:

@@ -115,6 +115,11 @@ class Recorder:
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
         inserts, episodes = findings_rows(snapshot, findings, at)
+        view = self._state.get(cluster)
+        if view is not None and view.history.exact:
+            # The transaction log tail writes this cluster's exact transitions; guesses between polls would
+            # only duplicate them.
+            inserts = [(table, rows) for table, rows in inserts if table is not m.TransactionTransition.__table__]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record
