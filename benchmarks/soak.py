@@ -33,7 +33,7 @@ from tests.alerting.fake_pagerduty import fake_pagerduty  # noqa: E402
 from tests.fixtures.daemon import free_port, terminate, wait_for  # noqa: E402
 from txnwatch.lab import faults  # noqa: E402
 from txnwatch.lab.cluster import start_lab  # noqa: E402
-from txnwatch.lab.settings import LabSettings  # noqa: E402
+from txnwatch.lab.settings import PRE_KIP_890, LabSettings  # noqa: E402
 from txnwatch.lab.topics import create_topic  # noqa: E402
 from txnwatch.lab.workload import Workload  # noqa: E402
 
@@ -70,7 +70,8 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="txnwatch-soak-"))
-    lab = start_lab(LabSettings(brokers=3), work / "lab", die_with_parent=True)
+    # Hanging transactions are injected: the pre-KIP-890 setting (verification off) is what allows them.
+    lab = start_lab(LabSettings(brokers=3, transactions=PRE_KIP_890), work / "lab", die_with_parent=True)
     proc = None
     try:
         with fake_pagerduty() as pd:

@@ -288,25 +288,26 @@ def consumer_lag() -> dict[str, Any]:
                      "against the high watermark (what kafka_exporter/Burrow report).", [
         ts("Lag vs LSO by group", "What a read_committed group really has left to read. Growing: the consumers "
            "are too slow. Flat while lag vs HWM grows: the LSO is stalled, not the consumer — see Partitions & LSO.",
-           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_lag_lso{{{C}}})",
+           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{C}}})",
                   "{{cluster}} {{consumergroup}}")),
         ts("Lag vs HWM by group", "kafka_exporter's lag (high watermark − committed offset). For read_committed "
            "groups it includes records they cannot read yet.",
-           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag{{{C}}})", "{{cluster}} {{consumergroup}}")),
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{C}}})", "{{cluster}} {{consumergroup}}")),
         ts("Invisible part of the lag (HWM lag − LSO lag)", "Records behind the LSO that no read_committed "
            "consumer can reach. Large: an open or hanging transaction pins the LSO.",
-           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag{{{C}}}) - sum by (cluster, consumergroup) (txnwatch_consumergroup_lag_lso{{{C}}})",
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{C}}}) - sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{C}}})",
                   "{{cluster}} {{consumergroup}}")),
-        ts("Time lag (max over partitions)", "Age of the oldest unconsumed record a group can read. Red above "
+        ts("Time lag (max over partitions)", "Age of the first record a group has not consumed (measured from its timestamp). Red above "
            "5 min: scale the consumers or fix the stall.",
-           target(f"max by (cluster, consumergroup) (txnwatch_consumergroup_lag_seconds{{{C}}})",
+           target(f"max by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_seconds{{{C}}})",
                   "{{cluster}} {{consumergroup}}"), unit="s",
            thr=thresholds((None, "green"), (60, "yellow"), (300, "red"))),
-        table("Lag per partition (vs LSO, top 50)", "Partitions with the most readable lag.",
-              f"topk(50, txnwatch_consumergroup_lag_lso{{{C}}})"),
+        table("Lag per group and topic (vs LSO, top 50)", "Group topics with the most readable lag (per-topic "
+              "series exist under both metrics.granularity settings; per partition: txnwatch_consumergroup_lag_lso).",
+              f"topk(50, txnwatch_consumergroup_topic_lag_lso{{{C}}})"),
         ts("Committed offset progress by group", "Offsets committed per second. 0 while lag grows: the group is "
            "stuck or down.",
-           target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset{{{C}}}[{RI}]))",
+           target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset_sum{{{C}}}[{RI}]))",
                   "{{cluster}} {{consumergroup}}"), w=24),
     ])
 

@@ -50,7 +50,7 @@ stamp=".venv/.txnwatch-installed-$(cat pyproject.toml constraints.txt | sha1sum 
 if [[ ! -e $stamp ]]; then
   say "installing Python dependencies into .venv (first time takes a minute or two)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test,pipeline,archive,lab]'
   rm -f .venv/.txnwatch-installed-*
   touch "$stamp"
 fi

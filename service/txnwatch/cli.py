@@ -2,34 +2,72 @@
 
 Imports are deferred into the commands so `txnwatch --help` stays instant and a
 missing optional piece (Java for the pipeline, say) only matters where it is used.
-Every expected failure becomes one line on stderr and a documented exit code:
-1 = something was found / the operation failed, 2 = bad configuration or arguments.
+The lab and pipeline sub-commands are loaded only when named (``txnwatch run`` never imports
+the lab's CLI or PySpark). Every expected failure becomes one line on stderr and a documented
+exit code, listed in txnwatch.exitcodes and README.md.
 """
 
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
+from typer.core import TyperGroup
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+from txnwatch import __version__, exitcodes
+from txnwatch.extras import MissingExtra
+
+#: name -> (module whose `app` is the sub-command, one-line help shown by `txnwatch --help`)
+LAZY_SUBCOMMANDS = {
+    "lab": ("txnwatch.lab.cli", "Real local Kafka clusters, workloads and fault injection."),
+    "pipeline": ("txnwatch.pipeline.cli", "PySpark rollups over the Parquet history archive."),
+}
+
+
+class _LazyGroup(TyperGroup):
+    """Imports a sub-command's module only when that sub-command is run (or its own help is asked for).
+
+    Listing the commands (`txnwatch --help`) gets a placeholder carrying the help line, so neither
+    the lab's CLI nor the pipeline's is imported by `txnwatch run` or `txnwatch --help`.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_SUBCOMMANDS])
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY_SUBCOMMANDS:
+            help_text = LAZY_SUBCOMMANDS[cmd_name][1]
+            return TyperGroup(name=cmd_name, help=help_text, short_help=help_text)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in LAZY_SUBCOMMANDS:
+            module_name, help_text = LAZY_SUBCOMMANDS[args[0]]
+            command = typer.main.get_command(import_module(module_name).app)
+            command.name, command.short_help = args[0], help_text
+            return args[0], command, args[1:]
+        return super().resolve_command(ctx, args)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"txnwatch {__version__}")
+        raise typer.Exit()
+
+
+app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False,
                   help="Observability and alerting for Apache Kafka transactions.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.")
 app.add_typer(config_app, name="config")
 
 
-def _mount_subapps() -> None:
-    """Sub-apps live beside their subject; their modules import nothing heavy at the top."""
-    from txnwatch.lab.cli import app as lab_app
-    from txnwatch.pipeline.cli import app as pipeline_app
-
-    app.add_typer(lab_app, name="lab", help="Real local Kafka clusters, workloads and fault injection.")
-    app.add_typer(pipeline_app, name="pipeline", help="PySpark rollups over the Parquet history archive.")
-
-
-_mount_subapps()
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Observability and alerting for Apache Kafka transactions."""
 
 ConfigOption = Annotated[
     Optional[Path],
@@ -37,7 +75,7 @@ ConfigOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def fail(message: str, code: int = exitcodes.USAGE) -> NoReturn:
     typer.echo(f"txnwatch: {message}", err=True)
     raise typer.Exit(code)
 
@@ -72,7 +110,7 @@ def migrate(config: ConfigOption = None,
         upgrade(settings.database_url, revision)
         typer.echo(f"database at revision {current(settings.database_url)}")
     except SQLAlchemyError as exc:
-        fail(f"migration failed: {exc.__class__.__name__}: {str(exc).splitlines()[0]}", 1)
+        fail(f"migration failed: {exc.__class__.__name__}: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED)
 
 
 @app.command()
@@ -141,11 +179,14 @@ def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
     try:
         run_demo(port, var_dir.resolve(), brokers)
     except LabError as exc:
-        fail(str(exc), 1)
+        fail(str(exc), exitcodes.FOUND_OR_FAILED)
 
 
 def main() -> None:
     try:
         app()
+    except MissingExtra as exc:
+        typer.echo(f"txnwatch: {exc}", err=True)
+        sys.exit(exitcodes.MISSING_DEPENDENCY)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(exitcodes.INTERRUPTED)

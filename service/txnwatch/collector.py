@@ -4,6 +4,20 @@ One APScheduler job per cluster, ``max_instances=1`` so a cluster's polls never
 overlap, and a thread per cluster so a slow or dead cluster never delays another.
 A failing cluster is marked down with its reason and polled again with exponential
 backoff; nothing a cluster or the database does can stop the daemon.
+
+Backoff without blindness.  The backoff only spaces out the *full poll* (ListTransactions
+on every broker, DescribeProducers per leader, offsets, groups).  Every scheduled tick in
+between still does two cheap things:
+
+* it tells the sinks that take ``on_still_down`` (the alerting) that the cluster is still
+  down, so the evaluator sees ``cluster_down`` once per interval however long the backoff
+  has grown: its ``for:`` clock is never restarted as if nobody had been watching, and the
+  page goes out within ``for:`` plus one interval of the outage's start;
+* it runs the poller's ``probe()`` (a bootstrap: one connection, ApiVersions and Metadata).
+  Once a probe that had failed succeeds, the cluster is back and the full poll runs at once,
+  so polling returns to its interval within one interval of the cluster's return.  A
+  cluster that answers the probe but fails the poll (overloaded, ACL trouble) stays backed
+  off: the probe cannot tell that it recovered, and backing off is what such a cluster needs.
 """
 
 from __future__ import annotations
@@ -28,8 +42,18 @@ class Poller(Protocol):
     def close(self) -> None: ...
 
 
+class Probe(Protocol):
+    """Optional on a Poller: raises if the cluster cannot be reached at all; cheap compared with a poll."""
+
+    def probe(self) -> None: ...
+
+
 class Sink(Protocol):
-    """Receives every poll's outcome: the store, the alert evaluator."""
+    """Receives every poll's outcome: the store, the alert evaluator.
+
+    A sink may also define ``on_still_down(cluster, error, now_ms)``: called on every tick the
+    collector spends backing off, so time-based judgements (an alert's ``for:``) keep running.
+    """
 
     def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None: ...
 
@@ -80,6 +104,7 @@ class ClusterCollector:
         self._start_state = start_state
         self._was_leading = False
         self._poll_id = 0
+        self._probe_failed = False  # since the last full-poll failure; its success means "the cluster is back"
 
     def poll_once(self) -> None:
         """One scheduled tick; returns early while backing off or while another replica leads."""
@@ -93,7 +118,7 @@ class ClusterCollector:
             self._was_leading = True
             self._detector_state = self._start_state()
         now = self._clock()
-        if now < self._retry_at:
+        if now < self._retry_at and not self._back_early(now):
             return
         self._poll_id += 1
         try:
@@ -126,12 +151,49 @@ class ClusterCollector:
         self._retry_at = 0.0
         self._notify(snapshot, findings, None, now_ms)
 
+    def _back_early(self, now: float) -> bool:
+        """A tick inside the backoff: probe; True when the cluster is back and the full poll should run now."""
+        error = self._probe()
+        if error is None and self._probe_failed:
+            self._probe_failed = False
+            self._retry_at = 0.0
+            return True
+        if error is not None:
+            self._probe_failed = True
+        view = self._state.get(self.name)
+        standing = error or (view.last_error if view else None) or "unreachable"
+        for sink in self._sinks:
+            still_down = getattr(sink, "on_still_down", None)
+            if still_down is None:
+                continue
+            try:
+                still_down(self.name, standing, int(now * 1000))
+            except Exception as exc:
+                log.warning("cluster %s: %s failed to take the still-down tick: %s", self.name, type(sink).__name__,
+                            exc, extra=self._log_context())
+        return False
+
+    def _probe(self) -> str | None:
+        """None if the cluster answers a bootstrap (or the poller cannot probe), else why not."""
+        try:
+            if self._poller is None:
+                self._poller = self._connect()
+            probe = getattr(self._poller, "probe", None)
+            if probe is not None:
+                probe()
+        except Exception as exc:  # a probe is allowed to fail in every way a poll can
+            return f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
+        return None
+
     def _failed(self, exc: Exception, now: float) -> None:
         reason = f"{exc.__class__.__name__}: {exc}" if str(exc) else exc.__class__.__name__
         view = self._state.get(self.name)
         failures = (view.consecutive_failures if view else 0) + 1
         delay = self._backoff.delay(failures)
         self._retry_at = now + delay
+        # "No broker answered" counts as a failed probe, so the first probe that succeeds ends the backoff;
+        # any other failure (the cluster answered, the poll still broke) waits the backoff out.
+        self._probe_failed = bool(getattr(exc, "cluster_unreachable", False))
         log.warning("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay,
                     extra=self._log_context())
         self._state.update(

@@ -17,9 +17,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from txnwatch.vocabulary import Severity
+
 CONFIG_ENV = "TXNWATCH_CONFIG"
 SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EXPORTER_LABELS = frozenset({"consumergroup", "topic", "partition", "le"})
 
 
 class ConfigError(Exception):
@@ -56,6 +60,17 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
+                                          "kafka_* series, like kafka_exporter's --kafka.labels.")
+
+    @field_validator("metric_labels")
+    @classmethod
+    def _metric_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not _LABEL.match(key) or key in _EXPORTER_LABELS:
+                raise ValueError(f"{key!r} is not a usable label name (letters, digits, '_'; not one of "
+                                 f"{', '.join(sorted(_EXPORTER_LABELS))})")
+        return value
 
     @field_validator("name")
     @classmethod
@@ -108,6 +123,22 @@ class DetectionConfig(_Strict):
     verification_failure_ratio: float = Field(default=0.0, ge=0, le=1, description="Share of failed verification checks per poll above which the verification_failure_rate alert condition holds.")
 
 
+class MetricsConfig(_Strict):
+    """How /metrics labels and cuts the offset and lag families (see docs/metrics.md)."""
+
+    granularity: Literal["partition", "topic"] = Field(default="partition", description="topic: consumer-group "
+                                                       "series per topic only (KMinion's option), for big clusters.")
+    cluster_label: str = Field(default="cluster", description="Label carrying the cluster name on the kafka_* "
+                               "families; empty for none, as a single-cluster kafka_exporter has.")
+
+    @field_validator("cluster_label")
+    @classmethod
+    def _cluster_label(cls, value: str) -> str:
+        if value and (not _LABEL.match(value) or value in _EXPORTER_LABELS):
+            raise ValueError(f"{value!r} is not a usable label name")
+        return value
+
+
 class ApiConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
@@ -120,6 +151,17 @@ class ApiConfig(_Strict):
         if self.admin_enabled and self.admin_token is None:
             raise ValueError("admin_enabled needs admin_token")
         return self
+
+
+class ConsoleConfig(_Strict):
+    """The built-in web console at /console (served with the API, behind the same read token)."""
+
+    enabled: bool = True
+    grafana_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Base URL of the Grafana that has the shipped dashboards; the console links its panels when set."))
+    runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
+        "at /console/runbooks when unset."))
 
 
 class PagerDutyConfig(_Strict):
@@ -142,7 +184,7 @@ class AlertRuleConfig(_Strict):
 
     enabled: bool = True
     for_seconds: float = Field(default=0, ge=0)
-    severity: Literal["critical", "error", "warning", "info"] = "critical"
+    severity: Severity = Severity.CRITICAL
     labels: dict[str, str] = Field(default_factory=dict)
 
 
@@ -179,9 +221,11 @@ class Settings(BaseSettings):
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

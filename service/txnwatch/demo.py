@@ -1,8 +1,10 @@
 """`txnwatch demo` (what `make run` starts): a lab cluster, the demo workload, and the daemon.
 
-The point is the first five minutes of a newcomer: real Kafka, real transactions,
-a hanging transaction and an LSO stall that txnwatch finds and alerts on, with
-nothing to configure.  Thresholds are shortened so the alerts fire within a couple
+The point is the first five minutes of a newcomer: real Kafka, real transactions
+(kafka-python and Kafka's own Java producer), a hanging transaction and an LSO
+stall that txnwatch finds and alerts on, with nothing to configure.  The lab runs
+the pre-KIP-890 broker setting (verification off), the only one under which a
+hanging transaction can be produced; the banner says so.  Thresholds are shortened so the alerts fire within a couple
 of minutes; everything runs on 127.0.0.1 and stops with Ctrl-C.
 """
 
@@ -38,6 +40,9 @@ def banner(port: int, bootstrap: str, lab_dir: Path, topic: str) -> str:
         "",
         "txnwatch demo is running against a local Kafka lab cluster.",
         f"  Kafka bootstrap     {bootstrap}   (lab dir {lab_dir})",
+        "  Broker setting      transaction.partition.verification.enable=false (pre-KIP-890; `txnwatch lab up",
+        "                      --pre-kip-890`): it is what lets the demo inject a hanging transaction. Kafka's",
+        "                      default (true, KIP-890) rejects such a write; `txnwatch lab up` runs that default.",
         f"  API docs            {base}/docs",
         f"  transactions        {base}/api/v1/transactions",
         f"  hanging             {base}/api/v1/hanging        (expect one within ~1 minute)",
@@ -56,14 +61,15 @@ def run_demo(port: int, var_dir: Path, brokers: int) -> None:
     from txnwatch import logs
     from txnwatch.config import load_settings
     from txnwatch.lab.cluster import start_lab
-    from txnwatch.lab.settings import LabSettings
+    from txnwatch.lab.settings import PRE_KIP_890, LabSettings
     from txnwatch.lab.workload import Workload
     from txnwatch.server import serve
 
     logs.configure("INFO", "text")
     var_dir.mkdir(parents=True, exist_ok=True)
     lab_dir = var_dir / "lab"
-    lab = start_lab(LabSettings(brokers=brokers), lab_dir, die_with_parent=True)
+    # Pre-KIP-890 on purpose: the demo shows a hanging transaction, which verification would reject.
+    lab = start_lab(LabSettings(brokers=brokers, transactions=PRE_KIP_890), lab_dir, die_with_parent=True)
     workload = None
     try:
         workload = Workload(lab.bootstrap_servers, "demo", lab=lab, seed=7).start()

@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from txnwatch.lagmetrics import LagMetricOptions, lag_families
 from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
 
@@ -89,16 +90,12 @@ class SnapshotCollector(Collector):
                           ["cluster", "state"])
         oldest = _gauge("txnwatch_transaction_oldest_open_age_seconds",
                         "Age of the oldest open transaction (Ongoing or Prepare*).", ["cluster"])
-        hwm = _gauge("kafka_topic_partition_current_offset", "High watermark (kafka_exporter's name).", PARTITION)
-        log_start = _gauge("kafka_topic_partition_oldest_offset", "Log start offset (kafka_exporter's name).", PARTITION)
         lso = _gauge("txnwatch_partition_last_stable_offset",
                      "Last stable offset: read_committed consumers never read past it.", PARTITION)
         gap = _gauge("txnwatch_partition_lso_gap", "High watermark minus LSO: what read_committed consumers cannot see yet.",
                      PARTITION)
         open_txns = _gauge("txnwatch_partition_open_transactions",
                            "Producers with an open transaction on the partition (DescribeProducers).", PARTITION)
-        committed = _gauge("kafka_consumergroup_current_offset", "Committed offset of the group (kafka_exporter's name).",
-                           GROUP_PARTITION)
         now_ms = self._clock() * 1000
         for view in self._state.views():
             snap = view.snapshot
@@ -107,20 +104,13 @@ class SnapshotCollector(Collector):
             _transactions(view.name, snap, now_ms, by_state, oldest)
             for p in snap.partitions.values():
                 labels = [view.name, p.tp.topic, str(p.tp.partition)]
-                if p.high_watermark is not None:
-                    hwm.add_metric(labels, p.high_watermark)
-                if p.log_start_offset is not None:
-                    log_start.add_metric(labels, p.log_start_offset)
                 if p.last_stable_offset is not None:
                     lso.add_metric(labels, p.last_stable_offset)
                 if p.high_watermark is not None and p.last_stable_offset is not None:
                     gap.add_metric(labels, p.high_watermark - p.last_stable_offset)
                 if p.producers is not None:
                     open_txns.add_metric(labels, sum(1 for pr in p.producers if pr.has_open_txn))
-            for group in snap.groups.values():
-                for tp, offset in group.offsets.items():
-                    committed.add_metric([view.name, group.group_id, tp.topic, str(tp.partition)], offset)
-        yield from (by_state, oldest, hwm, log_start, lso, gap, open_txns, committed)
+        yield from (by_state, oldest, lso, gap, open_txns)
 
 
 def _transactions(cluster: str, snap: ClusterSnapshot, now_ms: float, by_state: GaugeMetricFamily,
@@ -150,11 +140,23 @@ class FindingsCollector(Collector):
         yield from self._describe(self._state.views())
 
 
-def build_registry(state: LatestState, is_leader: Callable[[], bool]) -> CollectorRegistry:
+class LagCollector(Collector):
+    """Offsets and consumer lag: kafka_exporter's families and txnwatch's own (see txnwatch.lagmetrics)."""
+
+    def __init__(self, state: LatestState, options: LagMetricOptions) -> None:
+        self._state, self._options = state, options
+
+    def collect(self) -> Iterator[Metric]:
+        yield from lag_families(self._state.views(), self._options)
+
+
+def build_registry(state: LatestState, is_leader: Callable[[], bool],
+                   lag_options: LagMetricOptions | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ClusterCollector(state, is_leader))
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
+    registry.register(LagCollector(state, lag_options or LagMetricOptions()))
     from txnwatch.metrics_history import HistoryCollector
 
     registry.register(HistoryCollector(state))
@@ -232,11 +234,6 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
         "until the coordinator lists the partition.", labels=["cluster"])
     transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
                            ["cluster", "from_state", "to_state"])
-    lag_hwm = _gauge("kafka_consumergroup_lag", "High watermark minus committed offset (kafka_exporter's meaning).",
-                     GROUP_PARTITION)
-    lag_lso = _gauge("txnwatch_consumergroup_lag_lso", "LSO minus committed offset: what read_committed consumers can "
-                     "still read; a trailing control marker counts as 0.", GROUP_PARTITION)
-    lag_seconds = _gauge("txnwatch_consumergroup_lag_seconds", "Estimated time lag against the LSO.", GROUP_PARTITION)
     events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
     alerts = _gauge("txnwatch_alerts_firing", "Built-in alert evaluator: incidents firing per rule.",
                     ["cluster", "alertname", "severity"])
@@ -275,16 +272,8 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
             stall_duration.add_metric([name, s.tp.topic, str(s.tp.partition),
                                        "" if s.blocking_producer_id is None else str(s.blocking_producer_id),
                                        s.blocking_transactional_id or ""], (s.last_seen_ms - s.started_ms) / 1000)
-        for row in findings.lags:
-            labels = [name, row.group_id, row.tp.topic, str(row.tp.partition)]
-            if row.lag_hwm is not None:
-                lag_hwm.add_metric(labels, row.lag_hwm)
-            if row.lag_lso is not None:
-                lag_lso.add_metric(labels, row.lag_lso)
-            if row.lag_seconds is not None:
-                lag_seconds.add_metric(labels, row.lag_seconds)
     yield from (oldest_by_state, older_than, past_timeout, txn_age, txn_timeout, hanging_count, hanging_age, stalled,
-                stall_duration, stalls, verification_time, transitions, lag_hwm, lag_lso, lag_seconds, alerts,
+                stall_duration, stalls, verification_time, transitions, alerts,
                 *events.values())
 
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Mapping, NamedTuple
 
+# Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
+from txnwatch.vocabulary import HangingReason as HangingReason
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class TopicPartition:
@@ -190,6 +193,10 @@ class ClusterSnapshot:
     listing_complete: bool = True
     unreachable_coordinators: frozenset[int] = frozenset()
     max_transaction_timeout_ms: int = 900_000
+    #: (partition, committed offset) -> timestamp (ms) of the first data record at or after that offset,
+    #: None when only control markers lie between it and the high watermark.  Filled for lagging group
+    #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
+    first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
 
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
         return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
@@ -203,19 +210,6 @@ class ClusterSnapshot:
 def incident_key(cluster: str, tp: TopicPartition, producer_id: int) -> str:
     """Stable identity of a per-partition incident (PagerDuty dedup_key, hanging episode key)."""
     return f"{cluster}/{tp}/{producer_id}"
-
-
-class HangingReason(StrEnum):
-    """Why an old open transaction on a partition will never get its marker."""
-
-    #: No coordinator lists a transactional id for the producer id (Kafka's first rule).
-    NO_TRANSACTIONAL_ID = "no_transactional_id"
-    #: The id was listed, but its coordinator answered TRANSACTIONAL_ID_NOT_FOUND (Kafka's second rule).
-    UNKNOWN_TO_COORDINATOR = "unknown_to_coordinator"
-    #: The coordinator's transaction for the id does not include the partition (Kafka's third rule).
-    PARTITION_NOT_LISTED = "partition_not_listed"
-    #: The id now belongs to another producer id: the coordinator has moved on from this one.
-    PRODUCER_ID_MISMATCH = "producer_id_mismatch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +343,8 @@ class GroupLag:
     lag_hwm: int | None
     lag_lso: int | None
     lag_seconds: float | None
+    #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
+    last_commit_ms: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collector import ClusterCollector, Collector
+from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import leadership_for
 from txnwatch.metrics import build_registry, verification_counts
 from txnwatch.runtime import Runtime
@@ -42,7 +43,7 @@ def wire_collection(runtime: Runtime) -> None:
     settings = runtime.settings
     leadership = leadership_for(runtime.engine)
     runtime.leadership = leadership
-    runtime.registry = build_registry(runtime.state, leadership.is_leader)
+    runtime.registry = build_registry(runtime.state, leadership.is_leader, LagMetricOptions.from_settings(settings))
     recorder = Recorder(runtime.sessions, runtime.state)
     alerting = Alerting.from_settings(settings, runtime.sessions, leading=leadership.is_leader,
                                       client_url=f"http://{settings.api.host}:{settings.api.port}")
@@ -142,9 +143,16 @@ def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
 
 def archive_then_purge(runtime: Runtime) -> None:
     """History leaves the database only once it is in the Parquet archive the pipeline reads."""
-    from txnwatch.store.archive import export_history
+    from txnwatch.extras import MissingExtra, require
 
     settings = runtime.settings
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        log.error("retention: %s; history stays in the database until it is installed", exc)
+        return
+    from txnwatch.store.archive import export_history
+
     try:
         export_history(runtime.engine, settings.retention.archive_dir)
     except Exception:

@@ -165,7 +165,7 @@ def seed_scenario(session: Session, now: datetime | None = None) -> Scenario:
 
     # An open hanging episode on a known id, one with no transactional id, a resolved one.
     f.hanging(prod, "orders", 0, transactional_id="orders-app-0_0", producer_id=2001, first_seen_ago=100,
-              reason="older_than_timeout")
+              reason="partition_not_listed")
     f.hanging(prod, "orders", 3, transactional_id=None, producer_id=7777, first_seen_ago=50)
     f.hanging(prod, "orders", 1, transactional_id="old-1", producer_id=6000, first_seen_ago=7200, resolved_ago=3600)
 

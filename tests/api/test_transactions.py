@@ -153,7 +153,7 @@ def test_one_transaction_with_timeline_partitions_and_hanging_episodes(client: T
     assert offsets[("orders", 0)]["high_watermark"] == 1920
     assert offsets[("orders", 0)]["last_stable_offset"] == 420
     assert offsets[("orders", 0)]["hwm_minus_lso"] == 1500
-    assert [e["reason"] for e in detail["hanging_episodes"]] == ["older_than_timeout"]
+    assert [e["reason"] for e in detail["hanging_episodes"]] == ["partition_not_listed"]
 
 
 def test_timeline_limit_truncates_newest_first(client: TestClient) -> None:

@@ -15,7 +15,7 @@ from tests.lab.helpers import offsets
 from txnwatch.lab.cluster import start_lab
 from txnwatch.lab.faults import inject_hanging_transaction
 from txnwatch.lab.reference import KafkaTransactionsTool
-from txnwatch.lab.settings import LabSettings
+from txnwatch.lab.settings import PRE_KIP_890, LabSettings
 from txnwatch.lab.topics import create_topic, unique_topic_name
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -24,7 +24,8 @@ OLDER = "3.9.1"
 
 @pytest.fixture(scope="module")
 def older_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    lab = start_lab(LabSettings(brokers=1, kafka_version=OLDER, combined=True, proxy=False),
+    # Pre-KIP-890 (verification off): the test injects a hanging transaction.
+    lab = start_lab(LabSettings(brokers=1, kafka_version=OLDER, combined=True, proxy=False, transactions=PRE_KIP_890),
                     tmp_path_factory.mktemp("txnwatch-lab-391"), die_with_parent=True)
     try:
         yield lab

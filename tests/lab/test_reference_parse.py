@@ -43,3 +43,20 @@ def test_find_hanging_and_empty_tables():
                                             "last_timestamp": 1795391591531, "duration_min": 0}]
     assert parse_find_hanging(HANGING.splitlines()[0] + "\n") == []
     assert parse_list("") == []
+
+
+FEATURES_411 = (  # `kafka-features describe` on a default-formatted Kafka 4.1.1 broker
+    "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+    "FinalizedVersionLevel: 1\tEpoch: 34\n"
+    "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.1-IV1\t"
+    "FinalizedVersionLevel: 4.1-IV1\tEpoch: 34\n"
+    "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"
+    "Epoch: 34\n")
+
+
+def test_features_keep_levels_as_kafka_prints_them():
+    from txnwatch.lab.reference import parse_features
+
+    assert parse_features(FEATURES_411) == {"eligible.leader.replicas.version": 1, "metadata.version": "4.1-IV1",
+                                           "transaction.version": 2}
+    assert parse_features("") == {}

@@ -19,7 +19,7 @@ from txnwatch.lab import jars
 from txnwatch.lab.cluster import new_cluster_id
 from txnwatch.lab.processes import process_state
 from txnwatch.lab.proxy import Proxy, ProxyControl, Route
-from txnwatch.lab.settings import LabSettings, NodePorts, TransactionSettings, render_properties
+from txnwatch.lab.settings import PRE_KIP_890, LabSettings, NodePorts, TransactionSettings, render_properties
 
 
 def _broker_props(settings: LabSettings) -> dict[str, str]:
@@ -43,13 +43,20 @@ def test_clients_are_told_the_proxy_port_and_replication_stays_direct():
 
 
 def test_transaction_settings_are_configurable():
-    tx = TransactionSettings(max_timeout_ms=20_000, partition_verification_enable=True,
+    tx = TransactionSettings(max_timeout_ms=20_000, partition_verification_enable=False,
                              extra={"transactional.id.expiration.ms": "60000"})
     props = _broker_props(LabSettings(transactions=tx))
     assert props["transaction.max.timeout.ms"] == "20000"
-    assert props["transaction.partition.verification.enable"] == "true"
+    assert props["transaction.partition.verification.enable"] == "false"
     assert props["transactional.id.expiration.ms"] == "60000"
-    assert _broker_props(LabSettings())["transaction.partition.verification.enable"] == "false"
+
+
+def test_default_lab_is_kafkas_default_and_pre_kip_890_is_explicit():
+    assert _broker_props(LabSettings())["transaction.partition.verification.enable"] == "true"
+    assert LabSettings().transactions.transaction_version is None  # Kafka's own default at format time
+    assert not LabSettings().transactions.pre_kip_890
+    pre = _broker_props(LabSettings(transactions=PRE_KIP_890))
+    assert pre["transaction.partition.verification.enable"] == "false" and PRE_KIP_890.pre_kip_890
     assert _broker_props(LabSettings())["group.initial.rebalance.delay.ms"] == "0"
 
 

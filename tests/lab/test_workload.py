@@ -43,10 +43,17 @@ def test_demo_scenario_injects_its_standing_faults(lab_cluster):
         finally:
             admin.close()
         # The banner tells a newcomer how to ask Kafka itself; Kafka must accept that command.
-        args = _banner_reference_args(banner(8080, lab_cluster.bootstrap_servers, Path("lab"), workload.input_topic))
+        text = banner(8080, lab_cluster.bootstrap_servers, Path("lab"), workload.input_topic)
+        assert "transaction.partition.verification.enable=false" in text and "--pre-kip-890" in text
+        args = _banner_reference_args(text)
         assert args[0] == "find-hanging"
         output = run_kafka_transactions(lab_cluster.bootstrap_servers, *args, kafka_version=lab_cluster.kafka_version)
         assert {row["topic"] for row in parse_find_hanging(output)} <= {workload.input_topic}
+        # Kafka's own Java transactional producer runs beside the kafka-python ones.
+        assert list(workload.stats.java_producers) == [f"{workload.prefix}-java-0"]
+        (java,) = workload._java
+        wait_for(lambda: "records sent" in java.output(), timeout=60, what="the Java producer's first report")
+        assert java.running(), java.output()[-2000:]
 
 
 def _banner_reference_args(text: str) -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from txnwatch import exitcodes
 from txnwatch.pipeline import prefix
 from txnwatch.pipeline.cli import app
 from txnwatch.pipeline.session import INSTALL_HINT, JavaMissing, check_java
@@ -31,7 +32,7 @@ def test_old_java_is_refused_with_the_package_to_install(tmp_path: Path, monkeyp
     with pytest.raises(JavaMissing, match="openjdk-17-jre-headless"):
         check_java()
     result = runner.invoke(app, ["run", "--no-db", "--no-export", "--archive", str(tmp_path)])
-    assert result.exit_code == 3 and INSTALL_HINT in result.output
+    assert result.exit_code == exitcodes.MISSING_DEPENDENCY and INSTALL_HINT in result.output
 
 
 def test_missing_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

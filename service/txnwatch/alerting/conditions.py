@@ -12,32 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-HANGING_TRANSACTION: Final = "hanging_transaction"
-TRANSACTION_TIMEOUT_EXCEEDED: Final = "transaction_timeout_exceeded"
-PREPARE_STUCK: Final = "prepare_stuck"
-LSO_STALL: Final = "lso_stall"
-VERIFICATION_FAILURE_RATE: Final = "verification_failure_rate"
-CLUSTER_DOWN: Final = "cluster_down"
-
-RULES: Final[tuple[str, ...]] = (
-    HANGING_TRANSACTION,
-    TRANSACTION_TIMEOUT_EXCEEDED,
-    PREPARE_STUCK,
-    LSO_STALL,
-    VERIFICATION_FAILURE_RATE,
-    CLUSTER_DOWN,
-)
-
-RUNBOOK_DOC: Final = "docs/runbooks.md"
-# Sections of docs/runbooks.md, shared with the Prometheus rules so on-call lands on the same page either way.
-RUNBOOK_SECTIONS: Final[dict[str, str]] = {
-    HANGING_TRANSACTION: "kafkahangingtransaction",
-    TRANSACTION_TIMEOUT_EXCEEDED: "kafkatransactionpasttimeout",
-    PREPARE_STUCK: "kafkatransactionstuckinprepare",
-    LSO_STALL: "kafkalsostalled",
-    VERIFICATION_FAILURE_RATE: "kafkatransactionverificationfailures",
-    CLUSTER_DOWN: "txnwatchclusterunreachable",
-}
+# The built-in rule names and their runbooks are spelled once, in txnwatch.vocabulary.
+from txnwatch.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN
+from txnwatch.vocabulary import HANGING_TRANSACTION as HANGING_TRANSACTION
+from txnwatch.vocabulary import LSO_STALL as LSO_STALL
+from txnwatch.vocabulary import PREPARE_STUCK as PREPARE_STUCK
+from txnwatch.vocabulary import RULES as RULES
+from txnwatch.vocabulary import TRANSACTION_TIMEOUT_EXCEEDED as TRANSACTION_TIMEOUT_EXCEEDED
+from txnwatch.vocabulary import VERIFICATION_FAILURE_RATE as VERIFICATION_FAILURE_RATE
+from txnwatch.vocabulary import runbook_link as runbook_link
 
 
 @dataclass(frozen=True)
@@ -69,11 +52,6 @@ def partition_stall_key(rule: str, cluster: str, topic: str, partition: int) -> 
 
 def cluster_incident_key(rule: str, cluster: str) -> str:
     return f"{rule}/{cluster}"
-
-
-def runbook_link(rule: str) -> str:
-    section = RUNBOOK_SECTIONS.get(rule)
-    return f"{RUNBOOK_DOC}#{section}" if section else RUNBOOK_DOC
 
 
 def abort_command(bootstrap_server: str, topic: str, partition: int, producer_id: int, producer_epoch: int,

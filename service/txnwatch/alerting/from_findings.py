@@ -166,6 +166,10 @@ class AlertSink:
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
         self._publish(cluster, now)
 
+    def on_still_down(self, cluster: str, error: str, now_ms: int) -> None:
+        """The collector is backing off a down cluster: ``cluster_down`` still holds, its ``for:`` runs on."""
+        self.on_poll(cluster, None, None, error, now_ms)
+
     def _publish(self, cluster: str, now: datetime) -> None:
         with self._sessions() as session:
             firing = session.execute(

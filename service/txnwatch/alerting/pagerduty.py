@@ -17,9 +17,10 @@ from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
 from txnwatch.config import PagerDutyConfig
 from txnwatch.store import models as m
+from txnwatch.vocabulary import Severity
 
 SUMMARY_MAX = 1024
-SEVERITIES = ("critical", "error", "warning", "info")
+SEVERITIES = tuple(s.value for s in Severity)
 CLIENT = "txnwatch"
 BODY_LOG_MAX = 500
 

@@ -6,23 +6,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from txnwatch.config import AlertRuleConfig
-from txnwatch.alerting.conditions import (
-    CLUSTER_DOWN,
-    HANGING_TRANSACTION,
-    LSO_STALL,
-    PREPARE_STUCK,
-    TRANSACTION_TIMEOUT_EXCEEDED,
-    VERIFICATION_FAILURE_RATE,
-)
+from txnwatch.vocabulary import BY_RULE
 
 # Detectors already wait their own thresholds (DetectionConfig), so `for` only damps flapping.
 DEFAULT_RULES: Final[Mapping[str, AlertRuleConfig]] = {
-    HANGING_TRANSACTION: AlertRuleConfig(for_seconds=60, severity="critical"),
-    TRANSACTION_TIMEOUT_EXCEEDED: AlertRuleConfig(for_seconds=60, severity="error"),
-    PREPARE_STUCK: AlertRuleConfig(for_seconds=60, severity="critical"),
-    LSO_STALL: AlertRuleConfig(for_seconds=120, severity="critical"),
-    VERIFICATION_FAILURE_RATE: AlertRuleConfig(for_seconds=300, severity="warning"),
-    CLUSTER_DOWN: AlertRuleConfig(for_seconds=120, severity="critical"),
+    name: AlertRuleConfig(for_seconds=alert.for_seconds, severity=alert.severity)
+    for name, alert in BY_RULE.items()
 }
 FALLBACK_RULE: Final = AlertRuleConfig()
 

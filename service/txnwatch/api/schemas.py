@@ -7,6 +7,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from txnwatch.vocabulary import HangingReason, Severity
+
 T = TypeVar("T")
 
 
@@ -100,7 +102,31 @@ class TxnPartition(_Out):
     open_transactions: int | None
 
 
-class HangingEpisodeOut(_Out):
+class BlockedGroup(_Out):
+    group_id: str
+    committed_offset: int
+    lag_lso: int | None = Field(description="Records a read_committed consumer of the group can still read.")
+    lag_hwm: int | None
+    waiting_at_lso: bool = Field(description="The group's committed offset has reached the LSO: its read_committed "
+                                             "consumers receive nothing from this partition until the "
+                                             "transaction ends.")
+
+
+class IncidentContext(_Out):
+    """What on-call needs to act on a pinned partition, shared by hanging transactions and LSO stalls."""
+
+    abort_command: str | None = Field(description="The `kafka-transactions.sh abort` line that writes the ABORT "
+                                                  "marker at the transaction's start offset (Kafka's tool looks up "
+                                                  "producer id and epochs itself); null without a start offset.")
+    high_watermark: int | None = Field(description="Latest high watermark of the partition.")
+    last_stable_offset: int | None = Field(description="Latest LSO of the partition.")
+    invisible_records: int | None = Field(description="HWM − LSO now: records read_committed consumers cannot see.")
+    blocked_groups: list[BlockedGroup] = Field(description="Consumer groups with committed offsets on the "
+                                                           "partition, from the latest poll.")
+    runbook: str = Field(description="Runbook section (docs/runbooks.md anchor, or the configured runbook URL).")
+
+
+class HangingEpisodeOut(IncidentContext):
     id: int
     cluster: str
     topic: str
@@ -110,14 +136,23 @@ class HangingEpisodeOut(_Out):
     transactional_id: str | None = Field(description="Null when no coordinator knows the producer: the classic "
                                                      "hanging case that only an admin abort can end.")
     coordinator_id: int | None
-    reason: str = Field(description="Why it counts as hanging, e.g. unknown_to_coordinator, "
-                                    "partition_not_listed, older_than_timeout, prepare_stuck.")
+    reason: HangingReason = Field(description="Why it counts as hanging; see `reason_explanation`.")
+    reason_explanation: str = Field(description="The reason in plain words.")
+    fix: str = Field(description="What ends it.")
     txn_start_offset: int | None = Field(description="First offset of the open transaction: where the LSO is pinned.")
-    last_write_at: datetime | None
-    first_seen_at: datetime
+    first_write_at: datetime | None = Field(description="The transaction's first write, to within a poll interval: "
+                                                        "the first poll that saw the LSO pinned at its start offset.")
+    last_write_at: datetime | None = Field(description="The producer's last write to the partition "
+                                                       "(DescribeProducers lastTimestamp).")
+    first_seen_at: datetime = Field(description="When txnwatch first called it hanging (Kafka's rule needs the "
+                                                "last write to be older than transaction.max.timeout.ms).")
     last_seen_at: datetime
     resolved_at: datetime | None
-    open_seconds: float = Field(description="How long the episode lasted, or has lasted so far.")
+    open_seconds: float = Field(description="Age of the transaction: since its first write (or, if that is not "
+                                            "known, its last write) until now or the episode's end; never less "
+                                            "than `last_write_age_seconds`.")
+    last_write_age_seconds: float | None = Field(description="Since the producer's last write to the partition.")
+    hanging_seconds: float = Field(description="How long txnwatch has called it hanging (since `first_seen_at`).")
 
 
 class HangingPage(Page[HangingEpisodeOut]):
@@ -154,20 +189,27 @@ class TransactionDetail(TransactionSummary):
 # --- LSO stalls ------------------------------------------------------------------------------------------
 
 
-class LsoStallOut(_Out):
+class LsoStallOut(IncidentContext):
     id: int
     cluster: str
     topic: str
     partition: int
-    started_at: datetime
+    started_at: datetime = Field(description="When the LSO stopped: the blocking transaction's first write, to "
+                                             "within a poll interval.")
     ended_at: datetime | None = Field(description="Null while the stall lasts.")
     last_seen_at: datetime
-    stalled_lso: int = Field(description="The offset the LSO is stuck at.")
+    stalled_lso: int = Field(description="The offset the LSO is stuck at: the blocking transaction's start offset.")
     max_gap: int = Field(description="Largest HWM − LSO seen during the episode.")
     blocking_producer_id: int | None
     blocking_producer_epoch: int | None
     blocking_transactional_id: str | None
-    duration_seconds: float = Field(description="How long the stall lasted, or has lasted so far.")
+    blocking_last_write_at: datetime | None = Field(description="The blocking producer's last write, when it is "
+                                                                "also a hanging transaction.")
+    hanging_reason: HangingReason | None = Field(description="Set when the blocking transaction is hanging: only "
+                                                             "an abort ends it.")
+    duration_seconds: float = Field(description="How long the stall lasted, or has lasted so far: the age of the "
+                                                "blocking transaction since its first write.")
+    last_write_age_seconds: float | None = Field(description="Since the blocking producer's last write, when known.")
 
 
 class LsoStallPage(Page[LsoStallOut]):
@@ -265,7 +307,7 @@ class AlertOut(_Out):
     rule: str
     incident_key: str = Field(description="Stable per incident; the PagerDuty dedup_key derives from it.")
     state: str = Field(description="pending (condition true, `for:` not elapsed), firing, or resolved.")
-    severity: str
+    severity: Severity
     summary: str
     labels: dict[str, Any]
     details: dict[str, Any]

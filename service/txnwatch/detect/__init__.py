@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from txnwatch.detect import hanging, lag, lso, transitions, verification
+from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
 from txnwatch.detect.errors import classify
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.detect.transitions import TxnEvent
@@ -55,6 +55,7 @@ class DetectorState:
     lso: Mapping[TopicPartition, lso.LsoTrack] = field(default_factory=dict)
     verification: Mapping[verification.OpenKey, verification.Pending] = field(default_factory=dict)
     lso_history: Mapping[TopicPartition, lag.LsoHistory] = field(default_factory=dict)
+    commits: Mapping[lag.CommitKey, lag.CommitSeen] = field(default_factory=dict)
     resumed: bool = False  # the next poll is the first of a leadership term that carried incidents over
 
 
@@ -99,6 +100,7 @@ class Findings:
     verification: VerificationCheck = VerificationCheck(0, 0, ())
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
+    exporter_lags: tuple[exporter.ExporterLag, ...] = ()
 
 
 def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
@@ -111,7 +113,8 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     pending, checked = verification.check(previous.verification, snapshot, now_ms, settings, previous.resumed)
     remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
-    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history)
+    commits = lag.track_commits(previous.commits, snapshot, now_ms)
+    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits)
     findings = Findings(
         cluster=snapshot.cluster,
         now_ms=now_ms,
@@ -124,7 +127,8 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
         lso_stalls_ended=tuple(ended),
         verification=checked,
         transitions=tuple(changes),
-        lags=tuple(lag.group_lags(snapshot, history, now_ms)),
+        lags=tuple(lag.group_lags(snapshot, history, now_ms, commits)),
+        exporter_lags=tuple(exporter.exporter_lags(snapshot)),
     )
     return state, findings
 

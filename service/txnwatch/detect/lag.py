@@ -20,10 +20,22 @@ two markers back to back (two producers ending interleaved transactions) leave a
 residual of 2, which is reported as lag.  Aborted records below the end are likewise
 unreadable but still counted: only reading the log could tell.
 
-Time lag: how long the oldest record the group has not consumed has been readable,
-i.e. now minus the first poll whose LSO had passed the committed offset (resolution:
-the poll interval), extrapolated at the LSO's average rate when the kept history
-does not reach back that far.
+Time lag: the age of the first record the group has not consumed, ``now`` minus the
+timestamp of the first data record at or after the committed offset (the kafka layer
+fetches one record per lagging partition, bounded per poll and cached per offset).  That
+is exact however long the LSO has been stalled: a group stuck at a stalled LSO shows the
+age of the open transaction's first record, growing by the second.  With topics on
+CreateTime the producer's clock sets the timestamp, so producer clock skew is the error;
+LogAppendTime topics are exact.  When no record was fetched for a partition this poll
+(the per-poll bound, a failed fetch) the estimate falls back to the LSO history: the first
+poll whose LSO had passed the committed offset (resolution: the poll interval),
+extrapolated at the LSO's average rate when the history does not reach back that far.
+
+Last commit: OffsetFetch carries no commit time, so txnwatch records the poll at which
+it first saw a group partition's committed offset at its current value.  The commit
+happened within one poll interval before that; a commit that does not move the offset
+is not seen; and until the first change after txnwatch (or a new leader) started the
+time is unknown and no value is reported.
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from collections.abc import Mapping, Sequence
 from txnwatch.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
 
 LsoHistory = tuple[tuple[int, int], ...]  # (ms, lso), oldest first
+CommitKey = tuple[str, TopicPartition]  # (group id, partition)
+CommitSeen = tuple[int, int | None]  # (committed offset, ms it was first seen there, or None)
 
 
 def _ends_with_marker(partition: PartitionSnapshot) -> bool:
@@ -85,17 +99,72 @@ def update_history(previous: Mapping[TopicPartition, LsoHistory], snapshot: Clus
     return history
 
 
-def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], now_ms: int) -> list[GroupLag]:
+def track_commits(previous: Mapping[CommitKey, CommitSeen], snapshot: ClusterSnapshot,
+                  now_ms: int) -> dict[CommitKey, CommitSeen]:
+    """(group, partition) -> (committed offset, poll at which it was first seen there, None if unknown).
+
+    The first sighting after a start has no time: the offset may have been committed
+    long before.  Group partitions that vanished are dropped.
+    """
+    seen: dict[CommitKey, CommitSeen] = {}
+    for group in snapshot.groups.values():
+        for tp, offset in group.offsets.items():
+            if offset is None or offset < 0:
+                continue
+            key = (group.group_id, tp)
+            before = previous.get(key)
+            if before is None:
+                seen[key] = (offset, None)
+            elif before[0] != offset:
+                seen[key] = (offset, now_ms)
+            else:
+                seen[key] = before
+    return seen
+
+
+def wanted_records(snapshot: ClusterSnapshot) -> list[tuple[TopicPartition, int]]:
+    """(partition, committed offset) pairs whose first unconsumed record dates a time lag, most lagging first.
+
+    A partition whose only unconsumed offset is its end marker has nothing to date.
+    """
+    lags: dict[tuple[TopicPartition, int], int] = {}
+    for group in snapshot.groups.values():
+        for tp, committed in group.offsets.items():
+            partition = snapshot.partitions.get(tp)
+            if partition is None or committed is None or committed < 0:
+                continue
+            lag = _lag(partition.high_watermark, committed, _ends_with_marker(partition))
+            if lag:
+                lags[(tp, committed)] = max(lag, lags.get((tp, committed), 0))
+    return sorted(lags, key=lambda key: (-lags[key], key))
+
+
+def _seconds(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], tp: TopicPartition,
+             committed: int, lag_hwm: int | None, lag_lso: int | None, now_ms: int) -> float | None:
+    if lag_hwm == 0:
+        return 0.0
+    key = (tp, committed)
+    if key in snapshot.first_unconsumed_ms:
+        timestamp_ms = snapshot.first_unconsumed_ms[key]
+        return 0.0 if timestamp_ms is None else max(0.0, (now_ms - timestamp_ms) / 1000)
+    if lag_lso is None:
+        return None
+    return 0.0 if lag_lso == 0 else time_lag_seconds(history.get(tp, ()), committed, now_ms)
+
+
+def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], now_ms: int,
+               commits: Mapping[CommitKey, CommitSeen] | None = None) -> list[GroupLag]:
     rows: list[GroupLag] = []
     for group in snapshot.groups.values():
         for tp, committed in sorted(group.offsets.items()):
             partition = snapshot.partitions.get(tp)
-            if partition is None or committed < 0:  # not watched, or no committed offset
+            if partition is None or committed is None or committed < 0:  # not watched, or no committed offset
                 continue
             marker = _ends_with_marker(partition)
             lag_lso = _lag(partition.last_stable_offset, committed, marker)
-            seconds = (None if lag_lso is None else 0.0 if lag_lso == 0
-                       else time_lag_seconds(history.get(tp, ()), committed, now_ms))
-            rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed,
-                                 _lag(partition.high_watermark, committed, marker), lag_lso, seconds))
+            lag_hwm = _lag(partition.high_watermark, committed, marker)
+            seen = (commits or {}).get((group.group_id, tp))
+            rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso,
+                                 _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms),
+                                 seen[1] if seen is not None and seen[0] == committed else None))
     return rows

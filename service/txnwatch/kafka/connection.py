@@ -105,6 +105,14 @@ class ClusterConnection:
             self._max_transaction_timeout_ms = collected.max_transaction_timeout_ms
         return replace(collected.snapshot, duration_ms=int((time.monotonic() - started) * 1000))
 
+    def probe(self) -> None:
+        """Bootstrap if not connected (one connection, ApiVersions, Metadata); raises ClusterUnreachable.
+
+        The collector calls this while it backs off a failing cluster: far cheaper than a poll,
+        and a client that bootstrapped is kept for the poll that follows.
+        """
+        self._connected()
+
     def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
                           coordinator_epoch: int | None = None, *, dry_run: bool = True) -> AbortOutcome:
         """Write an ABORT marker for an open transaction on ``tp``, as ``kafka-transactions.sh abort`` does.

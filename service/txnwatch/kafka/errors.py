@@ -18,6 +18,9 @@ CORRUPT = "CORRUPT_RESPONSE"
 class ClusterUnreachable(Exception):
     """No broker of the cluster answered; the collector reports the cluster as down."""
 
+    # Read by the collector (which must not import kafka/): a probe that succeeds later means the cluster is back.
+    cluster_unreachable = True
+
     def __init__(self, cluster: str, reason: str) -> None:
         super().__init__(f"cluster {cluster!r} unreachable: {reason}")
         self.cluster = cluster

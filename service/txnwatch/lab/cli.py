@@ -48,8 +48,15 @@ def up(
     combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
     proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),
     transaction_max_timeout_ms: int = typer.Option(DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, help="transaction.max.timeout.ms"),
-    partition_verification: bool = typer.Option(False, help="transaction.partition.verification.enable "
-                                                            "(off lets hanging transactions be injected)."),
+    partition_verification: bool = typer.Option(True, help="transaction.partition.verification.enable "
+                                                           "(Kafka's default; off lets hanging transactions be "
+                                                           "injected)."),
+    pre_kip_890: bool = typer.Option(False, "--pre-kip-890", help="The pre-KIP-890 setting: partition "
+                                                                  "verification off, so `fault hanging` and the "
+                                                                  "demo workload can inject hanging transactions."),
+    transaction_version: Optional[int] = typer.Option(None, "--transaction-version", min=0, max=2,
+                                                      help="transaction.version to finalize at format time "
+                                                           "(default: Kafka's, 2 on 4.x, 0 on 3.9)."),
     broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
     reuse: bool = typer.Option(False, "--reuse", help="If a lab is already running in the dir, print its "
                                                      "bootstrap and succeed instead of failing."),
@@ -70,7 +77,9 @@ def up(
     extra = dict(item.split("=", 1) for item in broker_config)
     settings = LabSettings(brokers=brokers, kafka_version=kafka_version, combined=combined, proxy=proxy,
                            transactions=TransactionSettings(max_timeout_ms=transaction_max_timeout_ms,
-                                                            partition_verification_enable=partition_verification,
+                                                            partition_verification_enable=partition_verification
+                                                            and not pre_kip_890,
+                                                            transaction_version=transaction_version,
                                                             extra=extra))
     try:
         lab = start_lab(settings, lab_dir)
@@ -155,6 +164,10 @@ def workload(
     if bootstrap_servers is None:
         lab = _load(lab_dir)
         bootstrap_servers = lab.bootstrap_servers
+        if "hanging" in SCENARIOS[scenario].standing_faults and not lab.settings.transactions.pre_kip_890:
+            _fail(LabError(f"the {scenario} scenario injects a hanging transaction, which brokers with "
+                           "transaction.partition.verification.enable=true (Kafka's default) reject; start the "
+                           "lab with `txnwatch lab up --pre-kip-890`"))
     if background:
         if lab is None:
             _fail(LabError("--background needs a lab (its state file records the process)"))

@@ -190,6 +190,8 @@ class LabCluster:
         return {"lab_dir": self.state.lab_dir, "kafka_version": self.kafka_version,
                 "cluster_id": self.state.cluster_id, "bootstrap_servers": self.bootstrap_servers,
                 "transaction_max_timeout_ms": self.transaction_max_timeout_ms,
+                "partition_verification": self.settings.transactions.partition_verification_enable,
+                "transaction_version": self.settings.transactions.transaction_version,
                 "nodes": nodes, "proxy": proxy, "workloads": workloads}
 
     @property
@@ -454,10 +456,15 @@ def _java_cmd(settings: LabSettings, lab_path: Path, config: Path, node: LabNode
 
 def _format(settings: LabSettings, jars: Path, lab_path: Path, nodes: list[LabNode], cluster_id: str) -> None:
     # kafka.tools.StorageTool is the entry point in both 3.9 and 4.1 (checked in the jars).
+    # --feature (KIP-1022) exists from 3.9 on; without it Kafka finalizes its own default transaction.version.
+    features = []
+    if settings.transactions.transaction_version is not None:
+        features = ["--feature", f"transaction.version={settings.transactions.transaction_version}"]
     procs = []
     for n in nodes:
         cmd = [*_jvm_base(256), *log_opts(lab_path, settings.kafka_version, "tools"), "-cp",
-               classpath(jars), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", n.config_file]
+               classpath(jars), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", n.config_file,
+               *features]
         procs.append((n, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
     for n, proc in procs:
         out, _ = proc.communicate(timeout=120)

@@ -19,6 +19,15 @@ from pathlib import Path
 from txnwatch.lab.errors import LabError, ToolMissingError
 
 DEFAULT_KAFKA_VERSION = "4.1.1"
+#: The Kafka lines the lab and the end-to-end tests cover: the last 3.x, the default, and the newest line Maven
+#: Central serves.
+OLDER_KAFKA_VERSION = "3.9.1"
+NEWEST_KAFKA_VERSION = "4.4.0"
+#: Releases whose kafka-tools jar Maven Central does not serve (4.4.0 ships brokers only): their tools
+#: (TransactionsCommand, ProducerPerformance) run from this release instead, talking to the newer brokers over
+#: the same public protocol.  The broker-side tools in kafka_2.13 (StorageTool, DumpLogSegments) stay on the
+#: broker's own version.
+TOOLS_FALLBACK: dict[str, str] = {"4.4.0": "4.3.1"}
 _POM = Path(__file__).with_name("kafka") / "pom.xml"
 _COMPLETE_MARKER = ".complete"
 
@@ -41,6 +50,16 @@ def require_tool(name: str) -> str:
 
 def kafka_major(version: str) -> int:
     return int(version.split(".", 1)[0])
+
+
+def tools_version(version: str) -> str:
+    """The release whose kafka-tools jar runs the client-side tools against a `version` cluster."""
+    return TOOLS_FALLBACK.get(version, version)
+
+
+def resolve_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = False) -> Path:
+    """Jars for Kafka's client-side tools (kafka-tools) against a `version` cluster (see TOOLS_FALLBACK)."""
+    return resolve_kafka_jars(tools_version(version), quiet=quiet)
 
 
 def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = False) -> Path:
@@ -73,6 +92,8 @@ def _download(version: str, target: Path, *, quiet: bool) -> None:
            f"-DoutputDirectory={staging}", "-DincludeScope=runtime", f"-Dkafka.version={version}"]
     if kafka_major(version) < 4:
         cmd.append("-Dkafka3")
+    if version in TOOLS_FALLBACK:
+        cmd.append("-Dno-kafka-tools")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
         shutil.rmtree(staging, ignore_errors=True)

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from txnwatch.lab.errors import LabError
-from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, cache_root, classpath, kafka_major, require_tool, resolve_kafka_jars
+from txnwatch.lab.jars import (
+    DEFAULT_KAFKA_VERSION, cache_root, classpath, kafka_major, require_tool, resolve_tools_jars, tools_version,
+)
 
 _TOOLS_LOG4J2 = """\
 status = warn
@@ -35,7 +37,7 @@ log4j.appender.err.layout.ConversionPattern=%p %m (%c)%n
 """
 
 
-def _tools_log_opts(version: str) -> list[str]:
+def tools_log_opts(version: str) -> list[str]:
     """Tool logging goes to stderr at WARN, so stdout holds nothing but the table we parse."""
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -50,21 +52,46 @@ def _tools_log_opts(version: str) -> list[str]:
     return [f"-Dlog4j.configuration=file:{path}"]
 
 
-def run_kafka_transactions(bootstrap: str, *args: str, kafka_version: str = DEFAULT_KAFKA_VERSION,
-                           timeout: float = 120.0, check: bool = True) -> str:
-    """Run `kafka-transactions.sh --bootstrap-server BOOTSTRAP ARGS...` and return its stdout.
+def run_tool(main_class: str, *args: str, kafka_version: str = DEFAULT_KAFKA_VERSION, timeout: float = 120.0,
+             check: bool = True, name: str | None = None) -> str:
+    """Run one of Kafka's client-side tools (a main class in kafka-tools) and return its stdout.
 
     With `check`, a non-zero exit raises LabError carrying the tool's stderr.
     """
-    jars = resolve_kafka_jars(kafka_version)
+    jars = resolve_tools_jars(kafka_version)
     cmd = [require_tool("java"), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-           *_tools_log_opts(kafka_version), "-cp", classpath(jars),
-           "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap, *args]
+           *tools_log_opts(tools_version(kafka_version)), "-cp", classpath(jars), main_class, *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
-        raise LabError(f"kafka-transactions {' '.join(args)} failed (exit {proc.returncode}):\n"
+        raise LabError(f"{name or main_class} {' '.join(args)} failed (exit {proc.returncode}):\n"
                        f"{proc.stderr.strip()[-3000:]}\n{proc.stdout.strip()[-1000:]}")
     return proc.stdout
+
+
+def run_kafka_transactions(bootstrap: str, *args: str, kafka_version: str = DEFAULT_KAFKA_VERSION,
+                           timeout: float = 120.0, check: bool = True) -> str:
+    """Run `kafka-transactions.sh --bootstrap-server BOOTSTRAP ARGS...` and return its stdout."""
+    return run_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap, *args,
+                    kafka_version=kafka_version, timeout=timeout, check=check, name="kafka-transactions")
+
+
+def finalized_features(bootstrap: str, kafka_version: str = DEFAULT_KAFKA_VERSION) -> dict[str, int | str]:
+    """`kafka-features.sh describe`: feature name -> finalized level (an int, or a string such as
+    metadata.version's `4.1-IV1`).  Kafka 4's default finalizes transaction.version 2."""
+    out = run_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, "describe",
+                   kafka_version=kafka_version, name="kafka-features")
+    return parse_features(out)
+
+
+def parse_features(output: str) -> dict[str, int | str]:
+    """Lines like `Feature: transaction.version<TAB>SupportedMinVersion: 0<TAB>...FinalizedVersionLevel: 2<TAB>...`."""
+    features: dict[str, int | str] = {}
+    for line in output.splitlines():
+        cells = dict(cell.split(": ", 1) for cell in line.strip().split("\t") if ": " in cell)
+        if "Feature" in cells and "FinalizedVersionLevel" in cells:
+            level = cells["FinalizedVersionLevel"].strip()
+            features[cells["Feature"].strip()] = int(level) if re.fullmatch(r"-?\d+", level) else level
+    return features
 
 
 # -- parsing ------------------------------------------------------------------------------------------

@@ -1,11 +1,17 @@
 """Typed lab settings and the Kafka server.properties they turn into.
 
-Defaults are chosen for a laptop-sized cluster that still behaves like
-production for transactions: internal topics replicated as far as the broker
-count allows, partition verification off (so hanging transactions can be
-injected, the pre-KIP-890 failure mode), and a transaction max timeout small
-enough that `kafka-transactions find-hanging` flags an injected hanging
-transaction within seconds rather than 15 minutes.
+Defaults are what a Kafka 4 user runs, on a laptop-sized cluster: partition
+verification on (KIP-890, Kafka's default since 3.6), the transaction version
+Kafka's storage tool finalizes by default (2 on Kafka 4, so Java 4.x clients
+bump the epoch on every commit and abort), internal topics replicated as far as
+the broker count allows, and a transaction max timeout small enough that
+`kafka-transactions find-hanging` flags an injected hanging transaction within
+seconds rather than 15 minutes.
+
+`PRE_KIP_890` is the explicit opposite: verification off, the only setting
+under which a hanging transaction can be injected (a transactional batch the
+coordinator never heard of is accepted).  The pytest `lab_cluster` fixture and
+the `make run` demo use it, `txnwatch lab up --pre-kip-890` asks for it.
 """
 
 from __future__ import annotations
@@ -30,12 +36,25 @@ class TransactionSettings:
     """Broker-side transaction settings the lab exposes (all `transaction.*` broker configs)."""
 
     max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
-    partition_verification_enable: bool = False
+    #: Kafka's own default (KIP-890 part 1).  False is the pre-KIP-890 setting hanging-transaction faults need.
+    partition_verification_enable: bool = True
+    #: `transaction.version` finalized when the storage is formatted; None leaves Kafka's default
+    #: (2 on Kafka 4.x, 0 on 3.9, where only transaction version 1 clients exist).
+    transaction_version: int | None = None
     #: How often the coordinator looks for timed-out transactions to abort (Kafka's default is 10 s).
     abort_timed_out_check_interval_ms: int = 1_000
     state_log_num_partitions: int = 10
     #: Extra broker properties, e.g. {"transactional.id.expiration.ms": "60000"}.
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pre_kip_890(self) -> bool:
+        return not self.partition_verification_enable
+
+
+#: Verification off: brokers accept a transactional batch whose partition the coordinator never added, which is
+#: how a hanging transaction is injected (and how it happened in production before KIP-890).
+PRE_KIP_890 = TransactionSettings(partition_verification_enable=False)
 
 
 @dataclass(frozen=True)

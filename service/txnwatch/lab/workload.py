@@ -1,4 +1,5 @@
-"""Workload generator: real kafka-python transactional producers and consumers, plus scheduled faults.
+"""Workload generator: real transactional producers (kafka-python, and Kafka's own Java producer) and consumers,
+plus scheduled faults.
 
 Every produced value carries the producer's intent (`C` for a transaction it
 will commit, `A` for one it will abort), so a read_committed consumer can
@@ -6,6 +7,13 @@ prove it never saw aborted data and a read_uncommitted one shows that it does.
 The consume-transform-produce stage commits its input offsets inside its
 output transaction (send_offsets_to_transaction), the exactly-once pattern
 Kafka Streams and Flink use.
+
+Java producers (`java_producers`) are Kafka's ProducerPerformance with a
+transactional id (see lab/java_clients.py): on Kafka 4 defaults they are
+transaction version 2 clients, whose every commit bumps the epoch, beside the
+kafka-python ones that speak the older protocol.  They write random payloads to
+their own topic (`<prefix>-java`), so the consumers' aborted-data check stays
+about the kafka-python records.
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
 import kafka.errors as Errors
@@ -41,6 +51,9 @@ class Scenario:
     read_uncommitted_groups: int = 1
     consume_transform_produce: bool = True
     transaction_timeout_ms: int = 10_000
+    #: Kafka's own Java transactional producers (ProducerPerformance), each committing
+    #: `transactions_per_second` times a second; they need `lab` (for the Kafka version) or the default version.
+    java_producers: int = 0
     #: Faults kept up for the whole run (demo): "hanging", "lso_stall".
     standing_faults: tuple[str, ...] = ()
     #: Seconds between random faults (chaos); 0 disables.
@@ -50,8 +63,9 @@ class Scenario:
 
 SCENARIOS: dict[str, Scenario] = {
     # What `make run` shows: healthy traffic, one hanging transaction, a recurring LSO stall.
-    "demo": Scenario(name="demo", standing_faults=("hanging", "lso_stall")),
-    "steady": Scenario(name="steady"),
+    "demo": Scenario(name="demo", standing_faults=("hanging", "lso_stall"), java_producers=1),
+    # What Kafka 4 users run: a Java transactional producer beside the kafka-python ones.
+    "steady": Scenario(name="steady", java_producers=1),
     # Random faults every few seconds on top of steady traffic.
     "chaos": Scenario(name="chaos", producers=3, chaos_interval_s=10.0),
 }
@@ -69,6 +83,8 @@ class WorkloadStats:
     ctp_transactions: int = 0
     ctp_errors: int = 0
     faults_injected: list[str] = field(default_factory=list)
+    #: Java producers: transactional id -> exit code (None while running), filled in by stop().
+    java_producers: dict[str, int | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,6 +108,7 @@ class Workload:
         self.prefix = topic_prefix or f"txnwatch-{self.scenario.name}"
         self.input_topic = f"{self.prefix}-input"
         self.output_topic = f"{self.prefix}-output"
+        self.java_topic = f"{self.prefix}-java"
         self.lab = lab
         self.stats = WorkloadStats()
         self._lock = threading.Lock()
@@ -99,6 +116,7 @@ class Workload:
         self._threads: list[threading.Thread] = []
         self._active_faults: list[faults.Fault] = []
         self._random = random.Random(seed)
+        self._java: list[Any] = []
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -119,6 +137,8 @@ class Workload:
             self._spawn("standing-faults", self._standing_faults_loop)
         if s.chaos_interval_s:
             self._spawn("chaos", self._chaos_loop)
+        for i in range(s.java_producers):
+            self._start_java_producer(i)
         return self
 
     def stop(self, timeout: float = 30.0) -> WorkloadStats:
@@ -128,6 +148,9 @@ class Workload:
             thread.join(max(0.1, deadline - time.monotonic()))
         for fault in list(self._active_faults):
             self._clear_fault(fault)
+        for producer in self._java:
+            producer.stop()
+            self.stats.java_producers[producer.spec.transactional_id] = producer.returncode
         return self.stats
 
     def run(self, duration: float | None = None, report_every: float = 10.0,
@@ -162,12 +185,30 @@ class Workload:
         thread.start()
         self._threads.append(thread)
 
+    def _start_java_producer(self, index: int) -> None:
+        from txnwatch.lab.java_clients import JavaProducerSpec, start_java_producer
+        from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION
+
+        s = self.scenario
+        spec = JavaProducerSpec(transactional_id=f"{self.prefix}-java-{index}", topic=self.java_topic,
+                                transaction_duration_ms=max(1, round(1000 / s.transactions_per_second)),
+                                records_per_second=max(1, round(s.records_per_transaction * s.transactions_per_second)),
+                                duration_s=None, transaction_timeout_ms=s.transaction_timeout_ms)
+        lab_dir = getattr(self.lab, "lab_dir", None)
+        log_dir = Path(lab_dir) if lab_dir else Path(tempfile.mkdtemp(prefix="txnwatch-java-"))
+        producer = start_java_producer(self.bootstrap, spec, log_dir,
+                                       kafka_version=getattr(self.lab, "kafka_version", DEFAULT_KAFKA_VERSION))
+        self._java.append(producer)
+        self.stats.java_producers[spec.transactional_id] = None
+        log.info("Java producer %s started (pid %d, log %s)", spec.transactional_id, producer.pid, producer.log_file)
+
     def _ensure_topics(self) -> None:
         admin = admin_client(self.bootstrap)
         try:
             existing = set(admin.list_topics())
             replication = min(3, len(admin.describe_cluster()["brokers"]))
-            for topic in (self.input_topic, self.output_topic):
+            topics = [self.input_topic, self.output_topic] + ([self.java_topic] if self.scenario.java_producers else [])
+            for topic in topics:
                 if topic not in existing:
                     try:
                         create_topic(admin, topic, self.scenario.partitions, replication)
@@ -309,7 +350,10 @@ class Workload:
                 self._register("hanging", faults.inject_hanging_transaction(
                     self.bootstrap, self.input_topic, 0, transactional_id=f"{self.prefix}-hanging"))
                 break
-            except (Errors.KafkaError, LabError) as exc:  # e.g. a broker is down right now
+            except LabError as exc:  # the brokers verify partitions (KIP-890): retrying cannot help
+                log.warning("could not inject the demo's hanging transaction: %s", exc)
+                break
+            except Errors.KafkaError as exc:  # e.g. a broker is down right now
                 log.warning("could not inject the demo's hanging transaction (%r); retrying", exc)
                 self._stop.wait(5.0)
         while "lso_stall" in self.scenario.standing_faults and not self._stop.is_set():

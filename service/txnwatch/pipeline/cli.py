@@ -10,7 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from txnwatch import exitcodes
 from txnwatch.config import ConfigError, Settings, load_settings
+from txnwatch.extras import require
 
 app = typer.Typer(help="PySpark rollups over the Parquet history archive.", no_args_is_help=True)
 
@@ -50,6 +52,7 @@ def run(
     driver_memory: Annotated[str, typer.Option(help="Spark driver heap; keep it under the pod's memory limit.")] = "1g",
 ) -> None:
     """Compute rollups for whole UTC days, write them as Parquet and load them into the database."""
+    require("pyspark", "pyarrow")
     from txnwatch.pipeline.jobs import RollupOptions
     from txnwatch.pipeline.prefix import validate
     from txnwatch.pipeline.progress import Progress
@@ -72,7 +75,7 @@ def run(
         check_java()
     except JavaMissing as exc:
         _say(f"error: {exc}")
-        raise typer.Exit(3) from None
+        raise typer.Exit(exitcodes.MISSING_DEPENDENCY) from None
     from txnwatch.store.archive import export_history
     from txnwatch.store.db import make_engine
 
@@ -103,6 +106,7 @@ def export(
     chunk_rows: Annotated[int, typer.Option(help="Rows per database read.")] = 50_000,
 ) -> None:
     """Append history rows not yet archived to the Parquet archive (incremental, safe to re-run)."""
+    require("pyarrow")
     from txnwatch.store.archive import export_history
     from txnwatch.store.db import make_engine
 
@@ -127,6 +131,7 @@ def synth(
     clusters: Annotated[int, typer.Option(min=1, help="Number of synthetic clusters.")] = 2,
 ) -> None:
     """Write synthetic history in archive format, for tests and benchmarks."""
+    require("pyarrow")
     from txnwatch.pipeline.synth import synthesize
 
     start = time.perf_counter()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from txnwatch.detect import lag
-from txnwatch.model import GroupSnapshot, TopicPartition
+from txnwatch.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
 
@@ -56,3 +58,48 @@ def test_time_lag_extrapolates_beyond_the_kept_history() -> None:
     history = ((10_000, 100), (20_000, 200))  # 100 offsets in the 20 s up to now: 5 offsets/s
     assert lag.time_lag_seconds(history, 50, 30_000) == 30.0  # 20 s of history + 50 offsets at 5/s
     assert lag.time_lag_seconds(((10_000, 100),), 50, 30_000) is None
+
+
+def test_time_lag_is_the_age_of_the_first_unconsumed_record_even_while_the_lso_is_stalled() -> None:
+    # The LSO has not moved for an hour (history says so); the record at the committed offset is 600 s old.
+    part = partition(hwm=500, lso=100, producers=(producer(start=100),))
+    group = GroupSnapshot("g", "Stable", "consumer", {TP: 100})
+    snap = snapshot(partitions=(part,), groups=(group,))
+    now = 3_600_000
+    history = {TP: ((0, 100),)}
+    assert lag.wanted_records(snap) == [(TP, 100)]
+    (fallback,) = lag.group_lags(snap, history, now)
+    assert fallback.lag_seconds == 0.0  # caught up with the LSO: all the history could say
+    dated = replace(snap, first_unconsumed_ms={(TP, 100): now - 600_000})
+    (row,) = lag.group_lags(dated, history, now)
+    assert row.lag_seconds == 600.0
+
+
+def test_only_markers_left_means_no_time_lag_and_nothing_to_fetch() -> None:
+    part = partition(hwm=101, lso=101, producers=(producer(start=None, coordinator_epoch=2),))
+    snap = snapshot(partitions=(part,), groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 100}),))
+    assert lag.wanted_records(snap) == []
+    (row,) = lag.group_lags(snap, {}, 5_000)
+    assert row.lag_seconds == 0.0
+
+
+def test_wanted_records_come_most_lagging_first_once_per_offset() -> None:
+    parts = (partition(hwm=50, lso=50), partition(tp=TP1, hwm=500, lso=500))
+    groups = (GroupSnapshot("a", None, None, {TP: 40, TP1: 10}), GroupSnapshot("b", None, None, {TP: 40}))
+    assert lag.wanted_records(snapshot(partitions=parts, groups=groups)) == [(TP1, 10), (TP, 40)]
+
+
+def test_last_commit_is_the_poll_that_first_saw_the_offset_and_unknown_before_a_change() -> None:
+    def snap(offset: int) -> ClusterSnapshot:
+        return snapshot(partitions=(partition(hwm=100, lso=100),),
+                        groups=(GroupSnapshot("g", "Stable", "consumer", {TP: offset}),))
+    seen = lag.track_commits({}, snap(10), 1_000)
+    assert seen == {("g", TP): (10, None)}
+    seen = lag.track_commits(seen, snap(10), 2_000)
+    assert seen == {("g", TP): (10, None)}
+    seen = lag.track_commits(seen, snap(20), 3_000)
+    seen = lag.track_commits(seen, snap(20), 4_000)
+    assert seen == {("g", TP): (20, 3_000)}
+    (row,) = lag.group_lags(snap(20), {}, 4_000, seen)
+    assert row.last_commit_ms == 3_000
+    assert lag.track_commits(seen, snapshot(), 5_000) == {}  # the group vanished

@@ -6,10 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import Row
 
-from txnwatch.api.schemas import HangingEpisodeOut, LsoStallOut
-from txnwatch.store import models as m
 
 def from_row(model: type[BaseModel], row: object, **computed: Any) -> dict[str, Any]:
     """The fields of ``model`` taken from a row's columns, or from ``computed`` for those it lacks;
@@ -25,13 +22,3 @@ def seconds_between(start: datetime, end: datetime) -> float:
 def gap(hwm: int | None, lso: int | None) -> int | None:
     """HWM − LSO: what read_committed consumers cannot see yet."""
     return None if hwm is None or lso is None else max(0, hwm - lso)
-
-
-def hanging_out(episode: m.HangingEpisode | Row[Any], cluster: str, now: datetime) -> dict[str, Any]:
-    return from_row(HangingEpisodeOut, episode, cluster=cluster,
-                    open_seconds=seconds_between(episode.first_seen_at, episode.resolved_at or now))
-
-
-def lso_stall_out(episode: Row[Any], cluster: str, now: datetime) -> dict[str, Any]:
-    return from_row(LsoStallOut, episode, cluster=cluster,
-                    duration_seconds=seconds_between(episode.started_at, episode.ended_at or now))

@@ -7,12 +7,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.routers.convert import hanging_out
+from txnwatch.api.incidents import IncidentBuilder
 from txnwatch.api.routers.params import (
     ClusterFilter,
     CursorParam,
     Limit,
     ReadSession,
+    RuntimeNow,
     decode_cursor,
     json_response,
     next_cursor,
@@ -29,10 +30,13 @@ router = APIRouter(prefix="/hanging", tags=["hanging transactions"])
                         "that partition stop making progress, and the log cannot be compacted past it. Each "
                         "episode names the partition, the producer id/epoch and, when the coordinator knows it, "
                         "the transactional id. Episodes with no transactional id are the classic case that "
-                        "only an abort with WriteTxnMarkers (`kafka-transactions.sh abort`) ends. Newest first.",
+                        "only an abort with WriteTxnMarkers (`kafka-transactions.sh abort`) ends: `abort_command` is that "
+                        "line. `blocked_groups` and `invisible_records` say whom it hurts; `open_seconds` counts from "
+                        "the first write, `last_write_age_seconds` from the last. Newest first.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_hanging(
     session: ReadSession,
+    runtime: RuntimeNow,
     clusters: ClusterFilter,
     include_resolved: Annotated[bool, Query(description="Also episodes that have ended.")] = False,
     limit: Limit = 100,
@@ -42,8 +46,8 @@ def list_hanging(
     after = decode_cursor(cursor, kind, (datetime, int))
     rows = queries.list_hanging(session, clusters=clusters.names, include_resolved=include_resolved, after=after,
                                 limit=limit)
-    at = now()
+    incidents = IncidentBuilder(session, runtime.settings, now())
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.first_seen_at, r.id))
-    return json_response(HangingPage, {"items": [hanging_out(r, r.cluster_name, at) for r in rows],
+    return json_response(HangingPage, {"items": [incidents.hanging(r, r.cluster_name) for r in rows],
                                        "next_cursor": cursor_out})
 

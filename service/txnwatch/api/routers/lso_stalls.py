@@ -7,12 +7,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.routers.convert import lso_stall_out
+from txnwatch.api.incidents import IncidentBuilder
 from txnwatch.api.routers.params import (
     ClusterFilter,
     CursorParam,
     Limit,
     ReadSession,
+    RuntimeNow,
     UtcDatetime,
     decode_cursor,
     json_response,
@@ -31,11 +32,13 @@ DEFAULT_LOOKBACK = timedelta(hours=24)
             description="While the LSO of a partition stands still and its high watermark moves, read_committed "
                         "consumers of the partition are stuck at the LSO. Each episode records the stuck offset, "
                         "the largest HWM − LSO seen and the producer (id, epoch, transactional id) whose open "
-                        "transaction blocks it. Returns every open episode plus those that ended since `since`; "
+                        "transaction blocks it, with the abort command for its start offset, the blocked consumer "
+                        "groups and the records hidden from them. Returns every open episode plus those that ended since `since`; "
                         "newest first.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_lso_stalls(
     session: ReadSession,
+    runtime: RuntimeNow,
     clusters: ClusterFilter,
     since: Annotated[UtcDatetime | None, Query(description="Include episodes that ended at or after this time "
                                                "(ISO 8601; naive means UTC). Default: 24 hours ago.")] = None,
@@ -49,5 +52,6 @@ def list_lso_stalls(
     after = decode_cursor(cursor, kind, (datetime, int))
     rows = queries.list_lso_stalls(session, clusters=clusters.names, since=since, after=after, limit=limit)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
-    return json_response(LsoStallPage, {"items": [lso_stall_out(r, r.cluster_name, at) for r in rows],
+    incidents = IncidentBuilder(session, runtime.settings, at)
+    return json_response(LsoStallPage, {"items": [incidents.stall(r, r.cluster_name) for r in rows],
                                         "next_cursor": cursor_out})

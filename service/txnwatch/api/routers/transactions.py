@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.routers.convert import from_row, gap, hanging_out
+from txnwatch.api.incidents import IncidentBuilder
+from txnwatch.api.routers.convert import from_row, gap
 from txnwatch.api.routers.params import (
     TOPIC_PATTERN,
     ClusterFilter,
@@ -128,7 +129,7 @@ def get_transaction(
     return json_response(TransactionDetail, dict(
         **summary(row, at),
         partition_offsets=partitions,
-        hanging_episodes=[hanging_out(e, cluster.name, at)
+        hanging_episodes=[IncidentBuilder(session, runtime.settings, at).hanging(e, cluster.name)
                           for e in queries.open_hanging_of(session, cluster.id, transactional_id)],
         timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
         history=None if logged is None else from_row(TxnLogHistory, logged, source="transaction_log"),

@@ -1,0 +1,105 @@
+"""Hanging transactions and LSO stalls as on-call needs them: the abort command, who is blocked, what is hidden.
+
+One builder for the REST endpoints, the console and the CLI, so all three show the same
+command and the same ages.  Ages are measured one way everywhere: ``open_seconds`` from
+the transaction's first write (the first poll that saw the LSO pinned at its start
+offset), ``last_write_age_seconds`` from the producer's last write; the first is never
+smaller than the second (it falls back to the last write when the first is unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from txnwatch.alerting.conditions import abort_at_offset_command
+from txnwatch.config import Settings
+from txnwatch.store import context
+from txnwatch.store import models as m
+from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, HangingReason
+
+
+def _seconds(start: datetime | None, end: datetime) -> float | None:
+    return None if start is None else max(0.0, (end - start).total_seconds())
+
+
+def _gap(hwm: int | None, lso: int | None) -> int | None:
+    return None if hwm is None or lso is None else max(0, hwm - lso)
+
+
+def runbook_href(settings: Settings, rule: str) -> str:
+    """The configured runbook URL with the rule's anchor, else the console's own copy."""
+    anchor = BY_RULE[rule].anchor
+    base = settings.console.runbook_url
+    return f"{base}#{anchor}" if base else f"/console/runbooks#{anchor}"
+
+
+@dataclass(frozen=True)
+class IncidentBuilder:
+    session: Session
+    settings: Settings
+    now: datetime
+
+    @property
+    def _bootstrap(self) -> Mapping[str, str]:
+        return {c.name: ",".join(c.bootstrap_servers) for c in self.settings.clusters}
+
+    def _partition(self, key: context.PartitionKey, start_offset: int | None, cluster: str,
+                   rule: str) -> dict[str, Any]:
+        sample = context.latest_sample(self.session, key)
+        hwm = sample.high_watermark if sample else None
+        lso = sample.last_stable_offset if sample else None
+        groups = [dict(group_id=g.group_id, committed_offset=g.committed_offset, lag_lso=g.lag_lso, lag_hwm=g.lag_hwm,
+                       waiting_at_lso=lso is not None and g.committed_offset >= lso)
+                  for g in context.groups_reading(self.session, key)]
+        command = None
+        if start_offset is not None and cluster in self._bootstrap:
+            command = abort_at_offset_command(self._bootstrap[cluster], key.topic, key.partition, start_offset)
+        return dict(abort_command=command, high_watermark=hwm, last_stable_offset=lso,
+                    invisible_records=_gap(hwm, lso), blocked_groups=groups,
+                    runbook=runbook_href(self.settings, rule))
+
+    def hanging(self, episode: m.HangingEpisode | Any, cluster: str) -> dict[str, Any]:
+        key = context.PartitionKey(episode.cluster_id, episode.topic, episode.partition)
+        end = episode.resolved_at or self.now
+        first_write = (context.first_pinned_at(self.session, key, episode.txn_start_offset)
+                       if episode.txn_start_offset is not None else None)
+        last_write = episode.last_write_at
+        if last_write is not None and (first_write is None or first_write > last_write):
+            first_write = last_write  # polls see a write only after it happened: the last write bounds the first
+        reason = HangingReason(episode.reason)
+        term = REASONS[reason]
+        return dict(
+            self._partition(key, episode.txn_start_offset, cluster, HANGING_TRANSACTION),
+            id=episode.id, cluster=cluster, topic=episode.topic, partition=episode.partition,
+            producer_id=episode.producer_id, producer_epoch=episode.producer_epoch,
+            transactional_id=episode.transactional_id, coordinator_id=episode.coordinator_id,
+            reason=reason, reason_explanation=term.explanation, fix=term.fix,
+            txn_start_offset=episode.txn_start_offset, first_write_at=first_write, last_write_at=last_write,
+            first_seen_at=episode.first_seen_at, last_seen_at=episode.last_seen_at, resolved_at=episode.resolved_at,
+            open_seconds=_seconds(first_write or episode.first_seen_at, end),
+            last_write_age_seconds=_seconds(last_write, end),
+            hanging_seconds=_seconds(episode.first_seen_at, end))
+
+    def stall(self, episode: m.LsoStallEpisode | Any, cluster: str) -> dict[str, Any]:
+        key = context.PartitionKey(episode.cluster_id, episode.topic, episode.partition)
+        end = episode.ended_at or self.now
+        hanging = (context.open_hanging_on(self.session, key, episode.blocking_producer_id)
+                   if episode.ended_at is None and episode.blocking_producer_id is not None else None)
+        last_write = hanging.last_write_at if hanging is not None else None
+        return dict(
+            self._partition(key, episode.stalled_lso, cluster, HANGING_TRANSACTION if hanging else LSO_STALL),
+            id=episode.id, cluster=cluster, topic=episode.topic, partition=episode.partition,
+            started_at=episode.started_at, ended_at=episode.ended_at, last_seen_at=episode.last_seen_at,
+            stalled_lso=episode.stalled_lso, max_gap=episode.max_gap,
+            blocking_producer_id=episode.blocking_producer_id,
+            blocking_producer_epoch=episode.blocking_producer_epoch,
+            blocking_transactional_id=episode.blocking_transactional_id,
+            blocking_last_write_at=last_write,
+            hanging_reason=HangingReason(hanging.reason) if hanging is not None else None,
+            duration_seconds=_seconds(episode.started_at, end) or 0.0,
+            last_write_age_seconds=_seconds(last_write, end))

@@ -1,0 +1,129 @@
+"""A cluster that stays down pages on time, however long the collector's backoff grows (issue 15, defect 1).
+
+The collector and the evaluator run here for real (SQLite, the real AlertSink), under an
+injected clock: an 8 s ``for:`` at a 1 s poll interval with the default 5-10-20-40 s
+backoff, which outgrows the evaluator's 5-poll gap window after the second failure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.alerting import Alerting
+from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
+from txnwatch.collector import Backoff, ClusterCollector
+from txnwatch.config import Settings
+from txnwatch.model import ClusterSnapshot
+from txnwatch.state import LatestState
+from txnwatch.store import models as m
+from txnwatch.store.db import make_engine, make_sessionmaker
+from txnwatch.store.migrate import upgrade
+
+INTERVAL_S = 1.0
+FOR_S = 8.0
+
+
+class Unreachable(ConnectionError):
+    cluster_unreachable = True  # as kafka.errors.ClusterUnreachable says it
+
+
+class Cluster:
+    """A fake at the Kafka boundary: down until ``up`` is set; the probe is what a bootstrap would see."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.polls = 0
+        self.probes = 0
+
+    def poll(self) -> ClusterSnapshot:
+        self.polls += 1
+        if not self.up:
+            raise Unreachable("no broker answered")
+        return ClusterSnapshot(cluster="c", taken_at_ms=0, duration_ms=1)
+
+    def probe(self) -> None:
+        self.probes += 1
+        if not self.up:
+            raise ConnectionError("bootstrap failed")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def sessions(sqlite_url: str) -> Any:
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float]) -> ClusterCollector:
+    settings = Settings(poll_interval_seconds=INTERVAL_S, clusters=[{"name": "c", "bootstrap_servers": ["h:1"]}],
+                        alert_rules={"cluster_down": {"for_seconds": FOR_S}})
+    state = LatestState(["c"])
+    alerting = Alerting.from_settings(settings, sessions)
+    sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, state, sessions, alerting.rules)
+    return ClusterCollector("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
+                            clock=lambda: clock[0], backoff=Backoff())
+
+
+def cluster_down_state(sessions: sessionmaker[Session]) -> str | None:
+    with sessions() as session:
+        return session.scalar(select(m.Alert.state).where(m.Alert.rule == "cluster_down").order_by(m.Alert.id.desc()))
+
+
+def test_cluster_down_fires_within_for_plus_one_interval_despite_backoff(sessions: sessionmaker[Session]) -> None:
+    clock, cluster = [1_000_000.0], Cluster()
+    collector = build(sessions, cluster, clock)
+    start, fired_after = clock[0], None
+    for _ in range(120):  # two minutes of ticks: the backoff reaches 40 s and beyond
+        collector.poll_once()
+        if fired_after is None and cluster_down_state(sessions) == "firing":
+            fired_after = clock[0] - start
+        clock[0] += INTERVAL_S
+    assert fired_after is not None, "cluster_down never fired: its for: clock restarted while the collector backed off"
+    assert fired_after <= FOR_S + INTERVAL_S
+    assert cluster.polls <= 6, f"{cluster.polls} full polls in 2 min: the backoff no longer spaces them out"
+
+
+def test_polling_resumes_within_one_interval_of_the_clusters_return(sessions: sessionmaker[Session]) -> None:
+    clock, cluster = [1_000_000.0], Cluster()
+    collector = build(sessions, cluster, clock)
+    for _ in range(36):  # failures at 0, 5, 15, 35 s: the next full poll is 40 s away
+        collector.poll_once()
+        clock[0] += INTERVAL_S
+    assert collector._state.get("c").consecutive_failures == 4  # type: ignore[union-attr]
+    cluster.up = True
+    back_at = clock[0]
+    while collector._state.get("c").up is not True and clock[0] - back_at < 60:  # type: ignore[union-attr]
+        collector.poll_once()
+        clock[0] += INTERVAL_S
+    assert clock[0] - back_at <= INTERVAL_S, f"blind for {clock[0] - back_at:.0f}s after the cluster came back"
+    assert cluster_down_state(sessions) == "resolved"
+
+
+def test_reachable_but_failing_cluster_stays_backed_off(sessions: sessionmaker[Session]) -> None:
+    """The probe succeeds all along, so it cannot tell recovery: the backoff must still hold the full polls."""
+    clock, cluster = [1_000_000.0], Cluster()
+
+    class Struggling(Cluster):
+        def poll(self) -> ClusterSnapshot:
+            self.polls += 1
+            raise TimeoutError("ListTransactions timed out")  # the cluster answered the bootstrap
+
+        def probe(self) -> None:
+            self.probes += 1
+
+    cluster = Struggling()
+    collector = build(sessions, cluster, clock)
+    for _ in range(60):
+        collector.poll_once()
+        clock[0] += INTERVAL_S
+    assert cluster.polls <= 5
+    assert cluster_down_state(sessions) == "firing"

@@ -1,0 +1,81 @@
+"""The lab on Kafka 4 defaults with Kafka's own Java transactional producer, and the tools-version plumbing."""
+
+from __future__ import annotations
+
+import pytest
+
+from txnwatch.lab import jars
+from txnwatch.lab.errors import LabError
+from txnwatch.lab.java_clients import JavaProducerSpec
+
+
+def _fake_cache(tmp_path, monkeypatch, *versions: str) -> None:
+    monkeypatch.setenv("TXNWATCH_LAB_CACHE", str(tmp_path))
+    for version in versions:
+        (tmp_path / version).mkdir()
+        (tmp_path / version / ".complete").write_text(version)
+
+
+def test_tools_come_from_the_newest_release_that_ships_them(tmp_path, monkeypatch):
+    _fake_cache(tmp_path, monkeypatch, "4.3.1", "4.1.1")
+    assert jars.tools_version("4.4.0") == "4.3.1"  # Maven Central has no kafka-tools 4.4.0
+    assert jars.tools_version("4.1.1") == "4.1.1" and jars.tools_version("3.9.1") == "3.9.1"
+    assert jars.resolve_tools_jars("4.4.0") == tmp_path / "4.3.1"
+
+
+def test_producer_performance_command(tmp_path, monkeypatch):
+    _fake_cache(tmp_path, monkeypatch, "4.3.1")
+    spec = JavaProducerSpec("tx-java", "orders", transaction_duration_ms=500, records_per_second=20, duration_s=30,
+                            transaction_timeout_ms=9000)
+    cmd = spec.command("127.0.0.1:9092", "4.4.0")
+    assert cmd[cmd.index("-cp") + 1] == str(tmp_path / "4.3.1" / "*")
+    args = dict(zip(cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 1::2],
+                    cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 2::2]))
+    assert (args["--transactional-id"], args["--transaction-duration-ms"], args["--num-records"],
+            args["--throughput"]) == ("tx-java", "500", "600", "20")
+    props = cmd[cmd.index("--producer-props") + 1:]
+    assert "transaction.timeout.ms=9000" in props and "bootstrap.servers=127.0.0.1:9092" in props
+
+
+def test_spec_rejects_nonsense():
+    with pytest.raises(ValueError):
+        JavaProducerSpec("t", "x", transaction_duration_ms=0)
+    assert JavaProducerSpec("t", "x", duration_s=None).num_records > 10**15  # runs until stopped
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_kafka4_defaults_reject_what_pre_kip_890_accepts(kafka4_lab, new_topic_on):
+    """Verification on: the raw transactional write that makes a hanging transaction is refused."""
+    from txnwatch.lab.faults import inject_hanging_transaction
+    from txnwatch.lab.jars import kafka_major
+    from txnwatch.lab.reference import finalized_features
+
+    topic = new_topic_on(kafka4_lab)
+    features = finalized_features(kafka4_lab.bootstrap_servers, kafka4_lab.kafka_version)
+    assert features["transaction.version"] == (2 if kafka_major(kafka4_lab.kafka_version) >= 4 else 0)
+    with pytest.raises(LabError, match="verification"):
+        inject_hanging_transaction(kafka4_lab.bootstrap_servers, topic, 0)
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_java_producer_commits_with_epoch_bumps_and_a_second_instance_fences_it(kafka4_lab, java_producer,
+                                                                               new_topic_on):
+    from tests.lab.helpers import wait_for
+    from txnwatch.lab.jars import kafka_major
+    from txnwatch.lab.reference import KafkaTransactionsTool
+
+    topic = new_topic_on(kafka4_lab)
+    tool = KafkaTransactionsTool(kafka4_lab.bootstrap_servers, kafka4_lab.kafka_version)
+    first = java_producer("lab4-java-fenced", topic, duration_s=120)
+    if kafka_major(kafka4_lab.kafka_version) >= 4:
+        # Transaction version 2: every commit bumps the epoch, so a few commits in the epoch has risen.
+        wait_for(lambda: tool.describe("lab4-java-fenced")["producer_epoch"] >= 3, 90, interval=1,
+                 what="epoch bumps by commits")
+    else:
+        first.wait_for_output("records sent", 90)
+    second = java_producer("lab4-java-fenced", topic, duration_s=2)
+    assert second.wait(90) == 0, second.output()[-2000:]
+    assert second.records_sent == 40
+    assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]

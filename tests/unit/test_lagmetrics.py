@@ -1,0 +1,56 @@
+"""Lag families: kafka_exporter's label layout made configurable, and granularity cutting series."""
+
+from __future__ import annotations
+
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from txnwatch import detect
+from txnwatch.lagmetrics import LagMetricOptions
+from txnwatch.metrics import LagCollector
+from txnwatch.model import GroupSnapshot
+from txnwatch.state import ClusterView, LatestState
+
+from tests.unit.detect.builders import TP, TP1, partition, snapshot
+
+
+def _registry(options: LagMetricOptions) -> CollectorRegistry:
+    snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)),
+                    groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
+    _, findings = detect.evaluate(detect.INITIAL, snap, 0)
+    state = LatestState(["c"])
+    state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LagCollector(state, options))
+    return registry
+
+
+def test_partition_granularity_exports_kafka_exporter_series_and_topic_sums() -> None:
+    r = _registry(LagMetricOptions())
+    group = {"cluster": "c", "consumergroup": "g", "topic": "orders"}
+    assert r.get_sample_value("kafka_consumergroup_lag", {**group, "partition": "0"}) == 20
+    assert r.get_sample_value("kafka_consumergroup_lag", {**group, "partition": "1"}) == -1
+    assert r.get_sample_value("kafka_consumergroup_current_offset", {**group, "partition": "1"}) == -1
+    assert r.get_sample_value("kafka_consumergroup_lag_sum", group) == 20
+    assert r.get_sample_value("txnwatch_consumergroup_lag_lso", {**group, "partition": "0"}) == 10
+    assert r.get_sample_value("txnwatch_consumergroup_topic_lag_lso", group) == 10
+
+
+def test_topic_granularity_drops_per_partition_group_series_only() -> None:
+    text = generate_latest(_registry(LagMetricOptions(granularity="topic"))).decode()
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert not [s for s in series if 'consumergroup="' in s and 'partition="' in s], series
+    assert any(s.startswith("kafka_topic_partition_current_offset{") for s in series)  # not per group: kept
+    assert any(s.startswith("kafka_consumergroup_lag_sum{") for s in series)
+    assert any(s.startswith("txnwatch_consumergroup_topic_lag_lso{") for s in series)
+
+
+def test_kafka_exporter_labels_are_configurable() -> None:
+    r = _registry(LagMetricOptions(cluster_label="", cluster_labels={"c": {"env": "prod"}}))
+    labels = {"consumergroup": "g", "topic": "orders", "partition": "0", "env": "prod"}
+    assert r.get_sample_value("kafka_consumergroup_lag", labels) == 20
+    assert r.get_sample_value("kafka_topic_partition_current_offset",
+                              {"topic": "orders", "partition": "0", "env": "prod"}) == 100
+    # txnwatch's own families keep their cluster label whatever kafka_exporter's layout is.
+    assert r.get_sample_value("txnwatch_consumergroup_lag_lso",
+                              {"cluster": "c", "consumergroup": "g", "topic": "orders", "partition": "0"}) == 10

@@ -1,0 +1,89 @@
+"""Packaging promises: one version everywhere, distinct exit codes, and a daemon that imports only what it runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version as installed_version
+from pathlib import Path
+
+import yaml
+
+import txnwatch
+from txnwatch import exitcodes
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+VERSION = PYPROJECT["project"]["version"]
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def test_one_version_everywhere() -> None:
+    chart = yaml.safe_load((ROOT / "helm/txnwatch/Chart.yaml").read_text())
+    assert txnwatch.__version__ == VERSION
+    assert installed_version("txnwatch") == VERSION, "reinstall: scripts/bootstrap.sh"
+    # The chart's image tag defaults to appVersion: the chart runs the image built from this pyproject.
+    assert chart["appVersion"] == VERSION and chart["version"] == VERSION
+    assert f"## [{VERSION}]" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_version_flag() -> None:
+    result = subprocess.run([sys.executable, "-m", "txnwatch", "--version"], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert (result.returncode, result.stdout.strip()) == (0, f"txnwatch {VERSION}")
+
+
+def test_exit_codes_are_distinct_and_documented() -> None:
+    codes = exitcodes.ALL
+    assert len(set(codes.values())) == len(codes), codes
+    readme = (ROOT / "README.md").read_text()
+    for value in codes.values():
+        assert f"| {value} |" in readme, f"exit code {value} is not in README.md's table"
+
+
+def test_license_is_apache_2() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+
+
+def test_heavy_extras_are_extras() -> None:
+    core = " ".join(PYPROJECT["project"]["dependencies"])
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert "pyspark" not in core and "pyarrow" not in core
+    assert any(d.startswith("pyspark") for d in extras["pipeline"])
+    assert any(d.startswith("pyarrow") for d in extras["archive"])
+    assert "lab" in extras
+
+
+# What the daemon loads: `txnwatch run` resolved through the CLI, then everything the daemon builds from.
+DAEMON_IMPORTS = """
+import json, sys
+from txnwatch import cli
+cli.app(["run", "--help"], standalone_mode=False)
+import txnwatch.server, txnwatch.wiring, txnwatch.runtime, txnwatch.api.app, txnwatch.collector
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_daemon_imports_neither_the_lab_nor_the_pipeline() -> None:
+    result = _python(DAEMON_IMPORTS)
+    assert result.returncode == 0, result.stderr
+    modules = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert "txnwatch.server" in modules  # the probe did load the daemon
+    unwanted = sorted(m for m in modules if m.split(".")[0] in ("pyspark", "pyarrow", "py4j")
+                      or m.startswith(("txnwatch.lab", "txnwatch.pipeline")))
+    assert unwanted == []
+
+
+def test_a_missing_extra_is_named_with_its_install_command() -> None:
+    # sys.modules[name] = None blocks the import as if the package were not installed.
+    result = _python("import sys; sys.modules['pyspark'] = None\n"
+                     "from txnwatch.cli import main; sys.argv = ['txnwatch', 'pipeline', 'run', '--no-db']; main()")
+    assert result.returncode == exitcodes.MISSING_DEPENDENCY, result.stderr
+    assert "pip install 'txnwatch[pipeline]'" in result.stderr and "Traceback" not in result.stderr

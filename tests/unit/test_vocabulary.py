@@ -1,0 +1,64 @@
+"""One vocabulary: the reasons and alerts of txnwatch.vocabulary are the ones code, docs and rules use."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+
+import yaml
+
+from txnwatch import vocabulary as v
+from txnwatch.alerting.rules import DEFAULT_RULES
+from txnwatch.model import HangingReason
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _render_script():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("render_vocabulary", ROOT / "scripts" / "render_vocabulary.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_reason_has_a_plain_explanation_and_a_fix() -> None:
+    assert HangingReason is v.HangingReason
+    assert set(v.REASONS) == set(HangingReason)
+    for reason, term in v.REASONS.items():
+        assert term.name == reason.value and term.explanation.endswith(".") and term.fix
+
+
+def test_docs_vocabulary_section_is_current() -> None:
+    text = (ROOT / "docs" / "metrics.md").read_text()
+    assert _render_script().render(text) == text, "run: .venv/bin/python scripts/render_vocabulary.py"
+    # No reason is documented anywhere in docs/ that the code does not know.
+    documented = set(re.findall(r"reason[=:]\s*`?([a-z_]+)", (ROOT / "docs").joinpath("metrics.yaml").read_text()))
+    assert documented <= {r.value for r in HangingReason} | {"one"}
+
+
+def test_builtin_rules_take_names_and_severities_from_the_vocabulary() -> None:
+    assert set(DEFAULT_RULES) == set(v.BY_RULE)
+    for name, rule in DEFAULT_RULES.items():
+        assert rule.severity == v.BY_RULE[name].severity and rule.for_seconds == v.BY_RULE[name].for_seconds
+
+
+def test_prometheus_rules_and_runbooks_use_the_vocabulary() -> None:
+    groups = yaml.safe_load((ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml").read_text())["groups"]
+    rules = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
+    assert set(rules) == set(v.BY_PROMETHEUS)
+    headings = set(re.findall(r"^## (\w+)$", (ROOT / "docs" / "runbooks.md").read_text(), re.M))
+    for name, rule in rules.items():
+        alert = v.BY_PROMETHEUS[name]
+        assert rule["labels"]["severity"] == alert.route.value, name
+        assert rule["annotations"]["runbook_url"].endswith(f"#{alert.anchor}"), name
+        assert name in headings, f"docs/runbooks.md has no section for {name}"
+
+
+def test_api_schema_enumerates_the_reasons_and_severities() -> None:
+    from txnwatch.api.schemas import AlertOut, HangingEpisodeOut
+
+    defs = HangingEpisodeOut.model_json_schema()["$defs"]
+    assert defs["HangingReason"]["enum"] == [r.value for r in HangingReason]
+    assert AlertOut.model_json_schema()["$defs"]["Severity"]["enum"] == [s.value for s in v.Severity]
