@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC
 from typing import Protocol
 
 from sqlalchemy import select
@@ -50,7 +51,7 @@ OpenTail = Callable[[Mapping[int, int]], Tail]
 
 def cluster_id_for(sessions: sessionmaker[Session], name: str, bootstrap_servers: str, now_ms: int) -> int:
     """The cluster's row id; created if the collector has not written it yet."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     for _ in range(2):
         with sessions.begin() as session:
@@ -59,7 +60,7 @@ def cluster_id_for(sessions: sessionmaker[Session], name: str, bootstrap_servers
                 return found
             try:
                 cluster = m.Cluster(name=name, bootstrap_servers=bootstrap_servers, up=False,
-                                    created_at=datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc))
+                                    created_at=datetime.fromtimestamp(now_ms / 1000, tz=UTC))
                 session.add(cluster)
                 session.flush()
                 return cluster.id

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, select
 
 from tests.fixtures.daemon import Daemon, start_daemon, wait_for
 from txnwatch.lab.faults import transactional_producer, unique_transactional_id
@@ -113,7 +113,7 @@ def test_commits_aborts_and_a_fence_are_exact(run_daemon: Callable[[str], Daemon
     assert got["state"] == "CompleteCommit"
     wait_for(lambda: metric(daemon, "txnwatch_transaction_commits_total", cluster=cluster)
              == commit_events(postgres_url, cluster), 30, what="the commit counter to equal the stored stream")
-    assert metric(daemon, "txnwatch_producer_fencings_total", cluster=cluster) >= 1
+    assert (metric(daemon, "txnwatch_producer_fencings_total", cluster=cluster) or 0) >= 1
 
 
 def test_restart_mid_stream_neither_loses_nor_double_counts(run_daemon: Callable[[str], Daemon], lab_cluster: Any,

@@ -125,7 +125,7 @@ def test_undecodable_values_keep_their_id_and_raw_bytes(value: bytes) -> None:
     assert decoded.raw_value == value and decoded.problem
 
 
-@pytest.mark.parametrize("key, value", [
+@pytest.mark.parametrize(("key", "value"), [
     (None, EMPTY),
     (b"\x00\x01\x00\x02ab", EMPTY),             # a key of another record type
     (b"\x00\x00\x00\x02\xff\xfe", EMPTY),        # not UTF-8

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from sqlalchemy import Table, case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -40,7 +40,7 @@ from txnwatch.model import TxnState
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 
-_UTC = timezone.utc
+_UTC = UTC
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
                       EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
                       ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
@@ -53,6 +53,10 @@ def _ts(ms: int | None) -> datetime | None:
 
 def _tp(partitions: Iterable[tuple[str, int]]) -> list[str]:
     return sorted(f"{topic}-{partition}" for topic, partition in partitions)
+
+
+def _table(model: type[m.Base]) -> Table:
+    return cast(Table, model.__table__)
 
 
 def _insert(session: Session, table: Table) -> Any:
@@ -101,7 +105,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
     """Everything one applied batch produced, with the positions it reached; the caller commits once."""
     now = datetime.now(_UTC)
     if positions:
-        table = t.TxnLogPosition.__table__
+        table = _table(t.TxnLogPosition)
         stmt = _insert(session, table)
         session.execute(stmt.on_conflict_do_update(
             index_elements=["cluster_id", "log_partition"],
@@ -110,14 +114,14 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
              for p, o in sorted(positions.items())])
     counts = {k: v for k, v in findings.counts.items() if v}
     if counts:
-        table = t.TxnLogCounter.__table__
+        table = _table(t.TxnLogCounter)
         stmt = _insert(session, table)
         session.execute(stmt.on_conflict_do_update(
             index_elements=["cluster_id", "name"], set_={"value": table.c.value + stmt.excluded.value}),
             [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
     upserts = [_id_row(cluster_id, tid, s) for tid, s in findings.changed.items() if s is not None]
     if upserts:
-        table = t.TxnLogId.__table__
+        table = _table(t.TxnLogId)
         stmt = _insert(session, table)
         session.execute(stmt.on_conflict_do_update(
             index_elements=["cluster_id", "transactional_id"],
@@ -130,33 +134,34 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
         rows = [transition_row(x) for x in findings.transitions]
         for row in rows:
             row["cluster_id"] = cluster_id
-        session.execute(m.TransactionTransition.__table__.insert(), rows)
+        session.execute(_table(m.TransactionTransition).insert(), rows)
     anomalies = [anomaly_row(x) for x in (*findings.anomalies, *extra_anomalies)]
     if anomalies:
-        for row in anomalies:
-            row["cluster_id"] = cluster_id
-        session.execute(t.TxnLogAnomaly.__table__.insert(), anomalies)
+        for anomaly in anomalies:
+            anomaly["cluster_id"] = cluster_id
+        session.execute(_table(t.TxnLogAnomaly).insert(), anomalies)
     if findings.buckets:
-        table = t.TxnLogAggregate.__table__
+        table = _table(t.TxnLogAggregate)
         stmt = _insert(session, table)
-        rows = []
+        buckets = []
         for bucket_ms, values in sorted(findings.buckets.items()):
-            row: dict[str, Any] = {c: 0 for c in _AGGREGATE_COLUMNS.values()}
-            row.update(cluster_id=cluster_id, bucket_start=_ts(bucket_ms))
+            bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
+            bucket.update(cluster_id=cluster_id, bucket_start=_ts(bucket_ms))
             for key, value in values.items():
                 if key in _AGGREGATE_COLUMNS:
-                    row[_AGGREGATE_COLUMNS[key]] = value
-            rows.append(row)
+                    bucket[_AGGREGATE_COLUMNS[key]] = value
+            buckets.append(bucket)
         set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
         set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
                                         stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
-        session.execute(stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_), rows)
+        session.execute(stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_),
+                        buckets)
 
 
 def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
     rows = [dict(anomaly_row(x), cluster_id=cluster_id) for x in anomalies]
     if rows:
-        session.execute(t.TxnLogAnomaly.__table__.insert(), rows)
+        session.execute(_table(t.TxnLogAnomaly).insert(), rows)
 
 
 def _ms(at: datetime | None) -> int | None:
@@ -170,11 +175,11 @@ def _split(tp: str) -> tuple[str, int]:
 
 def load(session: Session, cluster_id: int) -> Resumed:
     """The committed positions, per-id states and counters of a cluster (empty on a first start)."""
-    positions = {p: o for p, o in session.execute(
+    positions = dict(session.execute(
         select(t.TxnLogPosition.log_partition, t.TxnLogPosition.next_offset)
-        .where(t.TxnLogPosition.cluster_id == cluster_id))}
-    counters = {n: v for n, v in session.execute(
-        select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id))}
+        .where(t.TxnLogPosition.cluster_id == cluster_id)))
+    counters = dict(session.execute(
+        select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id)))
     ids: dict[str, IdState] = {}
     for r in session.scalars(select(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id)):
         ids[r.transactional_id] = IdState(

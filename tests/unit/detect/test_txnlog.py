@@ -12,14 +12,14 @@ from txnwatch.detect import txnlog as d
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import TxnLogKind, TxnLogRecord, TxnState
 
-E, O, PC, PA = TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
+E, ON, PC, PA = TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
 CC, CA = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
 P = (("t", 0),)
 
 
 def rec(state: TxnState, epoch: int, at: int, start: int | None = None, tv: int = 0, pid: int = 7,
         tid: str = "a", offset: int = 0, timeout: int = 10_000) -> TxnLogRecord:
-    parts = P if state in (O, PC, PA) else ()
+    parts = P if state in (ON, PC, PA) else ()
     return TxnLogRecord(tid, 0, offset, at, TxnLogKind.VALUE, state, None, pid, epoch, timeout, parts, at, start,
                         None, None, tv)
 
@@ -36,10 +36,10 @@ def events(records: list[TxnLogRecord]) -> tuple[Counter[str], d.TxnLogFindings]
 # Captured on Kafka 4.1.1 (transaction.version 2 finalized) with kafka-python, a TV1 client: commit, own abort,
 # then a second instance's InitProducerId fencing an open transaction, then a coordinator timeout abort.
 KAFKA_411_TV1_CLIENT = seq(
-    rec(E, 0, 325), rec(O, 0, 354, 354), rec(PC, 0, 376, 354), rec(CC, 0, 378, 354),
-    rec(O, 0, 404, 404), rec(PA, 0, 414, 404), rec(CA, 0, 414, 404),
-    rec(O, 0, 550, 550), rec(PA, 1, 781, 550, tv=2), rec(CA, 1, 812, 550, tv=2), rec(E, 2, 914, tv=2),
-    rec(O, 2, 920, 920), rec(PA, 3, 10_657 + 1_000, 920, tv=2), rec(CA, 3, 11_658, 920, tv=2))
+    rec(E, 0, 325), rec(ON, 0, 354, 354), rec(PC, 0, 376, 354), rec(CC, 0, 378, 354),
+    rec(ON, 0, 404, 404), rec(PA, 0, 414, 404), rec(CA, 0, 414, 404),
+    rec(ON, 0, 550, 550), rec(PA, 1, 781, 550, tv=2), rec(CA, 1, 812, 550, tv=2), rec(E, 2, 914, tv=2),
+    rec(ON, 2, 920, 920), rec(PA, 3, 10_657 + 1_000, 920, tv=2), rec(CA, 3, 11_658, 920, tv=2))
 
 
 def test_kafka_411_tv1_client_sequence() -> None:
@@ -59,7 +59,7 @@ def tv2_commits(n: int, epoch: int = 0, at: int = 1_000) -> list[TxnLogRecord]:
     out = []
     for i in range(n):
         t = at + i * 500
-        out += [rec(O, epoch + i, t, t, tv=2), rec(PC, epoch + i + 1, t + 5, t, tv=2),
+        out += [rec(ON, epoch + i, t, t, tv=2), rec(PC, epoch + i + 1, t + 5, t, tv=2),
                 rec(CC, epoch + i + 1, t + 9, t, tv=2)]
     return out
 
@@ -71,7 +71,7 @@ def test_tv2_every_commit_bumps_once_and_is_neither_fence_nor_timeout() -> None:
 
 
 def test_tv2_fence_is_the_abort_followed_by_the_new_instances_init_producer_id() -> None:
-    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(3), rec(O, 3, 3_000, 3_000, tv=2),
+    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(3), rec(ON, 3, 3_000, 3_000, tv=2),
                   rec(PA, 4, 3_050, 3_000, tv=2), rec(CA, 4, 3_060, 3_000, tv=2), rec(E, 5, 3_150, tv=2))
     counts, findings = events(records)
     assert counts["fenced"] == 1 and counts["abort"] == 1 and counts["commit"] == 3
@@ -79,25 +79,25 @@ def test_tv2_fence_is_the_abort_followed_by_the_new_instances_init_producer_id()
 
 
 def test_tv2_clients_own_abort_is_no_fence() -> None:
-    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(2), rec(O, 2, 3_000, 3_000, tv=2),
-                  rec(PA, 3, 3_050, 3_000, tv=2), rec(CA, 3, 3_060, 3_000, tv=2), rec(O, 3, 3_100, 3_100, tv=2))
+    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(2), rec(ON, 2, 3_000, 3_000, tv=2),
+                  rec(PA, 3, 3_050, 3_000, tv=2), rec(CA, 3, 3_060, 3_000, tv=2), rec(ON, 3, 3_100, 3_100, tv=2))
     counts, _ = events(records)
     assert counts["abort"] == 1 and counts["fenced"] == 0 and counts["init_producer_id"] == 0
 
 
 def test_tv2_timeout_abort() -> None:
-    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(1), rec(O, 1, 3_000, 3_000, tv=2),
+    records = seq(rec(E, 0, 900, tv=2), *tv2_commits(1), rec(ON, 1, 3_000, 3_000, tv=2),
                   rec(PA, 2, 13_001, 3_000, tv=2), rec(CA, 2, 13_010, 3_000, tv=2))
     counts, _ = events(records)
     assert counts["timeout_abort"] == 1 and counts["fenced"] == 0 and counts["abort"] == 1
 
 
-@pytest.mark.parametrize("states, illegal", [
-    pytest.param([O, PC, PA], 1, id="committing-then-aborting"),
-    pytest.param([O, PC, CC, CC], 1, id="complete-twice"),
+@pytest.mark.parametrize(("states", "illegal"), [
+    pytest.param([ON, PC, PA], 1, id="committing-then-aborting"),
+    pytest.param([ON, PC, CC, CC], 1, id="complete-twice"),
     pytest.param([E, PC], 1, id="commit-without-ongoing"),
     pytest.param([E, PA, CA], 0, id="tv2-abort-from-empty-is-legal"),
-    pytest.param([O, O, PC, CC, O], 0, id="normal"),
+    pytest.param([ON, ON, PC, CC, ON], 0, id="normal"),
 ])
 def test_illegal_transitions_follow_kafkas_valid_previous_states(states: list[TxnState], illegal: int) -> None:
     counts, _ = events(seq(*(rec(s, 0, 1_000 + i, 1_000) for i, s in enumerate(states))))
@@ -129,7 +129,7 @@ def test_apply_in_batches_equals_apply_at_once() -> None:
 
 
 def test_check_open_reports_stuck_prepare_and_long_transactions_once() -> None:
-    state, _ = d.apply(d.TxnLogState(), seq(rec(O, 0, 1_000, 1_000, tid="long"), rec(O, 0, 1_000, 1_000, tid="p"),
+    state, _ = d.apply(d.TxnLogState(), seq(rec(ON, 0, 1_000, 1_000, tid="long"), rec(ON, 0, 1_000, 1_000, tid="p"),
                                              rec(PC, 0, 2_000, 1_000, tid="p")))
     settings = DetectionSettings(prepare_stuck_ms=30_000, timeout_grace_ms=5_000)
     state, found = d.check_open(state, 12_000, settings)
@@ -141,7 +141,7 @@ def test_check_open_reports_stuck_prepare_and_long_transactions_once() -> None:
     assert again == ()
 
 
-STATES = st.sampled_from([E, O, PC, PA, CC, CA, TxnState.PREPARE_EPOCH_FENCE, TxnState.UNKNOWN])
+STATES = st.sampled_from([E, ON, PC, PA, CC, CA, TxnState.PREPARE_EPOCH_FENCE, TxnState.UNKNOWN])
 
 
 @given(st.lists(st.tuples(st.sampled_from("ab"), STATES, st.integers(0, 5), st.integers(0, 3), st.integers(0, 2)),

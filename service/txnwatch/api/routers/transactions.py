@@ -28,8 +28,7 @@ from txnwatch.api.routers.params import (
 )
 from txnwatch.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition, TxnLogHistory
 from txnwatch.model import TxnState
-from txnwatch.store import queries
-from txnwatch.store import txnlog_queries
+from txnwatch.store import queries, txnlog_queries
 from txnwatch.store.queries import TxnSort
 
 router = APIRouter(prefix="/transactions", tags=["transactions"])
