@@ -12,7 +12,7 @@ from tests.pipeline.history import DAY, NEXT_DAY, seed
 from txnwatch.api.app import create_app
 from txnwatch.config import load_settings
 from txnwatch.pipeline.run import Window, run_pipeline
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.archive import export_history
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
