@@ -177,9 +177,10 @@ def load(session: Session, cluster_id: int) -> Resumed:
     """The committed positions, per-id states and counters of a cluster (empty on a first start)."""
     positions = dict(session.execute(
         select(t.TxnLogPosition.log_partition, t.TxnLogPosition.next_offset)
-        .where(t.TxnLogPosition.cluster_id == cluster_id)))
+        .where(t.TxnLogPosition.cluster_id == cluster_id)).all())
     counters = dict(session.execute(
-        select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id)))
+        select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id))
+        .all())
     ids: dict[str, IdState] = {}
     for r in session.scalars(select(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id)):
         ids[r.transactional_id] = IdState(
