@@ -12,8 +12,13 @@ Services start in the order of :func:`_services` and stop in reverse:
    poll is finished and the outbox flushed;
 2. store — register every configured cluster, in one transaction;
 3. alerting — retire incidents of clusters no longer configured, then deliver the outbox;
-4. collector — the polls of the clusters this replica holds and the side jobs (store flush,
-   retention and retired clusters on the holder of the housekeeping lease).
+4. transaction-log — one tail of ``__transaction_state`` per cluster (exact coordinator history;
+   polling is the fallback where the log cannot be read);
+5. collector — the polls of the clusters this replica holds and the side jobs (store flush;
+   retention, retired clusters and archiving the transition stream on the holder of the
+   housekeeping lease).
+
+Every per-cluster part asks the leases whether this replica holds its cluster now.
 
 Adding a service is one line in :func:`_services`.
 """
@@ -26,20 +31,23 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
+from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import Settings
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
-from txnwatch.metrics import build_registry, verification_counts
+from txnwatch.metrics import build_registry
+from txnwatch.metrics_sink import PollMetrics
 from txnwatch.runtime import Runtime, Service
-from txnwatch.state import LatestState
+from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.health import StoreHealth
@@ -48,14 +56,9 @@ from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+TRANSITIONS_ARCHIVE_INTERVAL_S = 60
 STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
-
-
-def count_events(findings: detect.Findings | None) -> dict[str, int]:
-    counts = detect.event_counts(findings)
-    counts.update(verification_counts(findings))
-    return counts
 
 
 def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
@@ -68,22 +71,24 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     leadership: Leadership = leadership_for(settings.database_url, names, settings.fleet) if collect \
         else SingleInstance(names)
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    services = _services(settings, engine, sessions, state, leadership, health) if collect else ()
+    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
                    registry=registry, store_health=health, services=services)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
-              leadership: Leadership, health: StoreHealth) -> tuple[Service, ...]:
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
-    recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health)
+    recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
+                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
-                                      client_url=f"http://{settings.api.host}:{settings.api.port}")
+                                      client_url=f"http://{settings.api.host}:{settings.api.port}",
+                                      metrics=AlertingMetrics(registry))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
-    sinks: list[Sink] = [recorder, AlertSink(alerting, builders, state, sessions,
-                                             effective_rules(settings.alert_rules))]
+    sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
+                         PollMetrics(registry, [c.name for c in settings.clusters])]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
@@ -91,7 +96,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         collectors.append((
             ClusterCollector(cluster.name, connect=partial(ClusterConnection, connection_settings),
                              evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),
-                             sinks=sinks, state=state, count_events=count_events,
+                             sinks=sinks, state=state, count_events=detect.event_counts,
                              leading=partial(leadership.term, cluster.name)),
             settings.interval_for(cluster),
         ))
@@ -101,6 +106,10 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector.add_job(_when(housekeeping, partial(archive_then_purge, settings, engine, sessions)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
+    tails = transaction_log_service(settings, sessions, state, leadership.holds)
+    if tails is not None:
+        collector.add_job(_when(housekeeping, partial(archive_transitions, settings, engine, sessions)),
+                          TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
     retired_in: list[int | None] = [None]
 
     def retire_clusters() -> None:
@@ -120,8 +129,56 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         Service("leadership", leadership.start, leadership.stop),
         Service("store", recorder.start),
         Service("alerting", start_alerting, alerting.stop),
+        *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
     )
+
+
+def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
+                            holds: Callable[[str], bool]) -> Any:
+    """One tail of __transaction_state per cluster (exact history), unless turned off."""
+    from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
+    from txnwatch.kafka.txnlog import denied_reason
+    from txnwatch.txnlog_service import ClusterTail, TxnLogService
+
+    config = settings.transaction_log
+    if not config.enabled:
+        for cluster in settings.clusters:
+            state.update(cluster.name, history=HistoryView(reason="transaction_log.enabled is false"))
+        return None
+    detection = detect.DetectionSettings.from_config(settings.detection)
+    tails = []
+    for cluster in settings.clusters:
+        connection = ClusterConnectionSettings.from_config(cluster)
+
+        def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
+            return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
+
+        tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
+                                 leading=partial(holds, cluster.name), detection=detection, retry_s=config.retry_seconds,
+                                 denied_reason=denied_reason))
+    return TxnLogService(tails)
+
+
+def archive_transitions(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
+    """The full transition stream leaves the database once archived and older than the hot window."""
+    from datetime import timedelta
+
+    from txnwatch.extras import MissingExtra, require
+
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        log.error("transition stream: %s; it stays in the database until it is installed", exc)
+        return
+    from txnwatch.store.archive import export_transitions_then_purge
+
+    try:
+        export_transitions_then_purge(engine, sessions, settings.retention.archive_dir,
+                                      timedelta(minutes=settings.transaction_log.hot_transitions_minutes))
+    except Exception:
+        log.exception("archiving the transition stream to %s failed; it stays in the database until it succeeds",
+                      settings.retention.archive_dir)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:

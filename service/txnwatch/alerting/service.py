@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.conditions import Condition
 from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clusters
+from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop, SendGuard
 from txnwatch.alerting.pagerduty import PagerDutyNotifier
 from txnwatch.alerting.rules import effective_rules
@@ -22,6 +23,7 @@ from txnwatch.config import AlertRuleConfig, Settings
 
 log = logging.getLogger(__name__)
 
+GAP_POLLS = 5  # missed polls after which a pending alert's `for` starts over
 HOUSEKEEPING = "*"  # the fleet-wide lease (txnwatch.fleet.balance.HOUSEKEEPING)
 
 
@@ -30,8 +32,6 @@ class Leases(SendGuard, Protocol):
 
     def fence(self, session: Session, cluster: str) -> None: ...
 
-GAP_POLLS = 5  # missed polls after which a pending alert's `for` starts over
-
 
 class Alerting:
     """One per process. ``evaluate`` runs on the collector's thread, delivery on the loop's."""
@@ -39,14 +39,17 @@ class Alerting:
     def __init__(self, sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig],
                  notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
                  leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0,
-                 max_gap_seconds: float | None = None, leases: Leases | None = None) -> None:
+                 max_gap_seconds: float | None = None, metrics: AlertingMetrics | None = None,
+                 leases: Leases | None = None) -> None:
         self._sessions = sessions
+        self.metrics = metrics or AlertingMetrics()
         self._rules = dict(rules)
         self._channels = tuple(notifiers)
         self._notifiers = dict(notifiers)
         self._max_gap = max_gap_seconds
         self._leases = leases
-        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, guard=leases)
+        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, metrics=self.metrics,
+                                           guard=leases)
         self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
 
     @property
@@ -59,7 +62,8 @@ class Alerting:
                       leading: Callable[[], bool] = lambda: True, leases: Leases | None = None,
                       client_url: str | None = None,
                       runbook_base_url: str | None = None,
-                      extra_notifiers: Mapping[str, Notifier] | None = None) -> "Alerting":
+                      extra_notifiers: Mapping[str, Notifier] | None = None,
+                      metrics: AlertingMetrics | None = None) -> "Alerting":
         notifiers: dict[str, Notifier] = {}
         if settings.pagerduty.enabled:
             notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(settings.pagerduty, client_url, runbook_base_url)
@@ -69,7 +73,7 @@ class Alerting:
         slowest_poll = max([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
         return cls(sessions, effective_rules(settings.alert_rules), notifiers,
                    max_attempts=settings.pagerduty.max_attempts, leading=leading,
-                   max_gap_seconds=GAP_POLLS * slowest_poll, leases=leases)
+                   max_gap_seconds=GAP_POLLS * slowest_poll, metrics=metrics, leases=leases)
 
     def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
         """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged.
