@@ -61,7 +61,7 @@ def kafka4_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from txnwatch.lab.cluster import start_lab
     from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
-    settings = LabSettings(brokers=1, combined=True, proxy=False,
+    settings = LabSettings(brokers=1, combined=True, proxy=False, jmx_exporter=True,
                            kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
                            transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS))
     lab = start_lab(settings, tmp_path_factory.mktemp("txnwatch-lab-kafka4"), die_with_parent=True)
