@@ -248,7 +248,7 @@ class Collector:
                                     name=f"poll {collector.name}", next_run_time=_now())
         self._scheduler.start()
 
-    def add_job(self, func: Callable[[], None], seconds: float, job_id: str) -> None:
+    def add_job(self, func: Callable[[], object], seconds: float, job_id: str) -> None:
         """Side jobs (retention, outbox delivery) share the scheduler but not the cluster threads' timing."""
         self._scheduler.add_job(func, "interval", seconds=seconds, id=job_id, name=job_id, next_run_time=_now())
 

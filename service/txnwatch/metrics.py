@@ -62,11 +62,6 @@ class ClusterCollector(Collector):
                 errors.add_metric([view.name, api], view.request_errors.get(api, 0))
         leader = _gauge("txnwatch_leader", "1 if this replica polls and notifies (leader election).", [])
         leader.add_metric([], 1.0 if self._is_leader() else 0.0)
-        db_up = _gauge("txnwatch_db_up", "1 if the latest database write succeeded.", [])
-        db_up.add_metric([], 1.0 if self._state.db_ok else 0.0)
-        dropped = _counter("txnwatch_observations_dropped", "Polls dropped because the database was down longer than "
-                           "the in-memory buffer holds.", [])
-        dropped.add_metric([], self._state.dropped_observations)
         pending = _gauge("txnwatch_outbox_pending", "Notifications in the outbox not yet delivered.", [])
         pending.add_metric([], self._state.outbox_pending)
         oldest = _gauge("txnwatch_outbox_oldest_pending_age_seconds",
@@ -76,7 +71,7 @@ class ClusterCollector(Collector):
                                  ["action", "result"])
         for (action, result), count in sorted(self._state.notifications.items()):
             notifications.add_metric([action, result], count)
-        yield from (up, duration, last, polls, failures, errors, leader, db_up, dropped, pending, oldest, notifications)
+        yield from (up, duration, last, polls, failures, errors, leader, pending, oldest, notifications)
 
 
 class SnapshotCollector(Collector):
@@ -150,9 +145,12 @@ class LagCollector(Collector):
         yield from lag_families(self._state.views(), self._options)
 
 
-def build_registry(state: LatestState, is_leader: Callable[[], bool],
-                   lag_options: LagMetricOptions | None = None) -> CollectorRegistry:
+def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_options: LagMetricOptions | None = None,
+                   own: Iterable[Collector] = ()) -> CollectorRegistry:
+    """One registry per runtime; ``own`` are the collectors of parts that export their own figures (the store)."""
     registry = CollectorRegistry(auto_describe=False)
+    for collector in own:
+        registry.register(collector)
     registry.register(ClusterCollector(state, is_leader))
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))

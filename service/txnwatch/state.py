@@ -40,9 +40,6 @@ class LatestState:
     def __init__(self, cluster_names: list[str] | tuple[str, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._views: dict[str, ClusterView] = {name: ClusterView(name=name) for name in cluster_names}
-        self.db_ok: bool = True
-        self.db_error: str | None = None
-        self.dropped_observations: int = 0
         self.outbox_pending: int = 0
         self.outbox_oldest_pending_age_s: float = 0.0
         self.notifications: dict[tuple[str, str], int] = {}
