@@ -43,6 +43,15 @@ class ClusterConnectionSettings:
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
+    #: (broker label, JMX exporter URL) pairs and a per-broker URL template ({host}, {node_id}): where the
+    #: brokers' own KIP-890 verification figures are read (kafka/broker_metrics.py).
+    broker_metrics_urls: tuple[tuple[str, str], ...] = ()
+    broker_metrics_url_template: str | None = None
+    broker_metrics_timeout_ms: int = 2_000
+
+    @property
+    def reads_broker_metrics(self) -> bool:
+        return bool(self.broker_metrics_urls or self.broker_metrics_url_template)
 
     def __post_init__(self) -> None:
         if isinstance(self.bootstrap_servers, str):
@@ -115,4 +124,7 @@ class ClusterConnectionSettings:
             request_timeout_ms=config.request_timeout_ms,
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
+            broker_metrics_urls=tuple(sorted(config.broker_metrics_urls.items())),
+            broker_metrics_url_template=config.broker_metrics_url_template,
+            broker_metrics_timeout_ms=config.broker_metrics_timeout_ms,
         )
