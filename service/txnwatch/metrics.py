@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
 from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
+from txnwatch.verification_metrics import LISTING_BUCKETS_S, VerificationCollector
 
 PARTITION = ["cluster", "topic", "partition"]
 POLL_APIS = ("Metadata", "ListTransactions", "DescribeTransactions", "DescribeProducers", "ListOffsets", "ListGroups",
@@ -155,10 +156,11 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
     registry.register(LagCollector(state, lag_options or LagMetricOptions()))
+    registry.register(VerificationCollector(state))
     return registry
 
 
-VERIFICATION_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300)
+VERIFICATION_BUCKETS_S = LISTING_BUCKETS_S
 AGE_THRESHOLDS_S = (10, 60, 300, 900, 3600)
 TOP_TRANSACTIONS = 50
 OPEN_STATES = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
@@ -175,10 +177,11 @@ EVENT_COUNTERS = {
                            "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
     "lso_stall_started": ("txnwatch_lso_stall_episodes", "LSO stall episodes started since the process started."),
     "verification_checks": ("txnwatch_verification_checks",
-                            "Partition/open-transaction pairs checked against the coordinator."),
+                            "DEPRECATED, renamed txnwatch_coordinator_listing_checks_total (removed in the next "
+                            "release)."),
     "verification_failures": ("txnwatch_verification_failures",
-                              "Checks where the partition held an open transaction its coordinator did not list "
-                              "after the grace period."),
+                              "DEPRECATED, renamed txnwatch_coordinator_listing_misses_total (not KIP-890's "
+                              "VerificationFailureRate; removed in the next release)."),
 }
 
 
@@ -219,8 +222,8 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                             ["cluster", "topic", "partition", "producer_id", "transactional_id"])
     stalls = _gauge("txnwatch_lso_stalls", "Active LSO stall episodes.", ["cluster"])
     verification_time = HistogramMetricFamily(
-        "txnwatch_verification_time_seconds", "VerificationTimeMs-style, in seconds: first open on the partition "
-        "until the coordinator lists the partition.", labels=["cluster"])
+        "txnwatch_verification_time_seconds", "DEPRECATED, renamed txnwatch_coordinator_listing_delay_seconds (not "
+        "KIP-890's VerificationTimeMs; removed in the next release).", labels=["cluster"])
     transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
                            ["cluster", "from_state", "to_state"])
     events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
