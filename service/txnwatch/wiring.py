@@ -24,17 +24,20 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
+from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import Settings
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
-from txnwatch.metrics import build_registry, verification_counts
+from txnwatch.metrics import build_registry
+from txnwatch.metrics_sink import PollMetrics
 from txnwatch.runtime import Runtime, Service
 from txnwatch.state import LatestState
 from txnwatch.store import resume
@@ -49,12 +52,6 @@ STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def count_events(findings: detect.Findings | None) -> dict[str, int]:
-    counts = detect.event_counts(findings)
-    counts.update(verification_counts(findings))
-    return counts
-
-
 def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, API replicas)."""
     engine = make_engine(settings.database_url)
@@ -63,22 +60,23 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     health = StoreHealth()
     leadership: Leadership = leadership_for(engine) if collect else SingleInstance()
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    services = _services(settings, engine, sessions, state, leadership, health) if collect else ()
+    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
                    registry=registry, store_health=health, services=services)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
-              leadership: Leadership, health: StoreHealth) -> tuple[Service, ...]:
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health)
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader,
-                                      client_url=f"http://{settings.api.host}:{settings.api.port}")
+                                      client_url=f"http://{settings.api.host}:{settings.api.port}",
+                                      metrics=AlertingMetrics(registry))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
-    sinks: list[Sink] = [recorder, AlertSink(alerting, builders, state, sessions,
-                                             effective_rules(settings.alert_rules))]
+    sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
+                         PollMetrics(registry, [c.name for c in settings.clusters])]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
@@ -86,7 +84,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         collectors.append((
             ClusterCollector(cluster.name, connect=partial(ClusterConnection, connection_settings),
                              evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),
-                             sinks=sinks, state=state, count_events=count_events, leading=leadership.is_leader),
+                             sinks=sinks, state=state, count_events=detect.event_counts, leading=leadership.is_leader),
             settings.interval_for(cluster),
         ))
     collector = Collector(collectors)
