@@ -83,6 +83,9 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
+                                           "whose first unconsumed record is fetched per poll to measure time lag "
+                                           "(cached per offset; 0 disables the fetches).")
     metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
                                           "kafka_* series, like kafka_exporter's --kafka.labels.")
 
