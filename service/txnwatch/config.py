@@ -273,6 +273,19 @@ class RetentionConfig(_Strict):
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
 
 
+class TransactionLogConfig(_Strict):
+    """Tailing ``__transaction_state`` for exact coordinator history (needs Describe + Read on the topic)."""
+
+    enabled: bool = Field(default=True, description="Tail the transaction log; off means polling only.")
+    start_from: Literal["beginning", "end"] = Field(
+        default="beginning", description="Where a cluster's first tail starts when no position is stored yet; "
+        "later starts always resume at the stored positions.")
+    retry_seconds: float = Field(default=30, ge=1, le=3600, description="How soon an unreadable log is tried again.")
+    hot_transitions_minutes: float = Field(
+        default=60, gt=0, description="How long the full transition stream stays in the database after it was "
+        "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")
+
+
 class Settings(BaseSettings):
     """Everything txnwatch can be told. See config/example.yaml for a documented file."""
 
@@ -293,6 +306,7 @@ class Settings(BaseSettings):
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
