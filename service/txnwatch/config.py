@@ -88,6 +88,36 @@ class ClusterConfig(_Strict):
                                            "(cached per offset; 0 disables the fetches).")
     metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
                                           "kafka_* series, like kafka_exporter's --kafka.labels.")
+    broker_metrics_urls: dict[str, str] = Field(
+        default_factory=dict, description="Per broker (id or any label), the URL of its Prometheus JMX exporter "
+        "(e.g. http://kafka-1:7071/metrics): txnwatch reads the brokers' own KIP-890 VerificationTimeMs / "
+        "VerificationFailureRate from it and shows them next to its own partition-side figures.")
+    broker_metrics_url_template: str | None = Field(
+        default=None, description="Derive each broker's exporter URL from the cluster metadata, e.g. "
+        "'http://{host}:7071/metrics' ({host} and {node_id} are filled in); broker_metrics_urls entries win.")
+    broker_metrics_timeout_ms: int = Field(default=2_000, ge=100, le=60_000,
+                                           description="Bound on each exporter request (connect and read).")
+
+    @field_validator("broker_metrics_urls")
+    @classmethod
+    def _exporter_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for broker, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"broker {broker!r}: {url!r} is not an http(s) URL")
+        return value
+
+    @field_validator("broker_metrics_url_template")
+    @classmethod
+    def _exporter_template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        try:
+            value.format(host="h", node_id=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"{value!r}: only {{host}} and {{node_id}} can be filled in ({exc!r})") from None
+        return value
 
     @field_validator("metric_labels")
     @classmethod
@@ -276,6 +306,19 @@ class RetentionConfig(_Strict):
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
 
 
+class TransactionLogConfig(_Strict):
+    """Tailing ``__transaction_state`` for exact coordinator history (needs Describe + Read on the topic)."""
+
+    enabled: bool = Field(default=True, description="Tail the transaction log; off means polling only.")
+    start_from: Literal["beginning", "end"] = Field(
+        default="beginning", description="Where a cluster's first tail starts when no position is stored yet; "
+        "later starts always resume at the stored positions.")
+    retry_seconds: float = Field(default=30, ge=1, le=3600, description="How soon an unreadable log is tried again.")
+    hot_transitions_minutes: float = Field(
+        default=60, gt=0, description="How long the full transition stream stays in the database after it was "
+        "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")
+
+
 class Settings(BaseSettings):
     """Everything txnwatch can be told. See config/example.yaml for a documented file."""
 
@@ -296,6 +339,7 @@ class Settings(BaseSettings):
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

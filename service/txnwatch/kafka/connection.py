@@ -20,6 +20,7 @@ from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
 from txnwatch.kafka.abort import AbortOutcome, abort_transaction
+from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
 from txnwatch.kafka.records import RecordDates
@@ -107,7 +108,14 @@ class ClusterConnection:
             self._last_round_trips = wire.round_trips
         if collected.max_transaction_timeout_ms is not None:
             self._max_transaction_timeout_ms = collected.max_transaction_timeout_ms
-        return replace(collected.snapshot, duration_ms=int((time.monotonic() - started) * 1000))
+        snapshot = collected.snapshot
+        if self._settings.reads_broker_metrics:
+            # The brokers' own verification figures ride along with the poll; a slow exporter costs at most
+            # broker_metrics_timeout_ms (all brokers in parallel), a dead one is an error in the snapshot.
+            urls = expand_urls(self._settings.broker_metrics_url_template, dict(self._settings.broker_metrics_urls),
+                               snapshot.brokers)
+            snapshot = replace(snapshot, broker_verification=scrape(urls, self._settings.broker_metrics_timeout_ms))
+        return replace(snapshot, duration_ms=int((time.monotonic() - started) * 1000))
 
     def probe(self) -> None:
         """Bootstrap if not connected (one connection, ApiVersions, Metadata); raises ClusterUnreachable.
