@@ -92,8 +92,41 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
+                                           "whose first unconsumed record is fetched per poll to measure time lag "
+                                           "(cached per offset; 0 disables the fetches).")
     metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
                                           "kafka_* series, like kafka_exporter's --kafka.labels.")
+    broker_metrics_urls: dict[str, str] = Field(
+        default_factory=dict, description="Per broker (id or any label), the URL of its Prometheus JMX exporter "
+        "(e.g. http://kafka-1:7071/metrics): txnwatch reads the brokers' own KIP-890 VerificationTimeMs / "
+        "VerificationFailureRate from it and shows them next to its own partition-side figures.")
+    broker_metrics_url_template: str | None = Field(
+        default=None, description="Derive each broker's exporter URL from the cluster metadata, e.g. "
+        "'http://{host}:7071/metrics' ({host} and {node_id} are filled in); broker_metrics_urls entries win.")
+    broker_metrics_timeout_ms: int = Field(default=2_000, ge=100, le=60_000,
+                                           description="Bound on each exporter request (connect and read).")
+
+    @field_validator("broker_metrics_urls")
+    @classmethod
+    def _exporter_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for broker, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"broker {broker!r}: {url!r} is not an http(s) URL")
+        return value
+
+    @field_validator("broker_metrics_url_template")
+    @classmethod
+    def _exporter_template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        try:
+            value.format(host="h", node_id=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"{value!r}: only {{host}} and {{node_id}} can be filled in ({exc!r})") from None
+        return value
 
     @field_validator("metric_labels")
     @classmethod
