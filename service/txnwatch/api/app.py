@@ -34,6 +34,8 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         description="Kafka transactions: open and hanging transactions, LSO stalls, coordinator history, "
                     "read_committed lag, KIP-890-style verification metrics.",
         lifespan=lifespan,
+        docs_url=None,  # served offline from the vendored assets by txnwatch.console.register_docs
+        redoc_url=None,
     )
     app.state.runtime = runtime
 
@@ -51,4 +53,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     from txnwatch.api.routers import register
 
     register(app)
+    from txnwatch import console
+
+    console.register(app, console_enabled=runtime.settings.console.enabled)
     return app
