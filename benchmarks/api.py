@@ -123,7 +123,7 @@ def serve(url: str, port: int) -> None:
 
     from txnwatch.api.app import create_app
     from txnwatch.config import Settings
-    from txnwatch.runtime import build_runtime
+    from txnwatch.wiring import build_runtime
 
     settings = Settings(database_url=url, clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
     app = create_app(build_runtime(settings, collect=False))

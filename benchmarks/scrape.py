@@ -14,6 +14,7 @@ Prometheus' default scrape timeout is 10 s; the figures are printed, never asser
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -100,12 +101,12 @@ def main() -> int:
 
     from txnwatch.api.app import create_app
     from txnwatch.config import Settings
-    from txnwatch.runtime import build_runtime
+    from txnwatch.wiring import build_runtime
 
     runtime = build_runtime(Settings(database_url="sqlite://", clusters=[{"name": CLUSTER,
                                                                           "bootstrap_servers": ["127.0.0.1:9"]}]),
                             collect=False)
-    runtime.state, runtime.registry = state, registry
+    runtime = dataclasses.replace(runtime, state=state, registry=registry)
     with TestClient(create_app(runtime, manage_lifecycle=False)) as client:
         client.get("/metrics")
         http = []

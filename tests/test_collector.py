@@ -6,7 +6,10 @@ import threading
 import time
 from typing import Any
 
+from prometheus_client.registry import CollectorRegistry
+
 from txnwatch.collector import Backoff, ClusterCollector, Collector
+from txnwatch.metrics_sink import PollMetrics
 from txnwatch.model import ClusterSnapshot, RequestError
 from txnwatch.state import LatestState
 
@@ -70,8 +73,10 @@ def test_slow_cluster_never_delays_another_and_never_overlaps() -> None:
 def test_failures_mark_down_back_off_and_recover() -> None:
     clock = [1000.0]
     state, sink = LatestState(["c"]), RecordingSink()
+    registry = CollectorRegistry(auto_describe=False)
     poller = FakePoller("c", fail=True)
-    c = make("c", poller, state, sink, clock=lambda: clock[0], backoff=Backoff(base_s=10, cap_s=40))
+    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: 0, [sink, PollMetrics(registry, ["c"])], state,
+                         clock=lambda: clock[0], backoff=Backoff(base_s=10, cap_s=40))
     c.poll_once()
     view = state.get("c")
     assert view is not None and not view.up and "no broker answered" in (view.last_error or "")
@@ -89,7 +94,11 @@ def test_failures_mark_down_back_off_and_recover() -> None:
     c.poll_once()
     view = state.get("c")
     assert view is not None and view.up and view.consecutive_failures == 0 and view.last_error is None
-    assert view.request_errors == {"DescribeProducers": 1}
+    def total(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"txnwatch_{name}_total", {"cluster": "c", **labels})
+
+    assert (total("polls"), total("poll_failures")) == (6, 5)
+    assert (total("request_errors", api="DescribeProducers"), total("request_errors", api="ListOffsets")) == (1, 0)
     assert sink.calls[-1] == ("c", True, None)
     assert any(err for _, _, err in sink.calls)
 

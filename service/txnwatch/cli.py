@@ -118,13 +118,16 @@ def run(config: ConfigOption = None,
         host: Annotated[Optional[str], typer.Option(help="Override api.host.")] = None,
         port: Annotated[Optional[int], typer.Option(help="Override api.port.")] = None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics."""
-    from txnwatch.server import serve
+    from txnwatch.server import StartupError, serve
 
     settings = _settings(config)
     if host or port:
         api = settings.api.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v})
         settings = settings.model_copy(update={"api": api})
-    serve(settings)
+    try:
+        serve(settings)
+    except StartupError as exc:
+        fail(str(exc), exc.exit_code)
 
 
 @app.command()
@@ -175,11 +178,14 @@ def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
     """Start a lab Kafka cluster with the demo workload (a hanging transaction, an LSO stall) and the daemon."""
     from txnwatch.demo import run_demo
     from txnwatch.lab.errors import LabError
+    from txnwatch.server import StartupError
 
     try:
         run_demo(port, var_dir.resolve(), brokers)
     except LabError as exc:
         fail(str(exc), exitcodes.FOUND_OR_FAILED)
+    except StartupError as exc:
+        fail(str(exc), exc.exit_code)
 
 
 def main() -> None:

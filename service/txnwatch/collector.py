@@ -139,14 +139,11 @@ class ClusterCollector:
         counters = dict(view.counters) if view else {}
         for key, value in self._count_events(findings).items():
             counters[key] = counters.get(key, 0) + value
-        request_errors = dict(view.request_errors) if view else {}
-        for error in snapshot.errors:
-            request_errors[error.api] = request_errors.get(error.api, 0) + 1
         self._state.update(
             self.name, up=True, polls=(view.polls if view else 0) + 1, consecutive_failures=0,
             last_poll_at_ms=snapshot.taken_at_ms, last_success_at_ms=snapshot.taken_at_ms,
             last_poll_duration_ms=snapshot.duration_ms, last_error=None, snapshot=snapshot,
-            findings=findings, counters=counters, request_errors=request_errors,
+            findings=findings, counters=counters,
         )
         self._retry_at = 0.0
         self._notify(snapshot, findings, None, now_ms)
@@ -248,7 +245,7 @@ class Collector:
                                     name=f"poll {collector.name}", next_run_time=_now())
         self._scheduler.start()
 
-    def add_job(self, func: Callable[[], None], seconds: float, job_id: str) -> None:
+    def add_job(self, func: Callable[[], object], seconds: float, job_id: str) -> None:
         """Side jobs (retention, outbox delivery) share the scheduler but not the cluster threads' timing."""
         self._scheduler.add_job(func, "interval", seconds=seconds, id=job_id, name=job_id, next_run_time=_now())
 

@@ -52,6 +52,9 @@ class ClusterConfig(_Strict):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    sasl_password_file: Path | None = Field(default=None, description=(
+        "File holding the SASL password, e.g. a mounted Kubernetes Secret key; its exact content is the "
+        "password (no trailing newline is stripped, no escaping applies). Instead of sasl_password."))
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -71,6 +74,27 @@ class ClusterConfig(_Strict):
                 raise ValueError(f"{key!r} is not a usable label name (letters, digits, '_'; not one of "
                                  f"{', '.join(sorted(_EXPORTER_LABELS))})")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_file(cls, data: Any) -> Any:
+        """The password file is read here, once, so a missing or unreadable file is a config error at start.
+
+        A file and not an environment variable or a JSON fragment: its bytes reach the SASL login
+        exactly as the Secret holds them, whatever quotes, backslashes, ``$`` or unicode they contain.
+        """
+        if not isinstance(data, dict) or data.get("sasl_password_file") in (None, ""):
+            return data
+        if data.get("sasl_password") is not None:
+            raise ValueError("set sasl_password or sasl_password_file, not both")
+        path = Path(data["sasl_password_file"])
+        try:
+            password = path.read_bytes().decode("utf-8")
+        except OSError as exc:
+            raise ValueError(f"sasl_password_file {str(path)!r}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"sasl_password_file {str(path)!r}: not UTF-8 text") from None
+        return {**data, "sasl_password": SecretStr(password)}
 
     @field_validator("name")
     @classmethod

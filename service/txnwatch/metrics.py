@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from prometheus_client import disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
@@ -21,8 +22,6 @@ from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
 
 PARTITION = ["cluster", "topic", "partition"]
-POLL_APIS = ("Metadata", "ListTransactions", "DescribeTransactions", "DescribeProducers", "ListOffsets", "ListGroups",
-             "OffsetFetch", "DescribeConfigs")
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
 
 
@@ -45,38 +44,15 @@ class ClusterCollector(Collector):
         duration = _gauge("txnwatch_poll_duration_seconds", "Wall time of the latest successful poll.", ["cluster"])
         last = _gauge("txnwatch_last_successful_poll_timestamp_seconds", "Unix time of the latest successful poll.",
                       ["cluster"])
-        polls = _counter("txnwatch_polls", "Polls attempted.", ["cluster"])
-        failures = _counter("txnwatch_poll_failures", "Polls that reached no broker.", ["cluster"])
-        errors = _counter("txnwatch_request_errors", "Failed requests or per-object errors inside answers, by Kafka API.",
-                          ["cluster", "api"])
         for view in self._state.views():
             up.add_metric([view.name], 1.0 if view.up else 0.0)
-            polls.add_metric([view.name], view.polls)
-            failures.add_metric([view.name], view.failed_polls)
             if view.last_poll_duration_ms is not None:
                 duration.add_metric([view.name], view.last_poll_duration_ms / 1000)
             if view.last_success_at_ms is not None:
                 last.add_metric([view.name], view.last_success_at_ms / 1000)
-            # Every API a poll uses starts at 0, so rate() sees the first error as an increase.
-            for api in sorted(set(POLL_APIS) | set(view.request_errors)):
-                errors.add_metric([view.name, api], view.request_errors.get(api, 0))
         leader = _gauge("txnwatch_leader", "1 if this replica polls and notifies (leader election).", [])
         leader.add_metric([], 1.0 if self._is_leader() else 0.0)
-        db_up = _gauge("txnwatch_db_up", "1 if the latest database write succeeded.", [])
-        db_up.add_metric([], 1.0 if self._state.db_ok else 0.0)
-        dropped = _counter("txnwatch_observations_dropped", "Polls dropped because the database was down longer than "
-                           "the in-memory buffer holds.", [])
-        dropped.add_metric([], self._state.dropped_observations)
-        pending = _gauge("txnwatch_outbox_pending", "Notifications in the outbox not yet delivered.", [])
-        pending.add_metric([], self._state.outbox_pending)
-        oldest = _gauge("txnwatch_outbox_oldest_pending_age_seconds",
-                        "Age of the oldest undelivered notification (0 when empty).", [])
-        oldest.add_metric([], self._state.outbox_oldest_pending_age_s)
-        notifications = _counter("txnwatch_notifications", "Notification delivery attempts by action and result.",
-                                 ["action", "result"])
-        for (action, result), count in sorted(self._state.notifications.items()):
-            notifications.add_metric([action, result], count)
-        yield from (up, duration, last, polls, failures, errors, leader, db_up, dropped, pending, oldest, notifications)
+        yield from (up, duration, last, leader)
 
 
 class SnapshotCollector(Collector):
@@ -115,7 +91,7 @@ class SnapshotCollector(Collector):
 
 def _transactions(cluster: str, snap: ClusterSnapshot, now_ms: float, by_state: GaugeMetricFamily,
                   oldest: GaugeMetricFamily) -> None:
-    counts = {state: 0 for state in TxnState}
+    counts = dict.fromkeys(TxnState, 0)
     oldest_start: int | None = None
     for txn in snap.transactions.values():
         counts[txn.state] += 1
@@ -150,9 +126,13 @@ class LagCollector(Collector):
         yield from lag_families(self._state.views(), self._options)
 
 
-def build_registry(state: LatestState, is_leader: Callable[[], bool],
-                   lag_options: LagMetricOptions | None = None) -> CollectorRegistry:
+def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_options: LagMetricOptions | None = None,
+                   own: Iterable[Collector] = ()) -> CollectorRegistry:
+    """One registry per runtime; ``own`` are the collectors of parts that export their own figures (the store)."""
+    disable_created_metrics()  # no *_created series: the exposition stays the documented families, nothing else
     registry = CollectorRegistry(auto_describe=False)
+    for collector in own:
+        registry.register(collector)
     registry.register(ClusterCollector(state, is_leader))
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
@@ -160,7 +140,6 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool],
     return registry
 
 
-VERIFICATION_BUCKETS_S = (0.1, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300)
 AGE_THRESHOLDS_S = (10, 60, 300, 900, 3600)
 TOP_TRANSACTIONS = 50
 OPEN_STATES = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
@@ -175,28 +154,7 @@ EVENT_COUNTERS = {
     "epoch_bump": ("txnwatch_producer_epoch_bumps", "Observed producer epoch increases (all causes)."),
     "illegal_transition": ("txnwatch_illegal_transitions",
                            "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
-    "lso_stall_started": ("txnwatch_lso_stall_episodes", "LSO stall episodes started since the process started."),
-    "verification_checks": ("txnwatch_verification_checks",
-                            "Partition/open-transaction pairs checked against the coordinator."),
-    "verification_failures": ("txnwatch_verification_failures",
-                              "Checks where the partition held an open transaction its coordinator did not list "
-                              "after the grace period."),
 }
-
-
-def verification_counts(findings: Any) -> dict[str, int]:
-    """Histogram state as cumulative counters: one per bucket, plus count and sum (ms)."""
-    counts: dict[str, int] = {}
-    for sample in getattr(getattr(findings, "verification", None), "samples", ()):
-        if sample.verification_ms is None:
-            continue
-        counts["verification_time:count"] = counts.get("verification_time:count", 0) + 1
-        counts["verification_time:sum_ms"] = counts.get("verification_time:sum_ms", 0) + sample.verification_ms
-        for bound in VERIFICATION_BUCKETS_S:
-            if sample.verification_ms <= bound * 1000:
-                key = f"verification_time:le:{bound}"
-                counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 def describe_findings(views: list[ClusterView], now_s: float | None = None) -> Iterator[Metric]:
@@ -220,14 +178,9 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
     stall_duration = _gauge("txnwatch_lso_stall_duration_seconds", "One series per active LSO stall.",
                             ["cluster", "topic", "partition", "producer_id", "transactional_id"])
     stalls = _gauge("txnwatch_lso_stalls", "Active LSO stall episodes.", ["cluster"])
-    verification_time = HistogramMetricFamily(
-        "txnwatch_verification_time_seconds", "VerificationTimeMs-style, in seconds: first open on the partition "
-        "until the coordinator lists the partition.", labels=["cluster"])
     transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
                            ["cluster", "from_state", "to_state"])
     events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
-    alerts = _gauge("txnwatch_alerts_firing", "Built-in alert evaluator: incidents firing per rule.",
-                    ["cluster", "alertname", "severity"])
     for view in views:
         name = view.name
         for key, family in events.items():
@@ -236,12 +189,6 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
             if key.startswith("transition:"):
                 _, from_state, to_state = key.split(":", 2)
                 transitions.add_metric([name, from_state, to_state], value)
-        buckets = [(str(bound), view.counters.get(f"verification_time:le:{bound}", 0)) for bound in VERIFICATION_BUCKETS_S]
-        total = view.counters.get("verification_time:count", 0)
-        verification_time.add_metric([name], buckets + [("+Inf", total)],
-                                     view.counters.get("verification_time:sum_ms", 0) / 1000)
-        for (rule, severity), firing in sorted(view.alerts_firing.items()):
-            alerts.add_metric([name, rule, severity], firing)
         if view.snapshot is not None:
             _transaction_ages(view, now_ms, oldest_by_state, older_than, txn_age, txn_timeout)
         findings = view.findings
@@ -261,7 +208,7 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                                        "" if s.blocking_producer_id is None else str(s.blocking_producer_id),
                                        s.blocking_transactional_id or ""], (s.last_seen_ms - s.started_ms) / 1000)
     yield from (oldest_by_state, older_than, past_timeout, txn_age, txn_timeout, hanging_count, hanging_age, stalled,
-                stall_duration, stalls, verification_time, transitions, alerts,
+                stall_duration, stalls, transitions,
                 *events.values())
 
 

@@ -1,23 +1,26 @@
-"""The composition root: builds every long-lived object once and owns their lifecycle.
+"""What the composition root (:func:`txnwatch.wiring.build_runtime`) hands the server and the API.
 
-Nothing else in txnwatch holds process-wide state; the API reaches these objects
-through ``app.state.runtime`` and FastAPI dependencies.
+A :class:`Runtime` is built whole, once, and never patched afterwards: every
+long-lived object is a field, and everything that has a lifecycle is a
+:class:`Service` in one ordered tuple, started in order and stopped in reverse
+(Burrow's coordinators: what others depend on starts first and stops last).
+The API reaches it through ``app.state.runtime`` and ``txnwatch.api.deps``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.config import Settings
-from txnwatch.leader import Leadership, SingleInstance
+from txnwatch.leader import Leadership
 from txnwatch.state import LatestState
-from txnwatch.store.db import make_engine, make_sessionmaker
+from txnwatch.store.health import StoreHealth
 
 log = logging.getLogger(__name__)
 
@@ -26,28 +29,53 @@ class SchemaNotReady(RuntimeError):
     """The database schema is missing or behind; the message says which command fixes it."""
 
 
-@dataclass
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Service:
+    """One part of the daemon with a lifecycle: ``start`` must return promptly (threads are the part's own)."""
+
+    name: str
+    start: Callable[[], object]
+    stop: Callable[[], None] = _nothing
+
+
+@dataclass(frozen=True)
 class Runtime:
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
     state: LatestState
-    leadership: Leadership = field(default_factory=SingleInstance)
-    registry: CollectorRegistry | None = None
-    starters: list[Callable[[], None]] = field(default_factory=list)
-    stoppers: list[Callable[[], None]] = field(default_factory=list)
+    leadership: Leadership
+    registry: CollectorRegistry
+    store_health: StoreHealth
+    services: tuple[Service, ...] = ()
+    _started: list[Service] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def start(self) -> None:
-        for start in self.starters:
-            start()
+        """Starts the services in order; if one fails, those already started are stopped again, in reverse."""
+        for service in self.services:
+            try:
+                service.start()
+            except Exception:
+                log.exception("service %s failed to start; stopping the ones started before it", service.name)
+                self._stop_started()
+                raise
+            self._started.append(service)
 
     def stop(self) -> None:
-        for stop in reversed(self.stoppers):
-            try:
-                stop()
-            except Exception:
-                log.exception("error while stopping")
+        self._stop_started()
         self.engine.dispose()
+
+    def _stop_started(self) -> None:
+        while self._started:
+            service = self._started.pop()
+            try:
+                service.stop()
+            except Exception:
+                log.exception("error while stopping %s", service.name)
 
 
 def ensure_schema(settings: Settings) -> None:
@@ -63,14 +91,3 @@ def ensure_schema(settings: Settings) -> None:
     have = current(settings.database_url)
     if have != head:
         raise SchemaNotReady(f"database schema is at {have or 'nothing'}, expected {head}: run `txnwatch migrate`")
-
-
-def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
-    engine = make_engine(settings.database_url)
-    runtime = Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
-                      state=LatestState([c.name for c in settings.clusters]))
-    if collect:
-        from txnwatch.wiring import wire_collection
-
-        wire_collection(runtime)
-    return runtime

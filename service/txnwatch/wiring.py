@@ -1,7 +1,19 @@
-"""Connects kafka/ → detect/ → store/ and alerting/ for each configured cluster.
+"""The composition root: builds the whole runtime in one go and lists its services in start order.
 
-This is the only module that knows all the rooms; each of them knows only the
-snapshot and finding types in model.py and detect/.
+This is the only module that knows all the rooms (kafka/, detect/, store/, metrics,
+alerting/); each of them knows only the snapshot and finding types in model.py and
+detect/.  Nothing is patched into a built object later: :func:`build_runtime`
+returns a finished :class:`~txnwatch.runtime.Runtime`.
+
+Services start in the order of :func:`_services` and stop in reverse:
+
+1. leadership — take (or not) the lease before anything acts on it; released last,
+   after the current poll is finished and the outbox flushed;
+2. store — register every configured cluster, in one transaction;
+3. alerting — retire incidents of clusters no longer configured, then deliver the outbox;
+4. collector — the per-cluster polls and the side jobs (lease refresh, store flush, retention).
+
+Adding a service is one line in :func:`_services`.
 """
 
 from __future__ import annotations
@@ -12,76 +24,94 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from prometheus_client.registry import CollectorRegistry
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
 from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
-from txnwatch.collector import ClusterCollector, Collector
+from txnwatch.alerting.metrics import AlertingMetrics
+from txnwatch.collector import ClusterCollector, Collector, Sink
+from txnwatch.config import Settings
 from txnwatch.lagmetrics import LagMetricOptions
-from txnwatch.leader import leadership_for
-from txnwatch.metrics import build_registry, verification_counts
-from txnwatch.runtime import Runtime
+from txnwatch.leader import Leadership, SingleInstance, leadership_for
+from txnwatch.metrics import build_registry
+from txnwatch.metrics_sink import PollMetrics
+from txnwatch.runtime import Runtime, Service
+from txnwatch.state import LatestState
 from txnwatch.store import resume
+from txnwatch.store.db import make_engine, make_sessionmaker
+from txnwatch.store.health import StoreHealth
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def count_events(findings: detect.Findings | None) -> dict[str, int]:
-    counts = detect.event_counts(findings)
-    counts.update(verification_counts(findings))
-    return counts
+def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
+    """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, API replicas)."""
+    engine = make_engine(settings.database_url)
+    sessions = make_sessionmaker(engine)
+    state = LatestState([c.name for c in settings.clusters])
+    health = StoreHealth()
+    leadership: Leadership = leadership_for(engine) if collect else SingleInstance()
+    registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
+    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
+    return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
+                   registry=registry, store_health=health, services=services)
 
 
-def wire_collection(runtime: Runtime) -> None:
+def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
-    settings = runtime.settings
-    leadership = leadership_for(runtime.engine)
-    runtime.leadership = leadership
-    runtime.registry = build_registry(runtime.state, leadership.is_leader, LagMetricOptions.from_settings(settings))
-    recorder = Recorder(runtime.sessions, runtime.state)
-    alerting = Alerting.from_settings(settings, runtime.sessions, leading=leadership.is_leader,
-                                      client_url=f"http://{settings.api.host}:{settings.api.port}")
+    recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health)
+    alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader,
+                                      client_url=f"http://{settings.api.host}:{settings.api.port}",
+                                      metrics=AlertingMetrics(registry))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
-    sinks: list[Any] = [recorder, AlertSink(alerting, builders, runtime.state, runtime.sessions,
-                                            effective_rules(settings.alert_rules))]
+    sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
+                         PollMetrics(registry, [c.name for c in settings.clusters])]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
-        recorder.register_cluster(cluster.name, ",".join(cluster.bootstrap_servers))
         connection_settings = ClusterConnectionSettings.from_config(cluster)
         collectors.append((
-            ClusterCollector(cluster.name, connect=lambda s=connection_settings: ClusterConnection(s),
-                             evaluate=evaluate, start_state=partial(resumed_state, runtime, cluster.name),
-                             sinks=sinks, state=runtime.state,
-                             count_events=count_events, leading=leadership.is_leader),
+            ClusterCollector(cluster.name, connect=partial(ClusterConnection, connection_settings),
+                             evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),
+                             sinks=sinks, state=state, count_events=detect.event_counts, leading=leadership.is_leader),
             settings.interval_for(cluster),
         ))
     collector = Collector(collectors)
     refresh_s = max(1.0, min([settings.interval_for(c) for c in settings.clusters] or [5.0]) / 2)
     collector.add_job(leadership.refresh, refresh_s, "leader:refresh")
-    collector.add_job(recorder.flush, 5.0, "store:flush-buffer")
-    collector.add_job(_when(leadership.is_leader, lambda: archive_then_purge(runtime)),
+    collector.add_job(recorder.flush, STORE_FLUSH_INTERVAL_S, "store:flush-buffer")
+    collector.add_job(_when(leadership.is_leader, partial(archive_then_purge, settings, engine, sessions)),
                       RETENTION_INTERVAL_S, "store:retention")
-    runtime.starters.insert(0, leadership.refresh)
-    runtime.starters.append(_when(leadership.is_leader, lambda: alerting.retire_clusters(
-        [c.name for c in settings.clusters], datetime.now(timezone.utc))))
-    runtime.starters.append(collector.start)
-    runtime.starters.append(alerting.start)
-    # Stopped in reverse: finish the current poll, then flush the outbox, then hand leadership over.
-    runtime.stoppers.append(leadership.release)
-    runtime.stoppers.append(alerting.stop)
-    runtime.stoppers.append(lambda: collector.stop(wait=True))
+    configured = [c.name for c in settings.clusters]
+
+    def start_alerting() -> None:
+        if leadership.is_leader():
+            alerting.retire_clusters(configured, datetime.now(timezone.utc))
+        alerting.start()
+
+    return (
+        Service("leadership", leadership.refresh, leadership.release),
+        Service("store", recorder.start),
+        Service("alerting", start_alerting, alerting.stop),
+        Service("collector", collector.start, partial(collector.stop, wait=True)),
+    )
 
 
-def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
+def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:
     """Detection carries on the incidents the store holds open; from scratch if it cannot be read."""
     try:
-        with runtime.sessions() as session:
+        with sessions() as session:
             cluster_id = cluster_ids(session, [cluster]).get(cluster)
             if cluster_id is None:  # never recorded: nothing can be open
                 return detect.INITIAL
@@ -93,11 +123,10 @@ def resumed_state(runtime: Runtime, cluster: str) -> detect.DetectorState:
         return detect.INITIAL
 
 
-def archive_then_purge(runtime: Runtime) -> None:
+def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
     """History leaves the database only once it is in the Parquet archive the pipeline reads."""
     from txnwatch.extras import MissingExtra, require
 
-    settings = runtime.settings
     try:
         require("pyarrow")
     except MissingExtra as exc:
@@ -106,12 +135,12 @@ def archive_then_purge(runtime: Runtime) -> None:
     from txnwatch.store.archive import export_history
 
     try:
-        export_history(runtime.engine, settings.retention.archive_dir)
+        export_history(engine, settings.retention.archive_dir)
     except Exception:
         log.exception("archiving history to %s failed; keeping it in the database until it succeeds",
                       settings.retention.archive_dir)
         return
-    purge(runtime.sessions, datetime.now(timezone.utc), settings.retention.days)
+    purge(sessions, datetime.now(timezone.utc), settings.retention.days)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:

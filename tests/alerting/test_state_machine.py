@@ -10,7 +10,6 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session, sessionmaker
 
 from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import T0, hanging, rules
@@ -18,6 +17,7 @@ from txnwatch.alerting import OutboxDispatcher, evaluate
 from txnwatch.alerting.outbox import Backoff, Delivery
 from txnwatch.alerting.snapshot import dedup_key
 from txnwatch.store import models as m
+from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_sessionmaker
 
 FOR_SECONDS = 30
@@ -47,6 +47,8 @@ def test_triggers_and_resolves_alternate(engine: Engine, polls: list[tuple[froze
                                           failure_rate: float, seed: int) -> None:
     cluster = "c" + uuid.uuid4().hex[:16]  # hypothesis reuses the fixture's database: a fresh cluster per example
     sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        register_clusters(session, {cluster: "broker:9092"}, T0)
     rng = random.Random(seed)
     notifier = FlakyNotifier(rng, failure_rate)
 
@@ -57,7 +59,7 @@ def test_triggers_and_resolves_alternate(engine: Engine, polls: list[tuple[froze
     rs = rules(for_seconds=FOR_SECONDS)
     conditions = {i: hanging(partition=i, cluster=cluster) for i in range(INCIDENTS)}
     present_since: dict[int, float] = {}
-    expected_fired: dict[int, int] = {i: 0 for i in range(INCIDENTS)}
+    expected_fired: dict[int, int] = dict.fromkeys(range(INCIDENTS), 0)
     firing: set[int] = set()
     now = 0.0
     for present, advance, restart in polls:

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 from tests.api.factory import BOOTSTRAP, PROD, STAGING, Scenario, seed_scenario
 from txnwatch.api.app import create_app
 from txnwatch.config import Settings
-from txnwatch.runtime import Runtime, build_runtime
+from txnwatch.runtime import Runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
 

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import BOOTSTRAP, PROD, STAGING
 from tests.api.helpers import ok
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 
 URL = "/api/v1/clusters"
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING, seed_scenario
 from tests.fixtures.postgres_server import PostgresServer, start_postgres
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
 

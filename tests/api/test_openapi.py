@@ -16,7 +16,8 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.api.conftest import make_settings
 from txnwatch.api.app import create_app
-from txnwatch.runtime import Runtime, build_runtime
+from txnwatch.runtime import Runtime
+from txnwatch.wiring import build_runtime
 
 
 # The live-state endpoints of this suite; other routers under /api/v1 (admin, pipeline reports) have

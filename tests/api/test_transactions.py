@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
 

@@ -12,7 +12,19 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy.tools import CHART, ROOT, RULES, RULES_TEST, dashboard_files, run, tool
+from tests.deploy.tools import (
+    CHART,
+    ROOT,
+    RULES,
+    RULES_TEST,
+    dashboard_files,
+    localize_paths,
+    materialize_secret_mounts,
+    pod_env,
+    run,
+    secret_data,
+    tool,
+)
 
 PRODUCTION = Path(__file__).with_name("values-production.yaml")
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -97,24 +109,11 @@ def test_deployment_is_hardened(rendered: tuple[str, list[dict[str, Any]]]) -> N
 
 
 def _secret_data(docs: list[dict[str, Any]], name: str) -> dict[str, str]:
-    (secret,) = [d for d in by_kind(docs, "Secret") if d["metadata"]["name"] == name]
-    return dict(secret.get("stringData") or {})
+    return {k: v.decode() for k, v in secret_data(docs, name).items()}
 
 
 def _pod_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str]:
-    """The environment Kubernetes would give the container: secretKeyRefs resolved, $(VAR) expanded."""
-    env: dict[str, str] = {}
-    for e in container["env"]:
-        if "value" in e:
-            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), e["value"])
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            data = _secret_data(docs, ref["name"])
-            if ref["key"] in data:
-                env[e["name"]] = data[ref["key"]]
-            else:
-                assert ref.get("optional"), f"{e['name']}: required key {ref['key']} missing"
-    return env
+    return pod_env(docs, container)
 
 
 def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,9 +123,11 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
     docs = render(*VALUES["production"])
     (cm,) = [d for d in by_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
     (deploy,) = by_kind(docs, "Deployment")
-    env = _pod_env(docs, deploy["spec"]["template"]["spec"]["containers"][0])
+    pod = deploy["spec"]["template"]["spec"]
+    env = _pod_env(docs, pod["containers"][0])
+    mounts = materialize_secret_mounts(docs, pod, pod["containers"][0], tmp_path)
     config = tmp_path / "config.yaml"
-    config.write_text(cm["data"]["config.yaml"])
+    config.write_text(localize_paths(cm["data"]["config.yaml"], mounts))
     for key in [k for k in list(__import__("os").environ) if k.startswith("TXNWATCH_")]:
         monkeypatch.delenv(key)
     for key, value in env.items():

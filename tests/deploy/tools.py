@@ -105,3 +105,88 @@ def grafana_to_promql(expr: str) -> str:
 
 def load_dashboard(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
+
+
+# --- what Kubernetes would hand the pod ------------------------------------------------------------------
+
+
+def secret_data(docs: list[dict[str, Any]], name: str) -> dict[str, bytes]:
+    """A rendered Secret's values as the bytes Kubernetes stores (``data`` is base64, ``stringData`` UTF-8)."""
+    import base64
+
+    (secret,) = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == name]
+    values = {k: str(v).encode() for k, v in (secret.get("stringData") or {}).items()}
+    values.update({k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()})
+    return values
+
+
+def pod_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str]:
+    """The environment Kubernetes would give the container: secretKeyRefs resolved, $(VAR) expanded."""
+    env: dict[str, str] = {}
+    for e in container["env"]:
+        if "value" in e:
+            env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), e["value"])
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            data = secret_data(docs, ref["name"])
+            if ref["key"] in data:
+                env[e["name"]] = data[ref["key"]].decode()
+            else:
+                assert ref.get("optional"), f"{e['name']}: required key {ref['key']} missing"
+    return env
+
+
+def materialize_secret_mounts(docs: list[dict[str, Any]], pod: dict[str, Any], container: dict[str, Any],
+                              root: Path) -> dict[str, Path]:
+    """Writes the container's Secret volumes under ``root`` as the kubelet would; {mountPath: local dir}."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts: dict[str, Path] = {}
+    for mount in container.get("volumeMounts", []):
+        secret = volumes[mount["name"]].get("secret")
+        rendered = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+        if secret is None or secret["secretName"] not in rendered:
+            continue  # not a Secret, or one the operator provides (a CA bundle, existingSecret)
+        data = secret_data(docs, secret["secretName"])
+        local = root / mount["name"]
+        local.mkdir(parents=True, exist_ok=True)
+        for item in secret.get("items") or [{"key": k, "path": k} for k in data]:
+            assert item["key"] in data or secret.get("optional"), f"Secret key {item['key']} missing"
+            (local / item["path"]).write_bytes(data[item["key"]])
+        mounts[mount["mountPath"]] = local
+    return mounts
+
+
+def localize_paths(config_text: str, mounts: dict[str, Path]) -> str:
+    """The rendered config with mounted paths pointing at the materialized copies."""
+    for mount_path, local in mounts.items():
+        config_text = config_text.replace(mount_path.rstrip("/") + "/", str(local) + "/")
+    return config_text
+
+
+def render_chart(values: dict[str, Any], tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+    """`helm template` with ``values`` passed as a YAML file (no --set parsing of hostile strings)."""
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values, allow_unicode=True), encoding="utf-8")
+    out = run(tool("helm"), "template", "rel", str(CHART), "--namespace", "ns", "-f", str(values_file), *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def pod_settings(docs: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The txnwatch Settings the Deployment's container would load: ConfigMap, env and Secret files."""
+    from txnwatch.config import load_settings
+
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deploy["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = materialize_secret_mounts(docs, pod, container, tmp_path / "mounts")
+    config = tmp_path / "config.yaml"
+    config.write_text(localize_paths(cm["data"]["config.yaml"], mounts), encoding="utf-8")
+    import os
+
+    for key in [k for k in os.environ if k.startswith("TXNWATCH_")]:
+        monkeypatch.delenv(key)
+    for key, value in pod_env(docs, container).items():
+        if key != "TXNWATCH_CONFIG":
+            monkeypatch.setenv(key, value)
+    return load_settings(config)

@@ -43,11 +43,11 @@ def test_database_outage_buffers_polls_and_readyz_says_why(lab_cluster: Any) -> 
         assert d.get("/healthz").status_code == 200
         polls_during = wait_for(lambda: (v := d.runtime.state.get("lab")) and v.polls >= 5 and v.polls, 30,
                                 what="polls to go on while the database is down")
-        assert d.runtime.state.db_ok is False
+        assert d.runtime.store_health.ok is False
         server.start_existing()
         wait_for(lambda: d.get("/readyz").status_code == 200, 60, what="readyz to recover")
         assert polls_in_db(url) >= polls_during  # buffered polls were written, none lost within the bound
-        assert d.runtime.state.dropped_observations == 0
+        assert d.runtime.store_health.dropped_observations == 0
     finally:
         if d is not None:
             d.stop()

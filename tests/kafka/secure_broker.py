@@ -19,6 +19,25 @@ from txnwatch.lab.jars import classpath, resolve_kafka_jars
 
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
          "SCRAM-SHA-512": ("carol", "carol-secret")}
+# A PLAIN user whose password holds every character that broke the Helm chart's JSON splice.
+HOSTILE_PLAIN = ("mallory", "\"\\{}$'" + "ü€😀 \\u0022 $(HOME) ,=]")
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value (Kafka's JaasConfig reads it with a StreamTokenizer: backslash escapes)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _properties_escaped(value: str) -> str:
+    """server.properties is read as ISO-8859-1 with backslash escapes: escape those, \\uXXXX the rest."""
+    out = []
+    for ch in value.replace("\\", "\\\\"):
+        if 0x20 <= ord(ch) < 0x7F:
+            out.append(ch)
+        else:
+            out.extend(f"\\u{unit:04x}" for unit in
+                       (int.from_bytes(ch.encode("utf-16-be")[i:i + 2], "big") for i in range(0, len(ch.encode("utf-16-be")), 2)))
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,7 @@ def _certificates(directory: Path) -> None:
 
 
 def _properties(directory: Path, sasl: int, ssl: int, internal: int, controller: int) -> str:
-    plain_users = " ".join(f'user_{u}="{p}"' for u, p in [USERS["PLAIN"]])
+    plain_users = " ".join(f"user_{u}={_jaas_quoted(p)}" for u, p in [USERS["PLAIN"], HOSTILE_PLAIN])
     return "\n".join([
         "process.roles=broker,controller",
         "node.id=1",
@@ -75,7 +94,7 @@ def _properties(directory: Path, sasl: int, ssl: int, internal: int, controller:
         "controller.listener.names=CONTROLLER",
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config="
-        f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+        + _properties_escaped(f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"),
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config="
         "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config="

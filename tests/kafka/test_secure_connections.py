@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.kafka.secure_broker import USERS, SecureBroker, secure_broker
+from tests.kafka.secure_broker import HOSTILE_PLAIN, USERS, SecureBroker, secure_broker
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.model import ClusterSnapshot
 
@@ -42,6 +42,21 @@ def test_sasl(broker: SecureBroker, mechanism: str) -> None:
         name="sasl", bootstrap_servers=(broker.sasl_bootstrap,), security_protocol="SASL_PLAINTEXT",
         sasl_mechanism=mechanism, sasl_username=user, sasl_password=password))  # type: ignore[arg-type]
     assert [b.node_id for b in snap.brokers] == [1] and snap.errors == ()
+
+
+def test_hostile_password_round_trips_from_a_kubernetes_secret_to_a_sasl_login(
+        broker: SecureBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helm values -> Secret -> mounted file -> settings loader -> PLAIN login (issue 15, defect 3)."""
+    from tests.deploy.tools import pod_settings, render_chart
+
+    user, password = HOSTILE_PLAIN
+    docs = render_chart({"config": {"clusters": [
+        {"name": "hostile", "bootstrap_servers": [broker.sasl_bootstrap], "security_protocol": "SASL_PLAINTEXT",
+         "sasl_mechanism": "PLAIN", "sasl_username": user}]},
+        "secrets": {"saslPasswords": {"hostile": password}}}, tmp_path)
+    (cluster,) = pod_settings(docs, tmp_path, monkeypatch).clusters
+    snap = poll_until_up(ClusterConnectionSettings.from_config(cluster))
+    assert [b.node_id for b in snap.brokers] == [1]
 
 
 def test_sasl_wrong_password_is_unreachable(broker: SecureBroker) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from txnwatch.config import load_settings
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store import models as m
 from txnwatch.store.migrate import upgrade
 from txnwatch.wiring import archive_then_purge
@@ -37,7 +37,7 @@ def test_old_history_is_archived_then_purged(tmp_path: Path) -> None:
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(archive))),
                             collect=False)
     seed_old_transition(runtime)
-    archive_then_purge(runtime)
+    archive_then_purge(runtime.settings, runtime.engine, runtime.sessions)
     assert count(runtime) == 0
     assert list(archive.rglob("*.parquet")), "the purged rows must be in the archive"
 
@@ -50,5 +50,5 @@ def test_nothing_is_purged_when_archiving_fails(tmp_path: Path) -> None:
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(blocked / "a"))),
                             collect=False)
     seed_old_transition(runtime)
-    archive_then_purge(runtime)
+    archive_then_purge(runtime.settings, runtime.engine, runtime.sessions)
     assert count(runtime) == 1

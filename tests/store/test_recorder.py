@@ -9,7 +9,6 @@ from sqlalchemy import Engine, func, select
 from tests.fixtures.postgres_server import start_postgres
 from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
                             TransactionDescription, TxnState)
-from txnwatch.state import LatestState
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import upgrade
@@ -36,9 +35,8 @@ def scalar(engine: Engine, stmt) -> object:  # type: ignore[no-untyped-def]
 
 
 def test_polls_become_history_and_current_state(engine: Engine) -> None:
-    state = LatestState(["c"])
-    rec = Recorder(make_sessionmaker(engine), state)
-    rec.register_cluster("c", "h:9092")
+    rec = Recorder(make_sessionmaker(engine), {"c": "h:9092"})
+    rec.start()
     rec.on_poll("c", snapshot(1_700_000_000_000, ("app-1", "app-2")), None, None, 0)
     rec.on_poll("c", snapshot(1_700_000_015_000, ("app-1",), hwm=12), None, None, 0)
     rec.on_poll("c", None, None, "ConnectionError: down", 1_700_000_030_000)
@@ -60,17 +58,18 @@ def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None
         url = server.create_database("outage")
         upgrade(url)
         engine = make_engine(url, pool_size=1, max_overflow=0)
-        state = LatestState(["c"])
-        rec = Recorder(make_sessionmaker(engine), state, max_buffered=3)
+        rec = Recorder(make_sessionmaker(engine), {"c": "h:9092"}, max_buffered=3)
+        rec.start()
+        health = rec.health
         rec.on_poll("c", snapshot(1_700_000_000_000), None, None, 0)
         server.stop(mode="fast")
         for i in range(1, 6):
             rec.on_poll("c", snapshot(1_700_000_000_000 + i * 1000, hwm=10 + i), None, None, 0)
-        assert not state.db_ok and state.db_error
-        assert rec.buffered == 3 and state.dropped_observations == 2
+        assert not health.ok and health.error
+        assert rec.buffered == 3 and health.dropped_observations == 2
         server.start_existing()
-        assert rec.flush(), state.db_error
-        assert state.db_ok and state.db_error is None and rec.buffered == 0
+        assert rec.flush(), health.error
+        assert health.ok and health.error is None and rec.buffered == 0
         hwms = [row for row in make_sessionmaker(engine)().scalars(
             select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at))]
         assert hwms == [10, 13, 14, 15]

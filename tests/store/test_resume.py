@@ -9,7 +9,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from txnwatch import detect
 from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
                             TransactionDescription, TxnState)
-from txnwatch.state import LatestState
 from txnwatch.store import resume
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.queries import cluster_ids
@@ -37,8 +36,8 @@ def snapshot(at_ms: int, hwm: int, state: TxnState = TxnState.PREPARE_COMMIT, ls
 def store(engine: Engine) -> tuple[sessionmaker[Session], Recorder]:
     """The cluster "c" registered, and the recorder that writes its polls as the daemon does."""
     sessions = make_sessionmaker(engine)
-    recorder = Recorder(sessions, LatestState(["c"]))
-    recorder.register_cluster("c", "h:9092")
+    recorder = Recorder(sessions, {"c": "h:9092"})
+    recorder.start()
     return sessions, recorder
 
 
@@ -80,16 +79,14 @@ def test_nothing_to_resume_once_the_incidents_ended(store: tuple[sessionmaker[Se
 
 
 def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine: Engine, caplog) -> None:  # type: ignore[no-untyped-def]
-    from types import SimpleNamespace
-
     from txnwatch.wiring import resumed_state
 
-    assert resumed_state(SimpleNamespace(sessions=make_sessionmaker(engine)), "never-polled") is detect.INITIAL  # type: ignore[arg-type]
+    assert resumed_state(make_sessionmaker(engine), "never-polled") is detect.INITIAL
 
     def down() -> None:
         raise ConnectionRefusedError("database is down")
 
-    assert resumed_state(SimpleNamespace(sessions=down), "c") is detect.INITIAL  # type: ignore[arg-type]
+    assert resumed_state(down, "c") is detect.INITIAL  # type: ignore[arg-type]  # a stand-in whose sessions fail
     assert "could not read open incidents back" in caplog.text and "database is down" in caplog.text
 
 

@@ -73,10 +73,19 @@ app.kubernetes.io/part-of: txnwatch
 {{- $_ := set $cfg "pagerduty" $pd }}
 {{- $clusters := list }}
 {{- range $cfg.clusters }}
-{{- $clusters = append $clusters (omit . "sasl_password") }}
+{{- $c := omit . "sasl_password" }}
+{{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}
+{{- /* The password is a file of the mounted Secret: its bytes reach the SASL login unescaped. */}}
+{{- $_ := set $c "sasl_password_file" (printf "%s/sasl-password-%s" (include "txnwatch.secretsDir" $) .name) }}
+{{- end }}
+{{- $clusters = append $clusters $c }}
 {{- end }}
 {{- $_ := set $cfg "clusters" $clusters }}
 {{- toYaml $cfg }}
+{{- end }}
+
+{{- define "txnwatch.secretsDir" -}}
+/etc/txnwatch/secrets
 {{- end }}
 
 {{/* Environment shared by the daemon, the migration init container and the pipeline. */}}
@@ -104,23 +113,6 @@ app.kubernetes.io/part-of: txnwatch
 - name: TXNWATCH_API__ADMIN_TOKEN
   valueFrom:
     secretKeyRef: {name: {{ $secret }}, key: api-admin-token, optional: {{ not .Values.secrets.apiAdminToken }}}
-{{- end }}
-{{- if include "txnwatch.hasSasl" . }}
-{{- /* A list element cannot be overridden by one env var, so with SASL the whole cluster list comes
-       from TXNWATCH_CLUSTERS (JSON), each password substituted by Kubernetes from the Secret. */}}
-{{- $clusters := list }}
-{{- range $i, $c := .Values.config.clusters }}
-{{- if hasPrefix "SASL" (default "PLAINTEXT" $c.security_protocol) }}
-- name: TXNWATCH_SASL_PASSWORD_{{ $i }}
-  valueFrom:
-    secretKeyRef: {name: {{ $secret }}, key: {{ printf "sasl-password-%s" $c.name }}}
-{{- $clusters = append $clusters (merge (dict "sasl_password" (printf "$(TXNWATCH_SASL_PASSWORD_%d)" $i)) (omit $c "sasl_password")) }}
-{{- else }}
-{{- $clusters = append $clusters $c }}
-{{- end }}
-{{- end }}
-- name: TXNWATCH_CLUSTERS
-  value: {{ toJson $clusters | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
@@ -169,6 +161,19 @@ app.kubernetes.io/part-of: txnwatch
   emptyDir: {}
 - name: data
   emptyDir: {}
+{{- if include "txnwatch.hasSasl" . }}
+{{- /* SASL passwords as files, never spliced into an environment variable or JSON. */}}
+- name: sasl-passwords
+  secret:
+    secretName: {{ include "txnwatch.secretName" . }}
+    defaultMode: 0440
+    items:
+      {{- range .Values.config.clusters }}
+      {{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}
+      - {key: {{ printf "sasl-password-%s" .name }}, path: {{ printf "sasl-password-%s" .name }}}
+      {{- end }}
+      {{- end }}
+{{- end }}
 {{- if .Values.archive.existingClaim }}
 - name: archive
   persistentVolumeClaim:
@@ -188,6 +193,11 @@ app.kubernetes.io/part-of: txnwatch
   mountPath: /tmp
 - name: data
   mountPath: /var/lib/txnwatch
+{{- if include "txnwatch.hasSasl" . }}
+- name: sasl-passwords
+  mountPath: {{ include "txnwatch.secretsDir" . }}
+  readOnly: true
+{{- end }}
 {{- if .Values.archive.existingClaim }}
 - name: archive
   mountPath: /var/lib/txnwatch/archive

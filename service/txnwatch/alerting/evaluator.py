@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
@@ -58,7 +57,7 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
         if condition.cluster != cluster:
             raise ValueError(f"condition for cluster {condition.cluster!r} passed to the evaluation of {cluster!r}")
         current[condition.incident_key] = condition
-    cluster_id = _cluster_id(session, cluster, now)
+    cluster_id = _cluster_id(session, cluster)
     active = {a.incident_key: a for a in session.scalars(
         select(m.Alert).where(m.Alert.cluster_id == cluster_id, m.Alert.state.in_(ACTIVE)).order_by(m.Alert.id))}
     blind = any(c.rule == CLUSTER_DOWN for c in current.values())
@@ -164,15 +163,13 @@ def _jsonable(details: Mapping[str, Any]) -> dict[str, Any]:
     return fixed
 
 
-def _cluster_id(session: Session, name: str, now: datetime) -> int:
-    """Alerts may come before the recorder's first write for a cluster, so create the row if need be."""
+class UnregisteredCluster(LookupError):
+    """Alerts belong to a cluster row; rows are created only by the store's registration at start."""
+
+
+def _cluster_id(session: Session, name: str) -> int:
     found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
-    if found is not None:
-        return found
-    try:
-        with session.begin_nested():
-            cluster = m.Cluster(name=name, bootstrap_servers="", up=False, created_at=now)
-            session.add(cluster)
-        return cluster.id
-    except IntegrityError:  # the recorder won the race
-        return session.scalars(select(m.Cluster.id).where(m.Cluster.name == name)).one()
+    if found is None:
+        raise UnregisteredCluster(f"cluster {name!r} has no row yet: the store registers configured clusters at start "
+                                  "(txnwatch.store.clusters.register_clusters)")
+    return found

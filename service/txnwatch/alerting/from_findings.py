@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
     from txnwatch.config import AlertRuleConfig
     from txnwatch.alerting.service import Alerting
-    from txnwatch.state import LatestState
 
 
 def _age(ms: int) -> str:
@@ -150,48 +149,32 @@ class ConditionBuilder:
 
 
 class AlertSink:
-    """The collector's alerting sink: findings → conditions → evaluator; publishes firing counts for /metrics."""
+    """The collector's alerting sink: findings → conditions → evaluator; sets the firing gauge per rule."""
 
-    def __init__(self, alerting: "Alerting", builders: dict[str, ConditionBuilder], state: "LatestState",
-                 sessions: "sessionmaker[Session]", rules: "Mapping[str, AlertRuleConfig]") -> None:
+    def __init__(self, alerting: Alerting, builders: dict[str, ConditionBuilder],
+                 sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig]) -> None:
         self._alerting = alerting
         self._rules = rules
         self._builders = builders
-        self._state = state
         self._sessions = sessions
 
     def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
         now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
-        self._publish(cluster, now)
+        self._publish(cluster)
 
     def on_still_down(self, cluster: str, error: str, now_ms: int) -> None:
         """The collector is backing off a down cluster: ``cluster_down`` still holds, its ``for:`` runs on."""
         self.on_poll(cluster, None, None, error, now_ms)
 
-    def _publish(self, cluster: str, now: datetime) -> None:
+    def _publish(self, cluster: str) -> None:
         with self._sessions() as session:
             firing = session.execute(
                 select(m.Alert.rule, m.Alert.severity, func.count())
                 .join(m.Cluster, m.Cluster.id == m.Alert.cluster_id)
                 .where(m.Cluster.name == cluster, m.Alert.state == "firing")
                 .group_by(m.Alert.rule, m.Alert.severity)).all()
-            pending, oldest = session.execute(
-                select(func.count(), func.min(m.OutboxEvent.created_at)).where(m.OutboxEvent.status == "pending")).one()
-            deliveries = session.execute(
-                select(m.OutboxEvent.action, m.OutboxEvent.status, func.count(), func.sum(m.OutboxEvent.attempts))
-                .group_by(m.OutboxEvent.action, m.OutboxEvent.status)).all()
-        counts = {(rule, cfg.severity): 0 for rule, cfg in self._rules.items() if cfg.enabled}
+        counts = {(rule, str(cfg.severity)): 0 for rule, cfg in self._rules.items() if cfg.enabled}
         counts.update({(rule, severity): n for rule, severity, n in firing})
-        self._state.update(cluster, alerts_firing=counts)
-        self._state.outbox_pending = pending or 0
-        notifications: dict[tuple[str, str], int] = {}
-        for action, status, rows, attempts in deliveries:
-            sent = rows if status == "sent" else 0
-            notifications[(action, "sent")] = notifications.get((action, "sent"), 0) + sent
-            notifications[(action, "failed")] = notifications.get((action, "failed"), 0) + int(attempts or 0) - sent
-        self._state.notifications = notifications
-        if oldest is not None and oldest.tzinfo is None:
-            oldest = oldest.replace(tzinfo=timezone.utc)
-        self._state.outbox_oldest_pending_age_s = (now - oldest).total_seconds() if oldest else 0.0
+        self._alerting.metrics.firing(cluster, counts)

@@ -12,13 +12,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
 from txnwatch.store import models as m
 
@@ -70,14 +71,19 @@ class DispatchStats:
     retried: int = 0
     failed: int = 0
     waiting: int = 0  # pending rows left behind: not due yet, or queued behind an undelivered one
+    pending: int = 0  # rows still pending after this run: left waiting, or tried and due again later
+    oldest_pending_at: datetime | None = None  # created_at of the oldest of them
+    settled_ids: set[int] = field(default_factory=set, repr=False, compare=False)
 
 
 class OutboxDispatcher:
     """Delivers due outbox rows; one instance per process, only on the leader."""
 
     def __init__(self, sessions: sessionmaker[Session], notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
-                 backoff: Backoff = Backoff(), rng: random.Random | None = None) -> None:
+                 backoff: Backoff = Backoff(), rng: random.Random | None = None,
+                 metrics: AlertingMetrics | None = None) -> None:
         self._sessions = sessions
+        self._metrics = metrics or AlertingMetrics()
         self._notifiers = dict(notifiers)
         self._max_attempts = max_attempts
         self._backoff = backoff
@@ -107,6 +113,9 @@ class OutboxDispatcher:
                 if not self._deliver(notifier, event, now, left, stats):
                     stats.waiting += len(queue) - position - 1
                     break
+        still_pending = [row.created_at for row in rows if row.id not in stats.settled_ids]
+        stats.pending, stats.oldest_pending_at = len(still_pending), min(still_pending, default=None)
+        self._metrics.outbox(stats.pending, stats.oldest_pending_at, now)
         return stats
 
     def _deliver(self, notifier: Notifier, event: m.OutboxEvent, now: datetime, timeout: float | None,
@@ -120,9 +129,12 @@ class OutboxDispatcher:
         with self._sessions.begin() as session:
             row = session.get(m.OutboxEvent, event.id, with_for_update=True)
             if row is None or row.status != PENDING:
+                stats.settled_ids.add(event.id)
                 return True  # settled elsewhere (e.g. another replica); nothing to do
             attempts = row.attempts = row.attempts + 1
+            self._metrics.delivered(event.action, delivery.outcome == "sent")
             if delivery.outcome == "sent":
+                stats.settled_ids.add(event.id)
                 row.status, row.sent_at, row.last_error = SENT, now, None
                 stats.sent += 1
                 log.info("%s %s delivered to %s (dedup_key=%s, attempt %d)", event.action, event.id, event.channel,
@@ -130,6 +142,7 @@ class OutboxDispatcher:
                 return True
             row.last_error = delivery.detail[:LAST_ERROR_MAX]
             if delivery.outcome == "failed" or attempts >= self._max_attempts:
+                stats.settled_ids.add(event.id)
                 row.status = FAILED
                 stats.failed += 1
                 log.error("%s %s to %s FAILED for good after %d attempt(s) (dedup_key=%s): %s", event.action,

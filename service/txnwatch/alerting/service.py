@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.conditions import Condition
 from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clusters
+from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop
 from txnwatch.alerting.pagerduty import PagerDutyNotifier
 from txnwatch.alerting.rules import effective_rules
@@ -30,13 +31,14 @@ class Alerting:
     def __init__(self, sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig],
                  notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
                  leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0,
-                 max_gap_seconds: float | None = None) -> None:
+                 max_gap_seconds: float | None = None, metrics: AlertingMetrics | None = None) -> None:
         self._sessions = sessions
+        self.metrics = metrics or AlertingMetrics()
         self._rules = dict(rules)
         self._channels = tuple(notifiers)
         self._notifiers = dict(notifiers)
         self._max_gap = max_gap_seconds
-        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts)
+        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, metrics=self.metrics)
         self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
 
     @property
@@ -48,7 +50,8 @@ class Alerting:
     def from_settings(cls, settings: Settings, sessions: sessionmaker[Session], *,
                       leading: Callable[[], bool] = lambda: True, client_url: str | None = None,
                       runbook_base_url: str | None = None,
-                      extra_notifiers: Mapping[str, Notifier] | None = None) -> "Alerting":
+                      extra_notifiers: Mapping[str, Notifier] | None = None,
+                      metrics: AlertingMetrics | None = None) -> "Alerting":
         notifiers: dict[str, Notifier] = {}
         if settings.pagerduty.enabled:
             notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(settings.pagerduty, client_url, runbook_base_url)
@@ -58,7 +61,7 @@ class Alerting:
         slowest_poll = max([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
         return cls(sessions, effective_rules(settings.alert_rules), notifiers,
                    max_attempts=settings.pagerduty.max_attempts, leading=leading,
-                   max_gap_seconds=GAP_POLLS * slowest_poll)
+                   max_gap_seconds=GAP_POLLS * slowest_poll, metrics=metrics)
 
     def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
         """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged."""

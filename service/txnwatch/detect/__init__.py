@@ -134,7 +134,7 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
 
 
 def event_counts(findings: Findings | None) -> dict[str, int]:
-    """Increments of the per-cluster counters (commits, aborts, fencings, ...) one poll contributes."""
+    """Increments of the coordinator-history counters (commits, aborts, fencings, transitions) one poll contributes."""
     if findings is None:
         return {}
     counts: dict[str, int] = {}
@@ -143,7 +143,4 @@ def event_counts(findings: Findings | None) -> dict[str, int]:
             counts[event] = counts.get(event, 0) + 1
         key = f"transition:{transition.from_state or 'None'}:{transition.to_state}"
         counts[key] = counts.get(key, 0) + 1
-    counts["lso_stall_started"] = len(findings.lso_stalls_opened)
-    counts["verification_checks"] = findings.verification.checks
-    counts["verification_failures"] = findings.verification.failures
     return counts

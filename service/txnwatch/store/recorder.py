@@ -13,18 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Table, select, update
+from sqlalchemy import Table, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.model import ClusterSnapshot
-from txnwatch.state import LatestState
 from txnwatch.store import models as m
+from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts
+from txnwatch.store.health import StoreHealth
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,6 @@ class PollRecord:
     """Everything one poll adds to the history; ``cluster_id`` is filled in at write time."""
 
     cluster: str
-    bootstrap_servers: str
     at: datetime
     ok: bool
     duration_ms: int
@@ -80,18 +81,30 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
 class Recorder:
     """The store's collector sink.  Thread-safe: cluster jobs call it concurrently."""
 
-    def __init__(self, sessions: sessionmaker[Session], state: LatestState, max_buffered: int = 1000) -> None:
+    def __init__(self, sessions: sessionmaker[Session], clusters: Mapping[str, str], health: StoreHealth | None = None,
+                 max_buffered: int = 1000) -> None:
+        """``clusters``: name → bootstrap servers of every configured cluster, registered together by :meth:`start`."""
         self._sessions = sessions
-        self._state = state
+        self._clusters = dict(clusters)
+        self.health = health or StoreHealth()
         self._buffer: deque[PollRecord] = deque()
         self._max_buffered = max_buffered
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._cluster_ids: dict[str, int] = {}
-        self._bootstrap: dict[str, str] = {}
 
-    def register_cluster(self, name: str, bootstrap_servers: str) -> None:
-        self._bootstrap[name] = bootstrap_servers
+    def start(self) -> None:
+        """Registers every configured cluster at once, at start; if the database is down, the first flush does it."""
+        try:
+            self._register()
+        except Exception as exc:
+            log.warning("cannot register the clusters in the database yet (%s); retrying with the first write",
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    def _register(self) -> None:
+        with self._sessions.begin() as session:
+            ids = register_clusters(session, self._clusters, datetime.now(timezone.utc))
+        self._cluster_ids = ids
 
     @property
     def buffered(self) -> int:
@@ -105,7 +118,7 @@ class Recorder:
               now_ms: int) -> PollRecord:
         at = ts(snapshot.taken_at_ms if snapshot else now_ms)
         assert at is not None
-        record = PollRecord(cluster=cluster, bootstrap_servers=self._bootstrap.get(cluster, ""), at=at,
+        record = PollRecord(cluster=cluster, at=at,
                             ok=snapshot is not None, duration_ms=snapshot.duration_ms if snapshot else 0,
                             error=error, error_count=len(snapshot.errors) if snapshot else 0)
         if snapshot is not None:
@@ -124,7 +137,7 @@ class Recorder:
             self._buffer.append(record)
             while len(self._buffer) > self._max_buffered:
                 dropped = self._buffer.popleft()
-                self._state.dropped_observations += 1
+                self.health.dropped()
                 log.error("database unavailable for too long: dropped the buffered poll of %s at %s "
                           "(buffer bound %d polls)", dropped.cluster, dropped.at.isoformat(), self._max_buffered)
 
@@ -138,41 +151,27 @@ class Recorder:
                         self._write(session, record)
                 except Exception as exc:
                     reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                    if self._state.db_error is None:
+                    if self.health.error is None:
                         log.error("database write failed (%s); buffering polls in memory (%d buffered)",
                                   reason, len(self._buffer))
-                    self._state.db_ok, self._state.db_error = False, reason
-                    self._cluster_ids.clear()
+                    self.health.write_failed(reason)
+                    self._cluster_ids = {}  # the database may come back restored: register again
                     return False
                 with self._lock:
                     if self._buffer and self._buffer[0] is record:
                         self._buffer.popleft()
-            if self._state.db_error is not None:
+            if self.health.error is not None:
                 log.info("database writes recovered")
-            self._state.db_ok, self._state.db_error = True, None
+            self.health.write_succeeded()
             return True
 
-    def _cluster_id(self, session: Session, record: PollRecord) -> int:
-        cached = self._cluster_ids.get(record.cluster)
-        if cached is not None:
-            return cached
-        found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == record.cluster))
-        if found is None:
-            cluster = m.Cluster(name=record.cluster, bootstrap_servers=record.bootstrap_servers, up=False,
-                                created_at=record.at)
-            session.add(cluster)
-            session.flush()
-            found = cluster.id
-        self._cluster_ids[record.cluster] = found
-        return found
-
     def _write(self, session: Session, record: PollRecord) -> None:
-        cluster_id = self._cluster_id(session, record)
+        if record.cluster not in self._cluster_ids:
+            self._cluster_ids = register_clusters(session, self._clusters, record.at)
+        cluster_id = self._cluster_ids[record.cluster]
         values: dict[str, Any] = dict(up=record.ok, last_poll_at=record.at, last_error=record.error)
         if record.ok:
             values["last_success_at"] = record.at
-        if record.bootstrap_servers:
-            values["bootstrap_servers"] = record.bootstrap_servers
         session.execute(update(m.Cluster).where(m.Cluster.id == cluster_id).values(**values))
         session.execute(m.Poll.__table__.insert().values(
             cluster_id=cluster_id, started_at=record.at, duration_ms=record.duration_ms, ok=record.ok,

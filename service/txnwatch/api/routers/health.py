@@ -29,8 +29,8 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         reasons.append(f"database unreachable: {str(exc).splitlines()[0]}")
-    if runtime.state.db_error:
-        reasons.append(f"database writes failing: {runtime.state.db_error}")
+    if runtime.store_health.error:
+        reasons.append(f"database writes failing: {runtime.store_health.error}")
     leading = runtime.leadership.is_leader()
     polls = _last_polls(runtime) if leading else _last_polls_from_db(runtime, reasons)
     now_ms = int(time.time() * 1000)

@@ -6,15 +6,10 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from txnwatch.api.deps import RuntimeDep
-from txnwatch.lagmetrics import LagMetricOptions
-from txnwatch.metrics import build_registry
 
 router = APIRouter(tags=["metrics"])
 
 
 @router.get("/metrics", summary="Prometheus metrics (see docs/metrics.md)", response_class=Response)
 def metrics(runtime: RuntimeDep) -> Response:
-    if runtime.registry is None:
-        runtime.registry = build_registry(runtime.state, runtime.leadership.is_leader,
-                                          LagMetricOptions.from_settings(runtime.settings))
     return Response(generate_latest(runtime.registry), media_type=CONTENT_TYPE_LATEST)

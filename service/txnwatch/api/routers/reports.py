@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta, timezone
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
 from txnwatch.api.deps import SessionDep, known_cluster
+from txnwatch.api.routers.params import invalid
 from txnwatch.store import rollups
 
 router = APIRouter(prefix="/reports", tags=["reports"])
@@ -80,9 +81,11 @@ class Window:
         today = datetime.now(timezone.utc).date()
         first, last = since or today - timedelta(days=7), until or today
         if first > last:
-            raise HTTPException(422, "since: must not be after until")
+            raise invalid("since", "must not be after until", str(first))
         self.start = datetime.combine(first, time(), timezone.utc)
-        self.end = datetime.combine(last + timedelta(days=1), time(), timezone.utc)
+        # The end is exclusive (the day after `until`), which does not exist for the last representable day.
+        self.end = (datetime.combine(last + timedelta(days=1), time(), timezone.utc) if last < date.max
+                    else datetime.max.replace(tzinfo=timezone.utc))
 
 
 Cluster = Annotated[str, Depends(known_cluster)]
