@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from tests.api.factory import seed_scenario
 from txnwatch.api.app import create_app
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
 
