@@ -21,6 +21,7 @@ from txnwatch.config import Settings
 from txnwatch.model import ClusterSnapshot
 from txnwatch.state import LatestState
 from txnwatch.store import models as m
+from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import upgrade
 
@@ -59,7 +60,10 @@ class Cluster:
 def sessions(sqlite_url: str) -> Any:
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
-    yield make_sessionmaker(engine)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        register_clusters(session, {"c": "h:1"}, datetime.now(timezone.utc))
+    yield sessions
     engine.dispose()
 
 

@@ -85,6 +85,11 @@ class Transition(_Out):
     partitions: list[str]
     events: list[str] = Field(description="What the change means, e.g. epoch_bump, fenced, timeout_abort.")
     duration_ms: int | None = Field(description="Duration of the transaction that this change completed.")
+    log_partition: int | None = Field(default=None, description="__transaction_state partition of the record "
+                                      "this transition was read from; null for a change inferred between polls.")
+    log_offset: int | None = Field(default=None, description="Offset of that record; null when inferred.")
+    client_transaction_version: int | None = Field(default=None, description="ClientTransactionVersion the "
+                                                   "coordinator wrote with the record (2 = KIP-890 part 2).")
 
 
 class TxnPartition(_Out):
@@ -154,7 +159,25 @@ class HangingPage(Page[HangingEpisodeOut]):
     pass
 
 
+class TxnLogHistory(_Out):
+    """What the coordinator's own log says about the id (exact history mode)."""
+
+    source: str = Field(description="Always transaction_log: counted from __transaction_state records.")
+    state: str
+    producer_id: int
+    producer_epoch: int
+    last_update_at: datetime = Field(description="When the coordinator wrote the id's latest state.")
+    client_transaction_version: int
+    commits: int = Field(description="CompleteCommit transitions of this id since txnwatch first read its log.")
+    aborts: int = Field(description="CompleteAbort transitions (own aborts, fences and timeouts).")
+    epoch_bumps: int = Field(description="Epoch increases within a producer id, summed.")
+    fences: int = Field(description="Open transactions ended by a new instance's InitProducerId.")
+    timeout_aborts: int = Field(description="Transactions the coordinator aborted after their timeout.")
+
+
 class TransactionDetail(TransactionSummary):
+    history: TxnLogHistory | None = Field(default=None, description="The coordinator log's view and per-id "
+                                          "counts; null when the cluster's history comes from polling.")
     partition_offsets: list[TxnPartition] = Field(description="The transaction's partitions with their latest "
                                                               "offsets: an LSO at the transaction's first offset "
                                                               "blocks read_committed consumers.")

@@ -11,7 +11,7 @@ from txnwatch.kafka.abort import AbortOutcome
 from txnwatch.kafka.connection import ClusterConnection
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogEntry, TxnLogValue
+from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogUnavailable
 
 __all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable",
-           "TransactionLogTail", "TxnLogEntry", "TxnLogValue"]
+           "TransactionLogTail", "TxnLogUnavailable"]

@@ -157,6 +157,9 @@ class ClusterConnection:
     def _security_hint(self) -> str:
         """kafka-python reports a refused login or handshake as a timeout; say where to look instead."""
         s = self._settings
+        provider_error = getattr(s.sasl_provider, "last_error", None)
+        if provider_error:
+            return f" (sasl_mechanism {s.sasl_mechanism}: {provider_error})"
         if s.security_protocol.startswith("SASL"):
             return (f" (security_protocol {s.security_protocol}, sasl_mechanism {s.sasl_mechanism}: check the "
                     "SASL credentials and that this listener enables the mechanism)")
