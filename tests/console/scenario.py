@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from tests.api.factory import seed_scenario
 from txnwatch.api.app import create_app
-from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import build_runtime
 
 FROZEN = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)  # 3 a.m., as on-call meets it
 PAGES = {

@@ -88,17 +88,20 @@ def test_runbooks_page_has_every_alert_anchor(client: TestClient) -> None:
 
 def test_the_read_token_guards_the_console_and_a_login_sets_a_cookie(tmp_path: Path) -> None:
     with console_client(tmp_path, api=ApiConfig(read_token="s3cret")) as c:
-        first = c.get("/console", follow_redirects=False)
-        assert (first.status_code, first.headers["location"]) == (303, "/console/login")
+        first = c.get("/console/partitions/prod/orders/0", follow_redirects=False, headers={"Accept": "text/html"})
+        assert (first.status_code, first.headers["location"]) == (303, "/console/login?next=/console/partitions/prod/orders/0")
+        assert c.get("/console/login").status_code == 200 and c.get("/console/static/console.css").status_code == 200
         assert c.get("/api/v1/hanging").status_code == 401
         assert c.get("/console", headers={"Authorization": "Bearer s3cret"}).status_code == 200
         wrong = c.post("/console/login", content="token=nope", follow_redirects=False,
                        headers={"content-type": "application/x-www-form-urlencoded"})
-        assert wrong.headers["location"] == "/console/login?error=true"
-        ok = c.post("/console/login", content="token=s3cret", follow_redirects=False,
+        assert wrong.headers["location"] == "/console/login?error=true&next=/console"
+        ok = c.post("/console/login", content="token=s3cret&next=//evil.example/", follow_redirects=False,
                     headers={"content-type": "application/x-www-form-urlencoded"})
         assert ok.status_code == 303 and "httponly" in ok.headers["set-cookie"].lower()
-        assert c.get("/console").status_code == 200  # the cookie now rides along
+        assert ok.headers["location"] == "/console"  # never off-site
+        assert c.get("/console").status_code == 200  # the cookie now rides along, to the API too
+        assert c.get("/api/v1/hanging").status_code == 200
         assert "samesite=strict" in ok.headers["set-cookie"].lower()
 
 

@@ -9,6 +9,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import Scope
 
 STATIC = "/console/static"
+LOGIN = "/console/login"
 
 
 class _Static(StaticFiles):
@@ -64,10 +65,9 @@ def register(app: FastAPI, *, console_enabled: bool = True) -> None:
     register_docs(app)
     if not console_enabled:
         return
-    from txnwatch.console.router import LoginRequired, login_redirect, router
+    from txnwatch.console.router import router
 
     app.include_router(router)
-    app.add_exception_handler(LoginRequired, login_redirect)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -9,7 +9,6 @@ from outside the daemon: the chart library is served from static/vendor/.
 
 from __future__ import annotations
 
-import hmac
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,13 +24,14 @@ from sqlalchemy.orm import Session
 from txnwatch import humanize
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.api.routers.params import now, read_session
+from txnwatch.api.routers.security import COOKIE, require_reader, token_ok
 from txnwatch.console import assets, charts, runbooks
 from txnwatch.runtime import Runtime
 from txnwatch.store import context, queries
 from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS
 
 HERE = Path(__file__).resolve().parent
-COOKIE = "txnwatch_read_token"
+LOGIN = "/console/login"
 router = APIRouter(prefix="/console", include_in_schema=False)
 
 _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
@@ -47,27 +47,11 @@ def _chart(option: dict[str, Any]) -> Markup:
 _env.globals["chart"] = _chart
 
 
-class LoginRequired(Exception):
-    pass
-
-
 def _runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 
-def require_console_reader(request: Request) -> None:
-    """The API's read token, offered as a bearer header or as the console's cookie."""
-    token = _runtime(request).settings.api.read_token
-    if token is None:
-        return
-    scheme, _, offered = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        offered = request.cookies.get(COOKIE, "")
-    if not hmac.compare_digest(offered.encode(), token.get_secret_value().encode()):
-        raise LoginRequired
-
-
-Reader = Annotated[None, Depends(require_console_reader)]
+Reader = Annotated[None, Depends(require_reader)]
 ReadSession = Annotated[Session, Depends(read_session)]
 
 
@@ -191,26 +175,29 @@ def runbooks_page(request: Request, _: Reader) -> HTMLResponse:
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, error: bool = False) -> HTMLResponse:
-    return _page(request, "login.html", title="Sign in", error=error)
+def login_form(request: Request, error: bool = False, next: str = "/console") -> HTMLResponse:
+    return _page(request, "login.html", title="Sign in", error=error, next=_local(next))
+
+
+def _local(target: str) -> str:
+    """Only a path on this server: a login link must not send the browser elsewhere afterwards."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/console"
 
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """Exchanges the read token for an HttpOnly cookie scoped to the console, so pages can be opened by URL."""
+    """Exchanges the read token for an HttpOnly cookie the guard accepts, so pages, /docs and the API can be
+    opened by URL in a browser."""
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     offered = (form.get("token") or [""])[0]
+    target = _local((form.get("next") or ["/console"])[0])
     token = _runtime(request).settings.api.read_token
-    if token is not None and not hmac.compare_digest(offered.encode(), token.get_secret_value().encode()):
-        return RedirectResponse("/console/login?error=true", status.HTTP_303_SEE_OTHER)
-    response = RedirectResponse("/console", status.HTTP_303_SEE_OTHER)
-    response.set_cookie(COOKIE, offered, httponly=True, samesite="strict", path="/console",
+    if not token_ok(token, f"Bearer {offered}", None):
+        return RedirectResponse(f"{LOGIN}?error=true&next={quote(target)}", status.HTTP_303_SEE_OTHER)
+    response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)
+    response.set_cookie(COOKIE, offered, httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https", max_age=int(timedelta(hours=12).total_seconds()))
     return response
-
-
-def login_redirect(_: Request, __: Exception) -> Response:
-    return RedirectResponse("/console/login", status.HTTP_303_SEE_OTHER)
 
 
 def since_text(at: datetime | None, reference: datetime) -> str:
