@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from txnwatch.api.app import create_app
 from txnwatch.config import Settings
-from txnwatch.runtime import build_runtime
+from txnwatch.wiring import build_runtime
 from txnwatch.store.migrate import upgrade
 
 EDGES = {
