@@ -5,9 +5,12 @@ from __future__ import annotations
 from logging.config import fileConfig
 
 from alembic import context
+from txnwatch.store import (
+    rollup_models,  # noqa: F401  (rollup tables for autogenerate)
+    txnlog_models,  # noqa: F401  (transaction-log tables for autogenerate)
+)
 from txnwatch.store.db import make_engine, normalise_url
 from txnwatch.store.models import Base, UtcDateTime
-from txnwatch.store import rollup_models  # noqa: F401  (rollup tables for autogenerate)
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

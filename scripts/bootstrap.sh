@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what txnwatch needs on a fresh Debian machine, idempotently and quickly when done already.
 #   scripts/bootstrap.sh          run-time needs: venv + package, Java 17, Maven (Kafka lab jars)
-#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm
+#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm, podman, debootstrap
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,4 +63,8 @@ if $want_test; then
   if ! command -v runuser >/dev/null; then apt_install util-linux; fi
   bash scripts/install-promtool.sh
   bash scripts/install-helm.sh .venv/bin
+  # The container image test (tests/deploy/test_image.py): podman builds, debootstrap makes the base.
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then
+    apt_install podman buildah debootstrap
+  fi
 fi

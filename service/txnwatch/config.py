@@ -8,6 +8,7 @@ line naming the field, so an operator never has to read a traceback to fix a typ
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -49,12 +50,31 @@ class ClusterConfig(_Strict):
     name: str = Field(description="Short name used in metrics labels, API paths and alerts.")
     bootstrap_servers: list[str] = Field(min_length=1, description="host:port of one or more brokers.")
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
-    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
     sasl_password_file: Path | None = Field(default=None, description=(
         "File holding the SASL password, e.g. a mounted Kubernetes Secret key; its exact content is the "
         "password (no trailing newline is stripped, no escaping applies). Instead of sasl_password."))
+    sasl_oauth_token_endpoint_url: str | None = Field(default=None, description="OAUTHBEARER: the OIDC provider's "
+                                                      "token endpoint (client-credentials grant), https://.")
+    sasl_oauth_client_id: str | None = None
+    sasl_oauth_client_secret: SecretStr | None = None
+    sasl_oauth_client_secret_file: Path | None = Field(default=None, description="File holding the client secret, "
+                                                       "re-read at every token request (a mounted Kubernetes secret).")
+    sasl_oauth_client_secret_env: str | None = Field(default=None, description="Environment variable holding the "
+                                                     "client secret.")
+    sasl_oauth_scope: str | None = None
+    sasl_oauth_ca_file: Path | None = Field(default=None, description="CA bundle for the token endpoint's TLS "
+                                            "certificate; default: the system's.")
+    sasl_oauth_extensions: dict[str, str] = Field(default_factory=dict, description="SASL extensions sent with the "
+                                                  "token (Confluent Cloud: logicalCluster, identityPoolId).")
+    sasl_kerberos_service_name: str = Field(default="kafka", description="GSSAPI: the brokers' Kerberos service name.")
+    sasl_kerberos_domain_name: str | None = Field(default=None, description="GSSAPI: host part of the brokers' "
+                                                  "principal when it is not the broker's host name.")
+    aws_region: str | None = Field(default=None, description="AWS_MSK_IAM: region; default: from the broker host "
+                                   "name, else AWS_REGION / the profile.")
+    aws_profile: str | None = Field(default=None, description="AWS_MSK_IAM: named profile of the shared AWS config.")
     ssl_cafile: Path | None = None
     ssl_certfile: Path | None = None
     ssl_keyfile: Path | None = None
@@ -63,8 +83,41 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
+                                           "whose first unconsumed record is fetched per poll to measure time lag "
+                                           "(cached per offset; 0 disables the fetches).")
     metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
                                           "kafka_* series, like kafka_exporter's --kafka.labels.")
+    broker_metrics_urls: dict[str, str] = Field(
+        default_factory=dict, description="Per broker (id or any label), the URL of its Prometheus JMX exporter "
+        "(e.g. http://kafka-1:7071/metrics): txnwatch reads the brokers' own KIP-890 VerificationTimeMs / "
+        "VerificationFailureRate from it and shows them next to its own partition-side figures.")
+    broker_metrics_url_template: str | None = Field(
+        default=None, description="Derive each broker's exporter URL from the cluster metadata, e.g. "
+        "'http://{host}:7071/metrics' ({host} and {node_id} are filled in); broker_metrics_urls entries win.")
+    broker_metrics_timeout_ms: int = Field(default=2_000, ge=100, le=60_000,
+                                           description="Bound on each exporter request (connect and read).")
+
+    @field_validator("broker_metrics_urls")
+    @classmethod
+    def _exporter_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for broker, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"broker {broker!r}: {url!r} is not an http(s) URL")
+        return value
+
+    @field_validator("broker_metrics_url_template")
+    @classmethod
+    def _exporter_template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        try:
+            value.format(host="h", node_id=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"{value!r}: only {{host}} and {{node_id}} can be filled in ({exc!r})") from None
+        return value
 
     @field_validator("metric_labels")
     @classmethod
@@ -125,15 +178,51 @@ class ClusterConfig(_Strict):
         return _check_regexes(value)
 
     @model_validator(mode="after")
-    def _security(self) -> "ClusterConfig":
+    def _security(self) -> ClusterConfig:
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism is None:
                 raise ValueError(f"security_protocol {self.security_protocol} needs sasl_mechanism")
-            if not self.sasl_username or self.sasl_password is None:
-                raise ValueError("SASL needs sasl_username and sasl_password")
+            problem = _sasl_problem(self)
+            if problem:
+                raise ValueError(problem)
         elif self.sasl_mechanism is not None:
             raise ValueError(f"sasl_mechanism is set but security_protocol is {self.security_protocol}")
         return self
+
+
+_OAUTH_SECRETS = ("sasl_oauth_client_secret", "sasl_oauth_client_secret_file", "sasl_oauth_client_secret_env")
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _sasl_problem(c: ClusterConfig) -> str | None:
+    """What is missing or contradictory for the chosen mechanism, in one sentence; None if nothing."""
+    mechanism = c.sasl_mechanism
+    if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if not c.sasl_username or c.sasl_password is None:
+            return f"SASL {mechanism} needs sasl_username and sasl_password (or sasl_password_file)"
+        return None
+    if c.sasl_username or c.sasl_password is not None:
+        return f"sasl_username/sasl_password are for PLAIN and SCRAM, not {mechanism}"
+    if mechanism == "OAUTHBEARER":
+        url = c.sasl_oauth_token_endpoint_url
+        if not url or not c.sasl_oauth_client_id:
+            return "OAUTHBEARER needs sasl_oauth_token_endpoint_url and sasl_oauth_client_id"
+        scheme, _, rest = url.partition("://")
+        host = rest.split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+        if scheme != "https" and not (scheme == "http" and host in _LOOPBACK_HOSTS):
+            return "sasl_oauth_token_endpoint_url must be https:// (the client secret travels in the request)"
+        given = [name for name in _OAUTH_SECRETS if getattr(c, name) is not None]
+        if len(given) != 1:
+            return f"OAUTHBEARER needs exactly one of {', '.join(_OAUTH_SECRETS)}"
+    if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
+        return ("GSSAPI needs the Python package gssapi and the system's Kerberos libraries: "
+                "pip install 'txnwatch[kerberos]' (Debian: libkrb5-dev to build it)")
+    if mechanism == "AWS_MSK_IAM":
+        if c.security_protocol != "SASL_SSL":
+            return "AWS_MSK_IAM needs security_protocol SASL_SSL"
+        if importlib.util.find_spec("botocore") is None:
+            return "AWS_MSK_IAM needs botocore: pip install 'txnwatch[msk]'"
+    return None
 
 
 class DetectionConfig(_Strict):
@@ -171,7 +260,7 @@ class ApiConfig(_Strict):
     admin_token: SecretStr | None = None
 
     @model_validator(mode="after")
-    def _admin(self) -> "ApiConfig":
+    def _admin(self) -> ApiConfig:
         if self.admin_enabled and self.admin_token is None:
             raise ValueError("admin_enabled needs admin_token")
         return self
@@ -197,7 +286,7 @@ class PagerDutyConfig(_Strict):
     max_attempts: int = Field(default=20, ge=1)
 
     @model_validator(mode="after")
-    def _key(self) -> "PagerDutyConfig":
+    def _key(self) -> PagerDutyConfig:
         if self.enabled and self.routing_key is None:
             raise ValueError("enabled needs routing_key (or TXNWATCH_PAGERDUTY__ROUTING_KEY)")
         return self
@@ -215,6 +304,19 @@ class AlertRuleConfig(_Strict):
 class RetentionConfig(_Strict):
     days: float = Field(default=14, gt=0)
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
+
+
+class TransactionLogConfig(_Strict):
+    """Tailing ``__transaction_state`` for exact coordinator history (needs Describe + Read on the topic)."""
+
+    enabled: bool = Field(default=True, description="Tail the transaction log; off means polling only.")
+    start_from: Literal["beginning", "end"] = Field(
+        default="beginning", description="Where a cluster's first tail starts when no position is stored yet; "
+        "later starts always resume at the stored positions.")
+    retry_seconds: float = Field(default=30, ge=1, le=3600, description="How soon an unreadable log is tried again.")
+    hot_transitions_minutes: float = Field(
+        default=60, gt=0, description="How long the full transition stream stays in the database after it was "
+        "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")
 
 
 class Settings(BaseSettings):
@@ -237,6 +339,7 @@ class Settings(BaseSettings):
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

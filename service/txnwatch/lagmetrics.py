@@ -140,7 +140,7 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                     family.add_metric(labels, value)
         for (group_id, topic), values in sorted(per_topic.items()):
             labels = [name, group_id, topic]
-            lsos, hwms, seconds, commits = zip(*values)
+            lsos, hwms, seconds, commits = zip(*values, strict=True)
             if None not in lsos:
                 topic_lso.add_metric(labels, sum(v for v in lsos if v is not None))
             if None not in hwms:

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
 from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
+from txnwatch.verification_metrics import BrokerVerificationCollector
 
 PARTITION = ["cluster", "topic", "partition"]
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
@@ -137,6 +138,10 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
     registry.register(LagCollector(state, lag_options or LagMetricOptions()))
+    registry.register(BrokerVerificationCollector(state))
+    from txnwatch.metrics_history import HistoryCollector
+
+    registry.register(HistoryCollector(state))
     return registry
 
 
@@ -150,11 +155,17 @@ EVENT_COUNTERS = {
     "abort": ("txnwatch_transaction_aborts", "Transactions observed to complete with an abort (timeout aborts included)."),
     "timeout_abort": ("txnwatch_transaction_timeout_aborts",
                       "Aborts by the coordinator after transaction.timeout.ms, with an epoch bump (KIP-588/KIP-360)."),
-    "fenced": ("txnwatch_producer_fencings", "Epoch bumps by a new producer instance with the same transactional id."),
-    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Observed producer epoch increases (all causes)."),
+    "fenced": ("txnwatch_producer_fencings", "Open transactions ended by a new producer instance with the same "
+               "transactional id (InitProducerId fencing the epoch)."),
+    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Producer epoch increases within a producer id, summed "
+                   "(under transaction version 2 every commit and abort bumps once)."),
     "illegal_transition": ("txnwatch_illegal_transitions",
                            "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
 }
+
+
+#: EVENT_COUNTERS keys that come from the transaction log in exact mode (the rest are always polled).
+HISTORY_EVENTS = frozenset({"commit", "abort", "timeout_abort", "fenced", "epoch_bump", "illegal_transition"})
 
 
 def describe_findings(views: list[ClusterView], now_s: float | None = None) -> Iterator[Metric]:
@@ -183,9 +194,12 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
     events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
     for view in views:
         name = view.name
+        exact = view.history.counters if view.history.exact else None
         for key, family in events.items():
-            family.add_metric([name], view.counters.get(key, 0))
-        for key, value in sorted(view.counters.items()):
+            # Coordinator history: exact from the transaction log when it is read, else what polling saw.
+            source = exact if exact is not None and key in HISTORY_EVENTS else view.counters
+            family.add_metric([name], source.get(key, 0))
+        for key, value in sorted((exact if exact is not None else view.counters).items()):
             if key.startswith("transition:"):
                 _, from_state, to_state = key.split(":", 2)
                 transitions.add_metric([name, from_state, to_state], value)

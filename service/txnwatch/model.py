@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 # Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
 from txnwatch.vocabulary import HangingReason as HangingReason
@@ -122,6 +122,35 @@ class AbortOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerVerification:
+    """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.
+
+    The MBeans are ``kafka.server:type=AddPartitionsToTxnManager,name=VerificationTimeMs`` (a Yammer
+    histogram: ``verifications`` is its Count, the time from a partition leader asking the coordinator
+    to verify a transactional write until the answer, with the broker's own recent percentiles) and
+    ``name=VerificationFailureRate`` (a meter: ``failures`` is its Count, writes the coordinator refused,
+    ``failures_per_second_1m`` its one-minute rate).  These are what a poller cannot see: a write the
+    broker rejected never reaches a partition.  ``error`` says why the figures are missing (exporter
+    unreachable, MBeans absent on that broker); None fields were not reported.
+    """
+
+    broker: str
+    url: str
+    error: str | None = None
+    verifications: int | None = None
+    time_ms_mean: float | None = None
+    time_ms_max: float | None = None
+    #: (quantile, ms) as the broker reports them, e.g. ((0.5, 1.0), (0.99, 19.7)).
+    time_ms_quantiles: tuple[tuple[float, float], ...] = ()
+    failures: int | None = None
+    failures_per_second_1m: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
     host: str
@@ -224,6 +253,9 @@ class ClusterSnapshot:
     #: None when only control markers lie between it and the high watermark.  Filled for lagging group
     #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
     first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
+    #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
+    broker_verification: tuple[BrokerVerification, ...] = ()
 
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
         return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
@@ -372,3 +404,56 @@ class GroupLag:
     lag_seconds: float | None
     #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
     last_commit_ms: int | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# The coordinators' own log (__transaction_state), record by record (see txnwatch.kafka.txnlog).
+# ---------------------------------------------------------------------------------------------
+
+
+class TxnLogKind(StrEnum):
+    """What one ``__transaction_state`` record turned out to be."""
+
+    VALUE = "value"              # a TransactionLogValue: the id's full state after one transition
+    TOMBSTONE = "tombstone"      # null value: the id expired (transactional.id.expiration.ms) and was removed
+    UNDECODABLE = "undecodable"  # an id we could read but a value we could not (new version, damaged bytes)
+
+
+class TxnLogRecord(NamedTuple):
+    """One record of ``__transaction_state``, decoded.
+
+    A NamedTuple rather than a dataclass: a busy cluster writes tens of thousands of
+    these a second and tuple construction is several times cheaper.  ``state`` is
+    :attr:`TxnState.UNKNOWN` with ``raw_status`` set for a status byte Kafka added after
+    this code was written; ``unknown_tags`` keeps tagged fields we do not know, raw, and
+    ``problem``/``raw_value`` say why an UNDECODABLE value could not be read.  Times are the
+    coordinator's own (``last_update_ms`` is when it made the transition).
+    """
+
+    transactional_id: str
+    log_partition: int
+    offset: int
+    timestamp_ms: int | None
+    kind: TxnLogKind
+    state: TxnState | None = None
+    raw_status: int | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    timeout_ms: int = 0
+    partitions: tuple[tuple[str, int], ...] = ()
+    last_update_ms: int = 0
+    start_ms: int | None = None
+    previous_producer_id: int | None = None
+    next_producer_id: int | None = None
+    client_transaction_version: int = 0
+    value_version: int = 0
+    unknown_tags: tuple[tuple[int, bytes], ...] = ()
+    problem: str | None = None
+    raw_value: bytes | None = None
+
+    @property
+    def at_ms(self) -> int:
+        """When it happened: the coordinator's transition time, else the append time."""
+        if self.kind is TxnLogKind.VALUE and self.last_update_ms > 0:
+            return self.last_update_ms
+        return self.timestamp_ms or 0

@@ -14,6 +14,35 @@ from typing import Any, Mapping
 from txnwatch.model import ClusterSnapshot
 
 
+EXACT, POLLING = "exact", "polling"
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """Where coordinator history comes from for one cluster, published by its transaction-log tail.
+
+    ``mode`` is ``exact`` while the tail reads ``__transaction_state`` and ``polling``
+    otherwise, with ``reason`` saying why (ACLs, topic not created yet, not the leader).
+    ``counters`` are the cumulative log-derived counters as committed to the database.
+    """
+
+    mode: str = POLLING
+    reason: str = "transaction log tail not started"
+    counters: Mapping[str, int] = field(default_factory=dict)
+    lag_records: int | None = None
+    last_record_at_ms: int | None = None
+    caught_up_at_ms: int | None = None
+    ids: int = 0
+    open_transactions: int = 0
+    stuck_prepare: int = 0
+    long_transactions: int = 0
+    decode_errors: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.mode == EXACT
+
+
 @dataclass(frozen=True)
 class ClusterView:
     """What is known about one cluster after its latest poll attempt."""
@@ -30,6 +59,7 @@ class ClusterView:
     snapshot: ClusterSnapshot | None = None
     findings: Any = None
     counters: Mapping[str, int] = field(default_factory=dict)
+    history: HistoryView = field(default_factory=HistoryView)
 
 
 class LatestState:

@@ -11,7 +11,10 @@ Services start in the order of :func:`_services` and stop in reverse:
    after the current poll is finished and the outbox flushed;
 2. store — register every configured cluster, in one transaction;
 3. alerting — retire incidents of clusters no longer configured, then deliver the outbox;
-4. collector — the per-cluster polls and the side jobs (lease refresh, store flush, retention).
+4. transaction-log — one tail of ``__transaction_state`` per cluster (exact coordinator history;
+   polling is the fallback where the log cannot be read);
+5. collector — the per-cluster polls and the side jobs (lease refresh, store flush, retention,
+   archiving the transition stream).
 
 Adding a service is one line in :func:`_services`.
 """
@@ -40,7 +43,7 @@ from txnwatch.metrics import build_registry
 from txnwatch.metrics_sink import PollMetrics
 from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.runtime import Runtime, Service
-from txnwatch.state import LatestState
+from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.health import StoreHealth
@@ -49,6 +52,7 @@ from txnwatch.store.recorder import Recorder
 from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
+TRANSITIONS_ARCHIVE_INTERVAL_S = 60
 STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
@@ -79,7 +83,8 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
               leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
-    recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health)
+    recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
+                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader,
                                       client_url=f"http://{settings.api.host}:{settings.api.port}",
                                       metrics=AlertingMetrics(registry))
@@ -104,6 +109,10 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector.add_job(_when(leadership.is_leader, partial(archive_then_purge, settings, engine, sessions)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
+    tails = transaction_log_service(settings, sessions, state, leadership.is_leader)
+    if tails is not None:
+        collector.add_job(_when(leadership.is_leader, partial(archive_transitions, settings, engine, sessions)),
+                          TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
 
     def start_alerting() -> None:
         if leadership.is_leader():
@@ -114,8 +123,56 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         Service("leadership", leadership.refresh, leadership.release),
         Service("store", recorder.start),
         Service("alerting", start_alerting, alerting.stop),
+        *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
     )
+
+
+def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
+                            leading: Callable[[], bool]) -> Any:
+    """One tail of __transaction_state per cluster (exact history), unless turned off."""
+    from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
+    from txnwatch.kafka.txnlog import denied_reason
+    from txnwatch.txnlog_service import ClusterTail, TxnLogService
+
+    config = settings.transaction_log
+    if not config.enabled:
+        for cluster in settings.clusters:
+            state.update(cluster.name, history=HistoryView(reason="transaction_log.enabled is false"))
+        return None
+    detection = detect.DetectionSettings.from_config(settings.detection)
+    tails = []
+    for cluster in settings.clusters:
+        connection = ClusterConnectionSettings.from_config(cluster)
+
+        def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
+            return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
+
+        tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
+                                 leading=leading, detection=detection, retry_s=config.retry_seconds,
+                                 denied_reason=denied_reason))
+    return TxnLogService(tails)
+
+
+def archive_transitions(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
+    """The full transition stream leaves the database once archived and older than the hot window."""
+    from datetime import timedelta
+
+    from txnwatch.extras import MissingExtra, require
+
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        log.error("transition stream: %s; it stays in the database until it is installed", exc)
+        return
+    from txnwatch.store.archive import export_transitions_then_purge
+
+    try:
+        export_transitions_then_purge(engine, sessions, settings.retention.archive_dir,
+                                      timedelta(minutes=settings.transaction_log.hot_transitions_minutes))
+    except Exception:
+        log.exception("archiving the transition stream to %s failed; it stays in the database until it succeeds",
+                      settings.retention.archive_dir)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:

@@ -56,7 +56,7 @@ def test_read_token_required_when_configured(secured: TestClient, url: str) -> N
 def test_probes_need_no_token(secured: TestClient) -> None:
     assert secured.get("/healthz").status_code == 200
     assert secured.get("/readyz").status_code in (200, 503)  # not 401: no poll yet, so 503
-    assert secured.get("/openapi.json").status_code == 200
+    assert secured.get("/openapi.json").status_code == 401  # it describes the deployment: same token as the API
 
 
 @pytest.fixture

@@ -64,7 +64,10 @@ def stream_chunked(port: int, path: str, total_mib: int, headers: str = "", *,
                 break
             sent += len(CHUNK)
         else:
-            sock.sendall(b"0\r\n\r\n")
+            try:
+                sock.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass  # the server already answered and hung up
         reader.join(timeout=60)
     finally:
         sock.close()

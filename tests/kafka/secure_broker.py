@@ -112,6 +112,18 @@ def _properties(directory: Path, sasl: int, ssl: int, internal: int, controller:
     ])
 
 
+def _wait_for_port(process: subprocess.Popen[bytes], port: int, directory: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"test broker did not start; see {directory / 'broker.log'}") from None
+            time.sleep(0.3)
+
+
 @contextmanager
 def secure_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[SecureBroker]:
     if shutil.which("java") is None or shutil.which("openssl") is None:
@@ -131,15 +143,7 @@ def secure_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[Sec
         process = subprocess.Popen(["java", "-Xmx384m", "-cp", cp, "kafka.Kafka", str(config)],
                                    stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", sasl), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"secure broker did not start; see {directory / 'broker.log'}")
-                time.sleep(0.3)
+        _wait_for_port(process, sasl, directory)
         yield SecureBroker(sasl_bootstrap=f"127.0.0.1:{sasl}", ssl_bootstrap=f"127.0.0.1:{ssl}",
                            ca=directory / "ca.pem", client_cert=directory / "client.crt",
                            client_key=directory / "client.key")

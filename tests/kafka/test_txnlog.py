@@ -15,8 +15,8 @@ from kafka import KafkaProducer
 
 from txnwatch.kafka import ClusterConnectionSettings
 from txnwatch.kafka.errors import CORRUPT
-from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogEntry, decode_record
-from txnwatch.model import RequestError, TopicPartition, TxnState
+from txnwatch.kafka.txnlog import TransactionLogTail, decode_record
+from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 # Captured from a Kafka 4.1.1 coordinator: transactional id "tl-xe2caf".
 KEY = bytes.fromhex("00000009746c2d786532636166")
@@ -27,32 +27,41 @@ PREPARE_COMMIT_TWO = bytes.fromhex(
     "0001000000000000000000000000271002020778653263616603000000000000000100000001a205b9b54f000001a205b9b4c400")
 
 
-def entry(key: bytes | None, value: bytes | None) -> TxnLogEntry:
+def entry(key: bytes | None, value: bytes | None) -> TxnLogRecord:
     decoded = decode_record(key, value, 6, 42, 1_000)
-    assert isinstance(decoded, TxnLogEntry), decoded
+    assert isinstance(decoded, TxnLogRecord), decoded
+    return decoded
+
+
+def value_of(key: bytes | None, value: bytes | None) -> TxnLogRecord:
+    decoded = entry(key, value)
+    assert decoded.kind is TxnLogKind.VALUE, decoded
     return decoded
 
 
 def test_captured_records() -> None:
-    empty = entry(KEY, EMPTY)
+    empty = value_of(KEY, EMPTY)
     assert empty.transactional_id == "tl-xe2caf" and (empty.log_partition, empty.offset) == (6, 42)
-    assert empty.value is not None and empty.value.state is TxnState.EMPTY
-    assert (empty.value.producer_id, empty.value.producer_epoch, empty.value.timeout_ms) == (0, 0, 10_000)
-    assert empty.value.start_ms is None and empty.value.partitions == frozenset()
+    assert empty.state is TxnState.EMPTY and empty.value_version == 1 and empty.problem is None
+    assert (empty.producer_id, empty.producer_epoch, empty.timeout_ms) == (0, 0, 10_000)
+    assert empty.start_ms is None and empty.partitions == ()
 
-    ongoing = entry(KEY, ONGOING_ONE_PARTITION).value
-    assert ongoing is not None and ongoing.state is TxnState.ONGOING
-    assert ongoing.partitions == {TopicPartition("xe2caf", 0)}
+    ongoing = value_of(KEY, ONGOING_ONE_PARTITION)
+    assert ongoing.state is TxnState.ONGOING
+    assert ongoing.partitions == (("xe2caf", 0),)
     assert ongoing.start_ms == ongoing.last_update_ms == 0x1A205B9B4C4
 
-    prepare = entry(KEY, PREPARE_COMMIT_TWO).value
-    assert prepare is not None and prepare.state is TxnState.PREPARE_COMMIT
-    assert prepare.partitions == {TopicPartition("xe2caf", 0), TopicPartition("xe2caf", 1)}
+    prepare = value_of(KEY, PREPARE_COMMIT_TWO)
+    assert prepare.state is TxnState.PREPARE_COMMIT
+    assert prepare.partitions == (("xe2caf", 0), ("xe2caf", 1))
     assert prepare.start_ms == ongoing.start_ms and prepare.last_update_ms > ongoing.last_update_ms
+    assert prepare.at_ms == prepare.last_update_ms
 
 
 def test_tombstone_is_an_expired_id() -> None:
-    assert entry(KEY, None).value is None
+    tombstone = entry(KEY, None)
+    assert tombstone.kind is TxnLogKind.TOMBSTONE and tombstone.transactional_id == "tl-xe2caf"
+    assert tombstone.at_ms == 1_000
 
 
 def _v0(status: int, partitions: dict[str, list[int]] | None) -> bytes:
@@ -70,31 +79,59 @@ def _v0(status: int, partitions: dict[str, list[int]] | None) -> bytes:
 
 
 def test_version_zero_values() -> None:
-    value = entry(KEY, _v0(7, {"orders": [3, 5]})).value
-    assert value is not None and value.state is TxnState.PREPARE_EPOCH_FENCE
+    value = value_of(KEY, _v0(7, {"orders": [3, 5]}))
+    assert value.state is TxnState.PREPARE_EPOCH_FENCE and value.value_version == 0
     assert (value.producer_id, value.producer_epoch, value.timeout_ms, value.start_ms) == (77, 4, 30_000, 1_500)
-    assert value.partitions == {TopicPartition("orders", 3), TopicPartition("orders", 5)}
-    assert entry(KEY, _v0(6, None)).value.state is TxnState.DEAD  # type: ignore[union-attr]
+    assert value.partitions == (("orders", 3), ("orders", 5))
+    assert value_of(KEY, _v0(6, None)).state is TxnState.DEAD
+
+
+TAGS = (b"\x03" + b"\x00\x08" + struct.pack(">q", 11) + b"\x01\x08" + struct.pack(">q", 12)
+        + b"\x02\x02" + struct.pack(">h", 2))
 
 
 def test_tagged_fields_of_version_one() -> None:
-    tags = (b"\x03" + b"\x00\x08" + struct.pack(">q", 11) + b"\x01\x08" + struct.pack(">q", 12)
-            + b"\x02\x02" + struct.pack(">h", 2))
-    value = entry(KEY, EMPTY[:-1] + tags).value
-    assert value is not None
+    value = value_of(KEY, EMPTY[:-1] + TAGS)
     assert (value.previous_producer_id, value.next_producer_id, value.client_transaction_version) == (11, 12, 2)
+    assert value.unknown_tags == () and value.problem is None
 
 
-@pytest.mark.parametrize("key, value", [
+def test_unknown_tagged_fields_are_kept_raw() -> None:
+    tags = b"\x02" + b"\x02\x02" + struct.pack(">h", 2) + b"\x07\x03abc"
+    value = value_of(KEY, EMPTY[:-1] + tags)
+    assert value.client_transaction_version == 2 and value.unknown_tags == ((7, b"abc"),)
+
+
+def test_newer_value_version_is_read_with_the_v1_layout_and_flagged() -> None:
+    value = value_of(KEY, b"\x00\x02" + EMPTY[2:-1] + TAGS)
+    assert value.state is TxnState.EMPTY and value.value_version == 2 and value.client_transaction_version == 2
+    assert value.problem is not None and "version 2" in value.problem
+
+
+def test_unknown_status_is_an_unknown_state_with_its_raw_byte() -> None:
+    value = value_of(KEY, EMPTY[:16] + b"\x2a" + EMPTY[17:])
+    assert value.state is TxnState.UNKNOWN and value.raw_status == 42 and value.producer_id == 0
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param(EMPTY[:-3], id="cut-short"),
+    pytest.param(EMPTY + b"\x00", id="trailing-garbage"),
+    pytest.param(b"\x00\x09" + EMPTY[2:-1] + b"\x01\x05\xff", id="new-version-new-layout"),
+    pytest.param(b"\xff\xff" + EMPTY[2:], id="negative-version"),
+])
+def test_undecodable_values_keep_their_id_and_raw_bytes(value: bytes) -> None:
+    decoded = entry(KEY, value)
+    assert decoded.kind is TxnLogKind.UNDECODABLE and decoded.transactional_id == "tl-xe2caf"
+    assert decoded.raw_value == value and decoded.problem
+
+
+@pytest.mark.parametrize(("key", "value"), [
     (None, EMPTY),
     (b"\x00\x01\x00\x02ab", EMPTY),             # a key of another record type
-    (KEY, EMPTY[:-3]),                           # cut short
-    (KEY, EMPTY + b"\x00"),                      # trailing garbage
-    (KEY, b"\x00\x09" + EMPTY[2:]),              # unknown value version
-    (KEY, EMPTY[:16] + b"\x2a" + EMPTY[17:]),    # unknown status
     (b"\x00\x00\x00\x02\xff\xfe", EMPTY),        # not UTF-8
+    (b"\x00\x00\x00\x09ab", EMPTY),             # key cut short
 ])
-def test_garbled_records_are_reported(key: bytes | None, value: bytes) -> None:
+def test_records_naming_no_id_are_reported(key: bytes | None, value: bytes) -> None:
     decoded = decode_record(key, value, 3, 9, -1)
     assert isinstance(decoded, RequestError)
     assert decoded.name == CORRUPT and decoded.target == "__transaction_state-3@9"
@@ -105,7 +142,7 @@ def test_tail_sees_every_transition(lab_cluster: Any, new_topic: Callable[..., s
     topic = new_topic(partitions=2)
     tid = f"txnwatch-txnlog-{uuid.uuid4().hex[:8]}"
     settings = ClusterConnectionSettings(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)
-    with TransactionLogTail(settings) as tail:
+    with TransactionLogTail(settings, from_beginning=False) as tail:
         assert tail.partitions > 0
         producer = KafkaProducer(bootstrap_servers=lab_cluster.bootstrap_servers, transactional_id=tid,
                                  transaction_timeout_ms=10_000)
@@ -117,27 +154,29 @@ def test_tail_sees_every_transition(lab_cluster: Any, new_topic: Callable[..., s
             producer.commit_transaction()
         finally:
             producer.close()
-        seen: list[TxnLogEntry] = []
+        seen: list[TxnLogRecord] = []
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and not any(
-                e.value and e.value.state is TxnState.COMPLETE_COMMIT for e in seen):
+        while time.monotonic() < deadline and not any(e.state is TxnState.COMPLETE_COMMIT for e in seen):
             entries, problems = tail.read(500)
             assert problems == []
             seen.extend(e for e in entries if e.transactional_id == tid)
-    states = [e.value.state for e in seen if e.value]
+        positions = tail.positions()
+    states = [e.state for e in seen if e.kind is TxnLogKind.VALUE]
     assert states[0] is TxnState.EMPTY and states[-2:] == [TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT]
     assert TxnState.ONGOING in states
-    prepare = next(e.value for e in seen if e.value and e.value.state is TxnState.PREPARE_COMMIT)
-    assert prepare.partitions == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    prepare = next(e for e in seen if e.state is TxnState.PREPARE_COMMIT)
+    assert set(prepare.partitions) == {(topic, 0), (topic, 1)}
     assert [e.offset for e in seen] == sorted(e.offset for e in seen)
+    assert positions[seen[-1].log_partition] == seen[-1].offset + 1
 
 
 @given(key=st.one_of(st.none(), st.binary(max_size=40)), value=st.one_of(st.none(), st.binary(max_size=120)))
 def test_any_bytes_decode_or_are_reported(key: bytes | None, value: bytes | None) -> None:
-    assert isinstance(decode_record(key, value, 0, 0, 0), (TxnLogEntry, RequestError))
+    assert isinstance(decode_record(key, value, 0, 0, 0), (TxnLogRecord, RequestError))
 
 
 @given(cut=st.integers(min_value=0, max_value=len(PREPARE_COMMIT_TWO) - 1), flip=st.integers(0, 255))
 def test_damaged_real_records_decode_or_are_reported(cut: int, flip: int) -> None:
     damaged = PREPARE_COMMIT_TWO[:cut] + bytes([flip]) + PREPARE_COMMIT_TWO[cut + 1:]
-    assert isinstance(decode_record(KEY, damaged, 0, 0, 0), (TxnLogEntry, RequestError))
+    decoded = decode_record(KEY, damaged, 0, 0, 0)
+    assert isinstance(decoded, TxnLogRecord) and decoded.transactional_id == "tl-xe2caf"

@@ -79,3 +79,24 @@ def test_java_producer_commits_with_epoch_bumps_and_a_second_instance_fences_it(
     assert second.wait(90) == 0, second.output()[-2000:]
     assert second.records_sent == 40
     assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_the_brokers_jmx_exporter_reports_kip_890_verification(kafka4_lab, java_producer, new_topic_on):
+    """Verification on: every transaction's first write to a partition is verified with the coordinator, and the
+    broker's own AddPartitionsToTxnManager MBeans count it, read through the JMX exporter agent."""
+    from txnwatch.kafka.broker_metrics import scrape
+
+    topic = new_topic_on(kafka4_lab)
+    urls = {str(k): v for k, v in kafka4_lab.broker_metrics_urls().items()}
+    assert list(urls) == [str(b.node_id) for b in kafka4_lab.brokers]
+    (before,) = scrape(urls, 5_000)
+    assert before.ok, before.error
+    producer = java_producer("lab4-java-verified", topic, duration_s=3)
+    assert producer.wait(90) == 0, producer.output()[-2000:]
+    (after,) = scrape(urls, 5_000)
+    assert after.ok and after.verifications is not None and before.verifications is not None
+    assert after.verifications > before.verifications  # ~2 transactions a second, each verified once
+    assert after.failures == before.failures  # a healthy producer: nothing refused (a fenced one would be)
+    assert after.time_ms_max is not None and after.time_ms_max >= dict(after.time_ms_quantiles)[0.5] > 0

@@ -5,13 +5,12 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.metrics import LagCollector
 from txnwatch.model import GroupSnapshot
 from txnwatch.state import ClusterView, LatestState
-
-from tests.unit.detect.builders import TP, TP1, partition, snapshot
 
 
 def _registry(options: LagMetricOptions) -> CollectorRegistry:

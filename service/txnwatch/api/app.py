@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from txnwatch import __version__
 from txnwatch.api.middleware import SecurityHeaders
 from txnwatch.api.routers import health, metrics
+from txnwatch.api.routers.security import ReadTokenGuard
 from txnwatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,9 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     )
     app.state.runtime = runtime
 
+    # Added last = runs first: the body limit (413) comes before the token check (401), which comes before
+    # routing and parsing.  The guard covers every path but the probes; see api/routers/security.py.
+    app.add_middleware(ReadTokenGuard)
     app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(SQLAlchemyError)

@@ -85,6 +85,11 @@ class Transition(_Out):
     partitions: list[str]
     events: list[str] = Field(description="What the change means, e.g. epoch_bump, fenced, timeout_abort.")
     duration_ms: int | None = Field(description="Duration of the transaction that this change completed.")
+    log_partition: int | None = Field(default=None, description="__transaction_state partition of the record "
+                                      "this transition was read from; null for a change inferred between polls.")
+    log_offset: int | None = Field(default=None, description="Offset of that record; null when inferred.")
+    client_transaction_version: int | None = Field(default=None, description="ClientTransactionVersion the "
+                                                   "coordinator wrote with the record (2 = KIP-890 part 2).")
 
 
 class TxnPartition(_Out):
@@ -154,7 +159,25 @@ class HangingPage(Page[HangingEpisodeOut]):
     pass
 
 
+class TxnLogHistory(_Out):
+    """What the coordinator's own log says about the id (exact history mode)."""
+
+    source: str = Field(description="Always transaction_log: counted from __transaction_state records.")
+    state: str
+    producer_id: int
+    producer_epoch: int
+    last_update_at: datetime = Field(description="When the coordinator wrote the id's latest state.")
+    client_transaction_version: int
+    commits: int = Field(description="CompleteCommit transitions of this id since txnwatch first read its log.")
+    aborts: int = Field(description="CompleteAbort transitions (own aborts, fences and timeouts).")
+    epoch_bumps: int = Field(description="Epoch increases within a producer id, summed.")
+    fences: int = Field(description="Open transactions ended by a new instance's InitProducerId.")
+    timeout_aborts: int = Field(description="Transactions the coordinator aborted after their timeout.")
+
+
 class TransactionDetail(TransactionSummary):
+    history: TxnLogHistory | None = Field(default=None, description="The coordinator log's view and per-id "
+                                          "counts; null when the cluster's history comes from polling.")
     partition_offsets: list[TxnPartition] = Field(description="The transaction's partitions with their latest "
                                                               "offsets: an LSO at the transaction's first offset "
                                                               "blocks read_committed consumers.")
@@ -252,23 +275,66 @@ class ConsumerGroupDetail(ConsumerGroupSummary):
 # --- verification --------------------------------------------------------------------------------------
 
 
+class BrokerVerificationOut(_Out):
+    """One broker's own KIP-890 figures, from its JMX exporter at the latest poll (not windowed: the broker's
+    counts since it started, and its recent percentiles)."""
+
+    broker: str = Field(description="The configured label or the broker id.")
+    url: str
+    up: bool = Field(description="The exporter answered with the AddPartitionsToTxnManager MBeans.")
+    error: str | None = Field(default=None, description="Why the figures are missing.")
+    verifications: int | None = Field(default=None, description="Count of VerificationTimeMs: verifications "
+                                                                "this broker performed since it started.")
+    failures: int | None = Field(default=None, description="Count of VerificationFailureRate: transactional "
+                                                           "writes this broker refused since it started.")
+    failures_per_second_1m: float | None = Field(default=None, description="VerificationFailureRate, the "
+                                                                           "broker's one-minute rate.")
+    time_ms_p50: float | None = Field(default=None, description="VerificationTimeMs 50th percentile as the "
+                                                                "broker reports it.")
+    time_ms_p99: float | None = None
+    time_ms_max: float | None = None
+    time_ms_mean: float | None = None
+
+
+class BrokerVerificationSummary(_Out):
+    """The brokers' own figures for one cluster, as of the latest poll."""
+
+    configured: bool = Field(description="False when the cluster has no broker_metrics_urls / "
+                                         "broker_metrics_url_template: then only txnwatch's own figures exist.")
+    as_of: datetime | None = Field(default=None, description="Time of the poll that read them.")
+    brokers_up: int = 0
+    verifications: int | None = Field(default=None, description="Sum over the brokers that answered.")
+    failures: int | None = Field(default=None, description="Sum over the brokers that answered.")
+    failure_ratio: float | None = Field(default=None, description="failures / verifications since the brokers "
+                                                                  "started (their VerificationFailureRate as a "
+                                                                  "ratio); null without verifications.")
+    time_ms_p99_max: float | None = Field(default=None, description="Worst broker's VerificationTimeMs p99.")
+    brokers: list[BrokerVerificationOut] = Field(default_factory=list)
+
+
 class VerificationStats(_Out):
     cluster: str
     window_seconds: int
     window_start: datetime
     window_end: datetime
-    samples: int = Field(description="Verification checks in the window.")
-    timed: int = Field(description="Checks with a measured verification time.")
-    verification_ms_p50: int | None = Field(description="VerificationTimeMs-style: time from a partition "
-                                                        "showing the producer's open transaction until the "
-                                                        "coordinator lists the partition (nearest rank).")
+    samples: int = Field(description="Coordinator listing checks (partition-side, polled) in the window.")
+    timed: int = Field(description="Checks with a measured listing delay.")
+    verification_ms_p50: int | None = Field(description="Coordinator listing delay, polled from outside: time "
+                                                        "from a partition showing the producer's open "
+                                                        "transaction until the coordinator lists the partition "
+                                                        "(nearest rank). Not KIP-890's VerificationTimeMs: see "
+                                                        "`brokers`.")
     verification_ms_p95: int | None
     verification_ms_p99: int | None
     verification_ms_max: int | None
-    failed: int = Field(description="Checks where a partition held an open transaction the coordinator did "
-                                    "not list after the grace period.")
-    failure_rate: float | None = Field(description="VerificationFailureRate-style: failed / samples; null "
-                                                   "without samples.")
+    failed: int = Field(description="Listing misses: checks where a partition held an open transaction the "
+                                    "coordinator did not list after the grace period.")
+    failure_rate: float | None = Field(description="Listing miss ratio: failed / samples; null without samples. "
+                                                   "Not KIP-890's VerificationFailureRate (a poller cannot see a "
+                                                   "write the broker refused): see `brokers`.")
+    brokers: BrokerVerificationSummary = Field(default_factory=lambda: BrokerVerificationSummary(configured=False),
+                                               description="The brokers' own VerificationTimeMs / "
+                                                           "VerificationFailureRate, from their JMX exporters.")
 
 
 class VerificationReport(_Out):

@@ -10,8 +10,8 @@ follows ``__transaction_state`` for exact coordinator transitions.
 from txnwatch.kafka.connection import ClusterConnection
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogEntry, TxnLogValue
+from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogUnavailable
 from txnwatch.model import AbortOutcome
 
 __all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable",
-           "TransactionLogTail", "TxnLogEntry", "TxnLogValue"]
+           "TransactionLogTail", "TxnLogUnavailable"]

@@ -12,11 +12,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from txnwatch.kafka.msk import MskIamSigner
+from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
+
 if TYPE_CHECKING:
     from txnwatch.config import ClusterConfig
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
-SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]
+#: Mechanisms that log in with sasl_username/sasl_password.
+PASSWORD_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,26 @@ class ClusterConnectionSettings:
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
+    #: Lagging group partitions whose first unconsumed record is fetched per poll, for time lag (0: none).
+    record_fetch_limit: int = 200
+    #: OAUTHBEARER: the OIDC client-credentials grant (see txnwatch.kafka.oauth).
+    oauth: OAuthSettings | None = None
+    #: GSSAPI: the broker's Kerberos service name and, if not the broker's host name, its domain.  The client's
+    #: principal comes from the Kerberos credential cache or a keytab (KRB5CCNAME, KRB5_CLIENT_KTNAME).
+    sasl_kerberos_service_name: str = "kafka"
+    sasl_kerberos_domain_name: str | None = None
+    #: AWS_MSK_IAM: region (else the broker host name's, else the AWS config chain) and named profile.
+    aws_region: str | None = None
+    aws_profile: str | None = None
+    #: (broker label, JMX exporter URL) pairs and a per-broker URL template ({host}, {node_id}): where the
+    #: brokers' own KIP-890 verification figures are read (kafka/broker_metrics.py).
+    broker_metrics_urls: tuple[tuple[str, str], ...] = ()
+    broker_metrics_url_template: str | None = None
+    broker_metrics_timeout_ms: int = 2_000
+
+    @property
+    def reads_broker_metrics(self) -> bool:
+        return bool(self.broker_metrics_urls or self.broker_metrics_url_template)
 
     def __post_init__(self) -> None:
         if isinstance(self.bootstrap_servers, str):
@@ -57,6 +82,10 @@ class ClusterConnectionSettings:
             raise ValueError(f"cluster {self.name!r}: {self.security_protocol} needs sasl_mechanism")
         if self.sasl_mechanism is not None and not uses_sasl:
             raise ValueError(f"cluster {self.name!r}: sasl_mechanism needs a SASL_* security_protocol")
+        if self.sasl_mechanism == "OAUTHBEARER" and self.oauth is None:
+            raise ValueError(f"cluster {self.name!r}: OAUTHBEARER needs the OAuth token endpoint settings")
+        if self.sasl_mechanism == "AWS_MSK_IAM" and self.security_protocol != "SASL_SSL":
+            raise ValueError(f"cluster {self.name!r}: AWS_MSK_IAM needs security_protocol SASL_SSL")
         # Compile now so a bad pattern fails at configuration time, not mid-poll.
         _ = self._include, self._exclude
 
@@ -74,6 +103,15 @@ class ClusterConnectionSettings:
         if self._include and not any(p.fullmatch(topic) for p in self._include):
             return False
         return not any(p.fullmatch(topic) for p in self._exclude)
+
+    @cached_property
+    def sasl_provider(self) -> OidcTokenProvider | MskIamSigner | None:
+        """One token provider (or MSK signer) per cluster, shared by all its connections so tokens are reused."""
+        if self.sasl_mechanism == "OAUTHBEARER" and self.oauth is not None:
+            return OidcTokenProvider(self.oauth)
+        if self.sasl_mechanism == "AWS_MSK_IAM":
+            return MskIamSigner(region=self.aws_region, profile=self.aws_profile)
+        return None
 
     def client_config(self) -> dict[str, Any]:
         """Keyword arguments for kafka-python's connection manager."""
@@ -95,6 +133,10 @@ class ClusterConnectionSettings:
             "ssl_certfile": self.ssl_certfile,
             "ssl_keyfile": self.ssl_keyfile,
             "ssl_check_hostname": self.ssl_check_hostname,
+            # kafka-python passes this object to every mechanism; OAUTHBEARER and (see kafka.msk) AWS_MSK_IAM read it.
+            "sasl_oauth_token_provider": self.sasl_provider,
+            "sasl_kerberos_service_name": self.sasl_kerberos_service_name,
+            "sasl_kerberos_domain_name": self.sasl_kerberos_domain_name,
         }
         return config
 
@@ -115,4 +157,30 @@ class ClusterConnectionSettings:
             request_timeout_ms=config.request_timeout_ms,
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
+            oauth=_oauth(config),
+            record_fetch_limit=config.time_lag_fetches_per_poll,
+            sasl_kerberos_service_name=config.sasl_kerberos_service_name,
+            sasl_kerberos_domain_name=config.sasl_kerberos_domain_name,
+            aws_region=config.aws_region,
+            aws_profile=config.aws_profile,
+            broker_metrics_urls=tuple(sorted(config.broker_metrics_urls.items())),
+            broker_metrics_url_template=config.broker_metrics_url_template,
+            broker_metrics_timeout_ms=config.broker_metrics_timeout_ms,
         )
+
+
+def _oauth(config: ClusterConfig) -> OAuthSettings | None:
+    if config.sasl_mechanism != "OAUTHBEARER" or config.sasl_oauth_token_endpoint_url is None:
+        return None
+    secret = config.sasl_oauth_client_secret
+    return OAuthSettings(
+        token_endpoint_url=config.sasl_oauth_token_endpoint_url,
+        client_id=config.sasl_oauth_client_id or "",
+        client_secret=secret.get_secret_value() if secret is not None else None,
+        client_secret_file=str(config.sasl_oauth_client_secret_file) if config.sasl_oauth_client_secret_file else None,
+        client_secret_env=config.sasl_oauth_client_secret_env,
+        scope=config.sasl_oauth_scope,
+        ca_file=str(config.sasl_oauth_ca_file) if config.sasl_oauth_ca_file else None,
+        extensions=dict(config.sasl_oauth_extensions),
+        timeout_s=config.request_timeout_ms / 1000,
+    )

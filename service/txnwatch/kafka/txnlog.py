@@ -2,226 +2,276 @@
 
 Polling samples the coordinators; the transaction log is what they write on every
 transition (Ongoing, each partition added, PrepareCommit, CompleteCommit, epoch
-bumps, expiry).  Tailing it gives exact transition times and the moment each
-partition joined a transaction, which is what KIP-890's verification metrics are
-about.  Reading the topic needs Describe and Read on it where ACLs are enforced.
+bumps, producer id rotation).  Tailing it gives exact transition times, and under
+transaction version 2 (KIP-890 part 2, Kafka 4 defaults) it is the only way to see
+each commit: a poll almost always lands on Ongoing.  Reading the topic needs
+Describe and Read on it where ACLs are enforced; without them the daemon falls back
+to polling and says so.
 
-Record format (Kafka's TransactionLogKey v0 and TransactionLogValue v0/v1):
-the key is ``int16 version, string transactional id``; the value is ``int16
-version`` and the fields below, v1 being a flexible version (compact strings and
-arrays, tagged fields).  A null value is the tombstone of an expired id.
+Record format, as Kafka's ``TransactionLogKey.json`` (v0) and
+``TransactionLogValue.json`` (v0, v1 flexible) define it: the key is ``int16 version,
+string transactional id``; the value is ``int16 version, int64 ProducerId, int16
+ProducerEpoch, int32 TransactionTimeoutMs, int8 TransactionStatus, nullable
+[]{Topic, []int32 PartitionIds} TransactionPartitions, int64
+TransactionLastUpdateTimestampMs, int64 TransactionStartTimestampMs`` plus, from v1,
+tagged fields 0 PreviousProducerId, 1 NextProducerId (int64) and 2
+ClientTransactionVersion (int16).  A null value is the tombstone of an expired id.
+KIP-915 asks future versions to only add tagged fields, so a value of a version we
+do not know is read with the v1 layout and flagged; if that fails it is reported as
+undecodable with its raw bytes.  Nothing here raises on bad bytes: one record
+never stops the tail or costs the rest of its batch.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from txnwatch.kafka import errors
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.model import RequestError, TopicPartition, TxnState
+from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 TOPIC = "__transaction_state"
+API = "TransactionLog"
 
-# TransactionState ids as the coordinator persists them.
+# TransactionState ids as the coordinator persists them (TransactionState.java).
 _STATES = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
            TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)
 _TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
+_KNOWN_VALUE_VERSIONS = (0, 1)
+
+_HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status: 17 bytes
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_TIMES = struct.Struct(">qq")
+_DECODE_ERRORS = (ValueError, struct.error, IndexError, UnicodeDecodeError)
 
 
-@dataclass(frozen=True, slots=True)
-class TxnLogValue:
-    """A transactional id's full coordinator state after one transition."""
-
-    state: TxnState
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    partitions: frozenset[TopicPartition]
-    last_update_ms: int
-    start_ms: int | None
-    previous_producer_id: int | None = None
-    next_producer_id: int | None = None
-    client_transaction_version: int = 0
+class TxnLogUnavailable(Exception):
+    """The topic cannot be read: not visible (Describe denied, or not created yet) or Read denied."""
 
 
-@dataclass(frozen=True, slots=True)
-class TxnLogEntry:
-    """One record of the transaction log; ``value`` is ``None`` when the id expired and was removed."""
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    byte = data[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = data[pos]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos + 1
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
 
-    transactional_id: str
-    value: TxnLogValue | None
-    log_partition: int
-    offset: int
-    timestamp_ms: int | None
+
+def _string(data: bytes, pos: int, flexible: bool) -> tuple[str, int]:
+    if flexible:
+        size, pos = _uvarint(data, pos)
+        size -= 1
+    else:
+        size = _I16.unpack_from(data, pos)[0]
+        pos += 2
+    if size < 0:
+        raise ValueError("null string")
+    end = pos + size
+    if end > len(data):
+        raise ValueError("record ends early")
+    return data[pos:end].decode("utf-8"), end
 
 
-class _Reader:
-    """Big-endian cursor over one record, in the classic or the flexible encoding."""
+def _array_length(data: bytes, pos: int, flexible: bool) -> tuple[int, int]:
+    if flexible:
+        size, pos = _uvarint(data, pos)
+        return size - 1, pos
+    return _I32.unpack_from(data, pos)[0], pos + 4
 
-    def __init__(self, data: bytes, flexible: bool) -> None:
-        self._data, self._pos, self.flexible = data, 0, flexible
 
-    def _take(self, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        if self._pos + size > len(self._data):
-            raise ValueError("record ends early")
-        (value,) = struct.unpack_from(fmt, self._data, self._pos)
-        self._pos += size
-        return value
-
-    def int8(self) -> int:
-        return int(self._take(">b"))
-
-    def int16(self) -> int:
-        return int(self._take(">h"))
-
-    def int32(self) -> int:
-        return int(self._take(">i"))
-
-    def int64(self) -> int:
-        return int(self._take(">q"))
-
-    def varint(self) -> int:
-        shift = result = 0
-        while True:
-            byte = int(self._take(">B"))
-            result |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise ValueError("varint too long")
-
-    def length(self) -> int:
-        """An array or string length; -1 is null."""
-        return self.varint() - 1 if self.flexible else self.int32()
-
-    def string(self) -> str:
-        size = self.varint() - 1 if self.flexible else self.int16()
-        if size < 0:
-            raise ValueError("null string")
-        raw = self._data[self._pos:self._pos + size]
-        if len(raw) != size:
-            raise ValueError("record ends early")
-        self._pos += size
-        return raw.decode("utf-8")
-
-    def tagged_fields(self) -> dict[int, bytes]:
-        if not self.flexible:
-            return {}
-        fields = {}
-        for _ in range(self.varint()):
-            tag, size = self.varint(), self.varint()
-            fields[tag] = self._data[self._pos:self._pos + size]
-            self._pos += size
-        if self._pos > len(self._data):
-            raise ValueError("record ends early")
-        return fields
-
-    def done(self) -> bool:
-        return self._pos == len(self._data)
+def _skip_tags(data: bytes, pos: int) -> int:
+    count, pos = _uvarint(data, pos)
+    for _ in range(count):
+        _, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        pos += size
+    if pos > len(data):
+        raise ValueError("record ends early")
+    return pos
 
 
 def decode_key(key: bytes) -> str:
-    reader = _Reader(key, flexible=False)
-    version = reader.int16()
+    version = _I16.unpack_from(key, 0)[0]
     if version != 0:
-        raise ValueError(f"not a transaction log key (version {version})")
-    return reader.string()
+        raise ValueError(f"not a transaction log key (key version {version})")
+    transactional_id, end = _string(key, 2, flexible=False)
+    if end != len(key):
+        raise ValueError("trailing bytes after transaction log key")
+    return transactional_id
 
 
-def decode_value(value: bytes) -> TxnLogValue:
-    version = _Reader(value, flexible=False).int16()
-    if version not in (0, 1):
-        raise ValueError(f"unknown transaction log value version {version}")
-    reader = _Reader(value[2:], flexible=version >= 1)
-    producer_id, epoch, timeout_ms, status = reader.int64(), reader.int16(), reader.int32(), reader.int8()
-    if not 0 <= status < len(_STATES):
-        raise ValueError(f"unknown transaction status {status}")
-    partitions: set[TopicPartition] = set()
-    for _ in range(max(reader.length(), 0)):
-        topic = reader.string()
-        partitions.update(TopicPartition(topic, reader.int32()) for _ in range(max(reader.length(), 0)))
-        reader.tagged_fields()
-    last_update_ms, start_ms = reader.int64(), reader.int64()
-    tags = reader.tagged_fields()
-    if not reader.done():
+def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timestamp_ms: int | None,
+                 flexible_guess: bool = False) -> TxnLogRecord:
+    """The value's fields; raises on bytes that do not fit the layout (the caller reports them)."""
+    version, producer_id, epoch, timeout_ms, status = _HEAD.unpack_from(value, 0)
+    flexible = version >= 1
+    pos = 17
+    partitions: list[tuple[str, int]] = []
+    count, pos = _array_length(value, pos, flexible)
+    for _ in range(count):
+        topic, pos = _string(value, pos, flexible)
+        ids, pos = _array_length(value, pos, flexible)
+        if ids > 0:
+            end = pos + 4 * ids
+            if end > len(value):
+                raise ValueError("record ends early")
+            partitions.extend((topic, p) for p in struct.unpack_from(f">{ids}i", value, pos))
+            pos = end
+        if flexible:
+            pos = _skip_tags(value, pos)
+    last_update_ms, start_ms = _TIMES.unpack_from(value, pos)
+    pos += 16
+    previous = following = None
+    client_tv = 0
+    unknown: list[tuple[int, bytes]] = []
+    if flexible:
+        tags, pos = _uvarint(value, pos)
+        for _ in range(tags):
+            tag, pos = _uvarint(value, pos)
+            size, pos = _uvarint(value, pos)
+            raw = value[pos:pos + size]
+            pos += size
+            if len(raw) != size:
+                raise ValueError("record ends early")
+            if tag == _TAG_PREVIOUS_PRODUCER_ID and size == 8:
+                previous = _I64.unpack(raw)[0]
+            elif tag == _TAG_NEXT_PRODUCER_ID and size == 8:
+                following = _I64.unpack(raw)[0]
+            elif tag == _TAG_CLIENT_TRANSACTION_VERSION and size == 2:
+                client_tv = _I16.unpack(raw)[0]
+            else:
+                unknown.append((tag, raw))
+    if pos != len(value):
         raise ValueError("trailing bytes after transaction log value")
-
-    def tagged(tag: int, fmt: str, default: int) -> int:
-        return int(struct.unpack(fmt, tags[tag])[0]) if tag in tags else default
-
-    previous = tagged(_TAG_PREVIOUS_PRODUCER_ID, ">q", -1)
-    following = tagged(_TAG_NEXT_PRODUCER_ID, ">q", -1)
-    return TxnLogValue(
-        state=_STATES[status], producer_id=producer_id, producer_epoch=epoch, timeout_ms=timeout_ms,
-        partitions=frozenset(partitions), last_update_ms=last_update_ms,
-        start_ms=start_ms if start_ms >= 0 else None,
-        previous_producer_id=previous if previous >= 0 else None,
-        next_producer_id=following if following >= 0 else None,
-        client_transaction_version=tagged(_TAG_CLIENT_TRANSACTION_VERSION, ">h", 0))
+    known = 0 <= status < 8
+    problem = None
+    if flexible_guess:
+        problem = f"value version {version} is newer than this txnwatch knows; read with the version 1 layout"
+    return TxnLogRecord(
+        tid, log_partition, offset, timestamp_ms, TxnLogKind.VALUE,
+        _STATES[status] if known else TxnState.UNKNOWN, None if known else status,
+        producer_id, epoch, timeout_ms, tuple(partitions), last_update_ms,
+        start_ms if start_ms >= 0 else None,
+        previous if previous is not None and previous >= 0 else None,
+        following if following is not None and following >= 0 else None,
+        client_tv, version, tuple(unknown), problem, None)
 
 
 def decode_record(key: bytes | None, value: bytes | None, log_partition: int, offset: int,
-                  timestamp_ms: int | None) -> TxnLogEntry | RequestError:
-    """A garbled record is reported, never raised: one bad byte must not stop the tail."""
-    target = f"{TOPIC}-{log_partition}@{offset}"
+                  timestamp_ms: int | None) -> TxnLogRecord | RequestError:
+    """A record whose key names an id always comes back as a record (undecodable if need be);
+    only a record that names no id at all is a :class:`RequestError`."""
+    ts = timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else None
     try:
         if key is None:
             raise ValueError("record without key")
-        transactional_id = decode_key(key)
-        decoded = decode_value(value) if value is not None else None
-    except (ValueError, struct.error, UnicodeDecodeError) as exc:
-        return errors.corrupt("TransactionLog", target, str(exc))
-    return TxnLogEntry(transactional_id, decoded, log_partition, offset,
-                       timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else None)
+        tid = decode_key(key)
+    except _DECODE_ERRORS as exc:
+        return errors.corrupt(API, f"{TOPIC}-{log_partition}@{offset}", str(exc) or type(exc).__name__)
+    if value is None:
+        return TxnLogRecord(tid, log_partition, offset, ts, TxnLogKind.TOMBSTONE)
+    try:
+        version = _I16.unpack_from(value, 0)[0]
+        if version < 0:
+            raise ValueError(f"negative value version {version}")
+        return decode_value(tid, value, log_partition, offset, ts,
+                            flexible_guess=version not in _KNOWN_VALUE_VERSIONS)
+    except _DECODE_ERRORS as exc:
+        return TxnLogRecord(tid, log_partition, offset, ts, TxnLogKind.UNDECODABLE,
+                            problem=str(exc) or type(exc).__name__, raw_value=bytes(value))
 
 
 class TransactionLogTail:
-    """Follows every partition of ``__transaction_state`` from its end (or start) onwards.
+    """Follows every partition of ``__transaction_state`` from stored positions onwards.
 
-    Not thread-safe: one tail belongs to one reader, typically a collector job.
+    ``positions`` maps log partition -> next offset to read, as a previous tail reported
+    them; partitions without one start at the beginning (``from_beginning``) or the end.
+    :meth:`positions` after a :meth:`read` are exactly past the records it returned, so
+    storing them with what was derived from those records never skips or repeats one.
+    Not thread-safe: one tail belongs to one reader thread.
     """
 
-    def __init__(self, settings: ClusterConnectionSettings, *, from_beginning: bool = False) -> None:
+    def __init__(self, settings: ClusterConnectionSettings, *, positions: Mapping[int, int] | None = None,
+                 from_beginning: bool = True, topic: str = TOPIC, max_poll_records: int = 10_000) -> None:
         config = settings.client_config()
+        self.topic = topic
         self._consumer = KafkaConsumer(
             bootstrap_servers=config["bootstrap_servers"], client_id=f"{settings.client_id}-txnlog",
-            group_id=None, enable_auto_commit=False,
+            group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+            max_poll_records=max_poll_records, fetch_max_bytes=16 * 1024 * 1024,
+            max_partition_fetch_bytes=4 * 1024 * 1024,
             request_timeout_ms=max(settings.request_timeout_ms, 1_000),
             fetch_max_wait_ms=min(500, max(settings.request_timeout_ms, 1_000) // 2),
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
-        partitions = self._consumer.partitions_for_topic(TOPIC) or set()
-        self._partitions = [KafkaTopicPartition(TOPIC, p) for p in sorted(partitions)]
-        self._consumer.assign(self._partitions)
-        if from_beginning:
-            self._consumer.seek_to_beginning()
-        else:
-            self._consumer.seek_to_end()
-        for tp in self._partitions:  # resolve now: a lazy seek would skip what is written before the first read
-            self._consumer.position(tp)
+        try:
+            partitions = self._consumer.partitions_for_topic(topic) or set()
+            if not partitions:
+                raise TxnLogUnavailable(
+                    f"topic {topic} is not visible: it does not exist yet (no transactional producer has run) "
+                    "or this principal lacks Describe on it")
+            self._partitions = [KafkaTopicPartition(topic, p) for p in sorted(partitions)]
+            self._consumer.assign(self._partitions)
+            stored = dict(positions or {})
+            for tp in self._partitions:
+                if tp.partition in stored:
+                    self._consumer.seek(tp, stored[tp.partition])
+                elif from_beginning:
+                    self._consumer.seek_to_beginning(tp)
+                else:
+                    self._consumer.seek_to_end(tp)
+            # Resolve now: a lazy seek would skip what is written before the first read.
+            self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
+        except Exception:
+            self._consumer.close()
+            raise
 
     @property
     def partitions(self) -> int:
         return len(self._partitions)
 
-    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogEntry], list[RequestError]]:
-        """What the coordinators wrote since the last read, in log order per coordinator partition."""
-        entries: list[TxnLogEntry] = []
+    def positions(self) -> dict[int, int]:
+        """Next offset to read per log partition, just past the records returned so far."""
+        return dict(self._next)
+
+    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+        """What the coordinators wrote since the last read, in log order per coordinator partition.
+
+        Every record comes back, an unreadable one as UNDECODABLE; ``problems`` repeats the
+        ones that named no transactional id, for the log."""
+        records: list[TxnLogRecord] = []
         problems: list[RequestError] = []
-        for tp, records in sorted(self._consumer.poll(timeout_ms).items(), key=lambda kv: kv[0].partition):
-            for record in records:
-                decoded = decode_record(record.key, record.value, tp.partition, record.offset, record.timestamp)
-                if isinstance(decoded, TxnLogEntry):
-                    entries.append(decoded)
-                else:
+        for tp, batch in sorted(self._consumer.poll(timeout_ms).items(), key=lambda kv: kv[0].partition):
+            partition = tp.partition
+            for record in batch:
+                decoded = decode_record(record.key, record.value, partition, record.offset, record.timestamp)
+                if isinstance(decoded, RequestError):
+                    # Kept in the stream as an undecodable record of no id, so it is counted and shown.
                     problems.append(decoded)
-        return entries, problems
+                    decoded = TxnLogRecord("", partition, record.offset, record.timestamp, TxnLogKind.UNDECODABLE,
+                                           problem=decoded.message, raw_value=record.value)
+                records.append(decoded)
+            if batch:
+                self._next[partition] = batch[-1].offset + 1
+        return records, problems
+
+    def end_offsets(self) -> dict[int, int]:
+        """The log end per partition: how far the coordinators have written (for the lag figure)."""
+        ends = self._consumer.end_offsets(self._partitions)
+        return {tp.partition: offset for tp, offset in ends.items()}
 
     def close(self) -> None:
         self._consumer.close()
@@ -231,3 +281,17 @@ class TransactionLogTail:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def denied_reason(exc: BaseException) -> str | None:
+    """If ``exc`` means this principal may not read the log, the operator's explanation; else None."""
+    import kafka.errors as Errors
+
+    if isinstance(exc, TxnLogUnavailable):
+        return str(exc)
+    if isinstance(exc, Errors.TopicAuthorizationFailedError):
+        return (f"reading {TOPIC} was denied (TOPIC_AUTHORIZATION_FAILED): grant this principal Describe and Read "
+                f"on topic {TOPIC} for exact history")
+    if isinstance(exc, (Errors.ClusterAuthorizationFailedError, Errors.GroupAuthorizationFailedError)):
+        return f"authorization failed while reading {TOPIC} ({type(exc).__name__})"
+    return None

@@ -57,6 +57,8 @@ def up(
     transaction_version: Optional[int] = typer.Option(None, "--transaction-version", min=0, max=2,
                                                       help="transaction.version to finalize at format time "
                                                            "(default: Kafka's, 2 on 4.x, 0 on 3.9)."),
+    jmx_exporter: bool = typer.Option(False, "--jmx-exporter", help="Run the Prometheus JMX exporter agent in every "
+                                                                    "broker (URLs in `lab status --json`)."),
     broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
     reuse: bool = typer.Option(False, "--reuse", help="If a lab is already running in the dir, print its "
                                                      "bootstrap and succeed instead of failing."),
@@ -76,6 +78,7 @@ def up(
 
     extra = dict(item.split("=", 1) for item in broker_config)
     settings = LabSettings(brokers=brokers, kafka_version=kafka_version, combined=combined, proxy=proxy,
+                           jmx_exporter=jmx_exporter,
                            transactions=TransactionSettings(max_timeout_ms=transaction_max_timeout_ms,
                                                             partition_verification_enable=partition_verification
                                                             and not pre_kip_890,

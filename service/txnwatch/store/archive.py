@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import posixpath
 import uuid
 from collections import defaultdict
@@ -34,7 +35,8 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import ColumnElement
 
 from txnwatch.store import models as m
@@ -72,7 +74,8 @@ TABLES: dict[str, ArchiveTable] = {t.name: t for t in (
         ("transactional_id", pa.string()), ("observed_at", _TS), ("from_state", pa.string()),
         ("to_state", pa.string()), ("producer_id", pa.int64()), ("producer_epoch", pa.int32()),
         ("prev_producer_id", pa.int64()), ("prev_producer_epoch", pa.int32()), ("timeout_ms", pa.int64()),
-        ("txn_started_at", _TS), ("partitions", _STRINGS), ("events", _STRINGS), ("duration_ms", pa.int64()))),
+        ("txn_started_at", _TS), ("partitions", _STRINGS), ("events", _STRINGS), ("duration_ms", pa.int64()),
+        ("log_partition", pa.int32()), ("log_offset", pa.int64()), ("client_transaction_version", pa.int32()))),
     ArchiveTable("offsets", m.PartitionOffsetSample, "sampled_at", _schema(
         ("topic", pa.string()), ("partition", pa.int32()), ("sampled_at", _TS), ("leader", pa.int32()),
         ("high_watermark", pa.int64()), ("last_stable_offset", pa.int64()), ("log_start_offset", pa.int64()),
@@ -267,8 +270,37 @@ def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manif
 
 def export_history(engine: Engine, archive_uri: str, tables: Mapping[str, ArchiveTable] = TABLES,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> list[ExportResult]:
-    """Export everything new since the last run; safe to re-run and to run after a crash."""
+    """Export everything new since the last run; safe to re-run and to run after a crash.
+
+    Serialised within the process: the hourly export and the minutely transition export
+    both rewrite the manifest."""
+    with _EXPORT_LOCK:
+        fs, root = open_archive(archive_uri)
+        fs.create_dir(root, recursive=True)
+        manifest = read_manifest(fs, root)
+        return [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
+
+
+_EXPORT_LOCK = threading.Lock()
+
+
+def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session], archive_uri: str,
+                                  hot: timedelta, batch: int = 5_000) -> int:
+    """The transaction log's full transition stream is staged in ``txn_transitions``; once a row is
+    in the archive (its id at or below the manifest's ``last_id``) and older than ``hot``, it leaves
+    the database.  Returns how many rows were purged."""
+    export_history(engine, archive_uri, tables={"transitions": TABLES["transitions"]})
     fs, root = open_archive(archive_uri)
-    fs.create_dir(root, recursive=True)
-    manifest = read_manifest(fs, root)
-    return [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
+    archived = read_manifest(fs, root).table("transitions").last_id
+    cutoff = datetime.now(timezone.utc) - hot
+    X = m.TransactionTransition
+    purged = 0
+    while True:
+        with sessions.begin() as session:
+            ids = list(session.scalars(select(X.id).where(X.id <= archived, X.log_offset.is_not(None),
+                                                          X.observed_at < cutoff).limit(batch)))
+            if ids:
+                session.execute(delete(X).where(X.id.in_(ids)))
+        purged += len(ids)
+        if len(ids) < batch:
+            return purged

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -82,9 +82,11 @@ class Recorder:
     """The store's collector sink.  Thread-safe: cluster jobs call it concurrently."""
 
     def __init__(self, sessions: sessionmaker[Session], clusters: Mapping[str, str], health: StoreHealth | None = None,
-                 max_buffered: int = 1000) -> None:
-        """``clusters``: name → bootstrap servers of every configured cluster, registered together by :meth:`start`."""
+                 max_buffered: int = 1000, exact_history: Callable[[str], bool] = lambda cluster: False) -> None:
+        """``clusters``: name → bootstrap servers of every configured cluster, registered together by :meth:`start`.
+        ``exact_history(cluster)``: the transaction-log tail writes that cluster's transitions (exact mode)."""
         self._sessions = sessions
+        self._exact_history = exact_history
         self._clusters = dict(clusters)
         self.health = health or StoreHealth()
         self._buffer: deque[PollRecord] = deque()
@@ -128,6 +130,10 @@ class Recorder:
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
         inserts, episodes = findings_rows(snapshot, findings, at)
+        if self._exact_history(cluster):
+            # The transaction log tail writes this cluster's exact transitions; guesses between polls would
+            # only duplicate them.
+            inserts = [(table, rows) for table, rows in inserts if table is not m.TransactionTransition.__table__]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
 from txnwatch.detect import exporter, lag
 from txnwatch.model import GroupSnapshot, TopicPartition
-
-from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
 
 OTHER = TopicPartition("payments", 0)
 MARKER_END = (producer(start=None, coordinator_epoch=2),)  # ends on a commit marker

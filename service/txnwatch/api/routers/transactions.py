@@ -26,9 +26,9 @@ from txnwatch.api.routers.params import (
     not_found,
     now,
 )
-from txnwatch.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition
+from txnwatch.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition, TxnLogHistory
 from txnwatch.model import TxnState
-from txnwatch.store import queries
+from txnwatch.store import queries, txnlog_queries
 from txnwatch.store.queries import TxnSort
 
 router = APIRouter(prefix="/transactions", tags=["transactions"])
@@ -104,13 +104,16 @@ def get_transaction(
     timeline_limit: Annotated[int, Query(ge=1, le=1000, description="Most recent transitions to return.")] = 100,
 ) -> Response:
     cluster = cluster_ref(session, name)
-    row = None
+    row = logged = None
     if cluster.id is not None and "\x00" not in transactional_id:
         row = queries.get_transaction(session, cluster.id, transactional_id)
-    if row is None or cluster.id is None:
+        logged = txnlog_queries.logged_id(session, cluster.id, transactional_id)
+    if (row is None and logged is None) or cluster.id is None:
         raise not_found(f"transactional id {transactional_id!r} is unknown on cluster {cluster.name!r}")
+    row = txnlog_queries.with_log_state(row, logged, cluster.name)
     at = now()
-    timeline = queries.transitions(session, cluster.id, transactional_id, timeline_limit + 1)
+    timeline = txnlog_queries.timeline(session, cluster.id, cluster.name, transactional_id, timeline_limit + 1,
+                                       runtime.settings.retention.archive_dir)
     topics_partitions = [_split(tp) for tp in row.txn.partitions or []]
     samples = {(s.topic, s.partition): s for s in
                queries.partition_samples(session, cluster.id, {t for t, _ in topics_partitions})}
@@ -128,6 +131,7 @@ def get_transaction(
         hanging_episodes=[IncidentBuilder(session, runtime.settings, at).hanging(e, cluster.name)
                           for e in queries.open_hanging_of(session, cluster.id, transactional_id)],
         timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
+        history=None if logged is None else from_row(TxnLogHistory, logged, source="transaction_log"),
         timeline_truncated=len(timeline) > timeline_limit,
     ))
 

@@ -1,0 +1,200 @@
+"""Storing what the transaction-log tail derived, together with where it got to, atomically.
+
+:func:`write_batch` runs in ONE database transaction: the new log positions, the
+counter increments, the changed per-id states, the transitions (staged for the
+archive), the anomalies and the per-minute aggregates.  Either all of it commits or
+none of it does, so :func:`load` after a crash, a restart or a leader change hands
+back positions and a derived state that belong together: re-reading from there
+neither skips a record nor counts one twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from txnwatch.detect.txnlog import (
+    ABORT,
+    ANOMALIES,
+    COMMIT,
+    EPOCH_BUMP,
+    EXPIRED,
+    FENCED,
+    ILLEGAL,
+    LONG_TRANSACTION,
+    PRODUCER_ID_CHANGE,
+    STUCK_PREPARE,
+    TIMEOUT_ABORT,
+    IdState,
+    LogTransition,
+    TxnLogFindings,
+    TxnLogState,
+)
+from txnwatch.model import TxnState
+from txnwatch.store import models as m
+from txnwatch.store import txnlog_models as t
+
+_UTC = UTC
+_AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
+                      EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
+                      ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
+                      "duration_count": "duration_count", "duration_ms_max": "duration_ms_max"}
+
+
+def _ts(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=_UTC)
+
+
+def _tp(partitions: Iterable[tuple[str, int]]) -> list[str]:
+    return sorted(f"{topic}-{partition}" for topic, partition in partitions)
+
+
+def _table(model: type[m.Base]) -> Table:
+    return cast(Table, model.__table__)
+
+
+def _insert(session: Session, table: Table) -> Any:
+    dialect = session.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a tail starts from: the committed positions and everything derived up to them."""
+
+    positions: dict[int, int]
+    state: TxnLogState
+    counters: dict[str, int]
+
+
+def transition_row(x: LogTransition) -> dict[str, Any]:
+    return dict(transactional_id=x.transactional_id, observed_at=_ts(x.at_ms), from_state=x.from_state,
+                to_state=x.to_state, producer_id=x.producer_id, producer_epoch=x.producer_epoch,
+                prev_producer_id=x.prev_producer_id, prev_producer_epoch=x.prev_producer_epoch,
+                timeout_ms=x.timeout_ms, txn_started_at=_ts(x.start_ms), partitions=_tp(x.partitions),
+                events=list(x.events), duration_ms=x.duration_ms, log_partition=x.log_partition,
+                log_offset=x.offset, client_transaction_version=x.client_transaction_version)
+
+
+def anomaly_row(x: LogTransition) -> dict[str, Any]:
+    kind = next((e for e in x.events if e in ANOMALIES), x.events[0] if x.events else "unknown")
+    return dict(transactional_id=x.transactional_id, at=_ts(x.at_ms), kind=kind, events=list(x.events),
+                from_state=x.from_state, to_state=x.to_state, producer_id=x.producer_id,
+                producer_epoch=x.producer_epoch, prev_producer_id=x.prev_producer_id,
+                prev_producer_epoch=x.prev_producer_epoch, timeout_ms=x.timeout_ms, txn_started_at=_ts(x.start_ms),
+                duration_ms=x.duration_ms, log_partition=x.log_partition, log_offset=x.offset, detail=x.detail)
+
+
+def _id_row(cluster_id: int, tid: str, s: IdState) -> dict[str, Any]:
+    return dict(cluster_id=cluster_id, transactional_id=tid, state=s.state.value, producer_id=s.producer_id,
+                producer_epoch=s.producer_epoch, timeout_ms=s.timeout_ms, txn_started_at=_ts(s.start_ms),
+                last_update_at=_ts(s.last_update_ms), partitions=_tp(s.partitions),
+                client_transaction_version=s.client_transaction_version, client_tv=s.client_tv,
+                abort_origin=s.abort, log_partition=s.log_partition, log_offset=s.offset, commits=s.commits,
+                aborts=s.aborts, epoch_bumps=s.epoch_bumps, fences=s.fences, timeout_aborts=s.timeout_aborts)
+
+
+def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
+                extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
+    """Everything one applied batch produced, with the positions it reached; the caller commits once."""
+    now = datetime.now(_UTC)
+    if positions:
+        table = _table(t.TxnLogPosition)
+        stmt = _insert(session, table)
+        session.execute(stmt.on_conflict_do_update(
+            index_elements=["cluster_id", "log_partition"],
+            set_={"next_offset": stmt.excluded.next_offset, "updated_at": stmt.excluded.updated_at}),
+            [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
+             for p, o in sorted(positions.items())])
+    counts = {k: v for k, v in findings.counts.items() if v}
+    if counts:
+        table = _table(t.TxnLogCounter)
+        stmt = _insert(session, table)
+        session.execute(stmt.on_conflict_do_update(
+            index_elements=["cluster_id", "name"], set_={"value": table.c.value + stmt.excluded.value}),
+            [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
+    upserts = [_id_row(cluster_id, tid, s) for tid, s in findings.changed.items() if s is not None]
+    if upserts:
+        table = _table(t.TxnLogId)
+        stmt = _insert(session, table)
+        session.execute(stmt.on_conflict_do_update(
+            index_elements=["cluster_id", "transactional_id"],
+            set_={c: stmt.excluded[c] for c in upserts[0] if c not in ("cluster_id", "transactional_id")}), upserts)
+    gone = [tid for tid, s in findings.changed.items() if s is None]
+    if gone:
+        session.execute(delete(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id,
+                                                 t.TxnLogId.transactional_id.in_(gone)))
+    if stage_transitions and findings.transitions:
+        rows = [transition_row(x) for x in findings.transitions]
+        for row in rows:
+            row["cluster_id"] = cluster_id
+        session.execute(_table(m.TransactionTransition).insert(), rows)
+    anomalies = [anomaly_row(x) for x in (*findings.anomalies, *extra_anomalies)]
+    if anomalies:
+        for anomaly in anomalies:
+            anomaly["cluster_id"] = cluster_id
+        session.execute(_table(t.TxnLogAnomaly).insert(), anomalies)
+    if findings.buckets:
+        table = _table(t.TxnLogAggregate)
+        stmt = _insert(session, table)
+        buckets = []
+        for bucket_ms, values in sorted(findings.buckets.items()):
+            bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
+            bucket.update(cluster_id=cluster_id, bucket_start=_ts(bucket_ms))
+            for key, value in values.items():
+                if key in _AGGREGATE_COLUMNS:
+                    bucket[_AGGREGATE_COLUMNS[key]] = value
+            buckets.append(bucket)
+        set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
+        set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
+                                        stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
+        session.execute(stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_),
+                        buckets)
+
+
+def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
+    rows = [dict(anomaly_row(x), cluster_id=cluster_id) for x in anomalies]
+    if rows:
+        session.execute(_table(t.TxnLogAnomaly).insert(), rows)
+
+
+def _ms(at: datetime | None) -> int | None:
+    return None if at is None else round(at.timestamp() * 1000)
+
+
+def _split(tp: str) -> tuple[str, int]:
+    topic, _, partition = tp.rpartition("-")
+    return topic, int(partition)
+
+
+def load(session: Session, cluster_id: int) -> Resumed:
+    """The committed positions, per-id states and counters of a cluster (empty on a first start)."""
+    positions = dict(session.execute(
+        select(t.TxnLogPosition.log_partition, t.TxnLogPosition.next_offset)
+        .where(t.TxnLogPosition.cluster_id == cluster_id)).all())
+    counters = dict(session.execute(
+        select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id))
+        .all())
+    ids: dict[str, IdState] = {}
+    for r in session.scalars(select(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id)):
+        ids[r.transactional_id] = IdState(
+            TxnState.parse(r.state), r.producer_id, r.producer_epoch, r.timeout_ms, _ms(r.txn_started_at),
+            _ms(r.last_update_at) or 0, tuple(_split(tp) for tp in r.partitions or ()), r.client_transaction_version,
+            r.client_tv, r.abort_origin, r.log_partition, r.log_offset, r.commits, r.aborts, r.epoch_bumps, r.fences,
+            r.timeout_aborts)
+    reported = set()
+    for tid, pid, epoch, kind in session.execute(
+            select(t.TxnLogAnomaly.transactional_id, t.TxnLogAnomaly.producer_id, t.TxnLogAnomaly.producer_epoch,
+                   t.TxnLogAnomaly.kind)
+            .where(t.TxnLogAnomaly.cluster_id == cluster_id,
+                   t.TxnLogAnomaly.kind.in_((STUCK_PREPARE, LONG_TRANSACTION)))):
+        s = ids.get(tid)
+        if s is not None and (s.producer_id, s.producer_epoch) == (pid, epoch):
+            reported.add((tid, pid, epoch, kind))
+    return Resumed(positions, TxnLogState(ids, frozenset(reported)), counters)
