@@ -19,13 +19,14 @@ from typing import TypeVar
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-from txnwatch.kafka.abort import AbortOutcome, abort_transaction
+from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
+from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
-from txnwatch.model import ClusterSnapshot, TopicPartition
+from txnwatch.model import AbortOutcome, ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,6 +74,8 @@ class ClusterConnection:
         self._max_transaction_timeout_ms: int | None = None
         self._last_round_trips = 0
         self._closed = False
+        # Timestamps of first unconsumed records, kept across polls (and reconnects): they never change.
+        self._record_dates = RecordDates(settings.record_fetch_limit)
 
     @property
     def settings(self) -> ClusterConnectionSettings:
@@ -95,7 +98,8 @@ class ClusterConnection:
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
-                                                   known_max_timeout_ms=self._max_transaction_timeout_ms))
+                                                   known_max_timeout_ms=self._max_transaction_timeout_ms,
+                                                   record_dates=self._record_dates))
         except Exception:
             # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)

@@ -48,6 +48,8 @@ class ClusterConnectionSettings:
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
+    #: Lagging group partitions whose first unconsumed record is fetched per poll, for time lag (0: none).
+    record_fetch_limit: int = 200
     #: OAUTHBEARER: the OIDC client-credentials grant (see txnwatch.kafka.oauth).
     oauth: OAuthSettings | None = None
     #: GSSAPI: the broker's Kerberos service name and, if not the broker's host name, its domain.  The client's
@@ -156,6 +158,7 @@ class ClusterConnectionSettings:
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
             oauth=_oauth(config),
+            record_fetch_limit=config.time_lag_fetches_per_poll,
             sasl_kerberos_service_name=config.sasl_kerberos_service_name,
             sasl_kerberos_domain_name=config.sasl_kerberos_domain_name,
             aws_region=config.aws_region,

@@ -43,7 +43,7 @@ def _load(lab_dir: Optional[Path]):  # -> LabCluster
 @app.command()
 def up(
     brokers: int = typer.Option(3, help="Number of brokers."),
-    kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1)."),
+    kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1, 4.4.0)."),
     lab_dir: Optional[Path] = DirOption,
     combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
     proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),

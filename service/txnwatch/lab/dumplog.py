@@ -151,8 +151,8 @@ class IdHistory:
 
     * commits / aborts: transitions into CompleteCommit / CompleteAbort (a repeated identical record, as a
       reloading coordinator may write, is not a second one).
-    * epoch_bumps: records whose producer epoch is higher than the previous record's under the same producer
-      id (under transaction version 2 every commit and abort is one; InitProducerId is one).
+    * epoch_bumps: how far the producer epoch rose between consecutive records under the same producer id,
+      summed (under transaction version 2 every commit and abort bumps it by one; so does InitProducerId).
     * producer_id_changes: records under a different producer id than the previous one (epoch exhaustion,
       KIP-360), not counted as epoch bumps.
     * fences: transactions a new producer instance ended: an abort that raised the epoch and is followed
@@ -195,7 +195,7 @@ def _apply(h: IdHistory, r: CoordinatorRecord) -> None:
         if r.producer_id != prev.producer_id:
             h.producer_id_changes += 1
         elif r.producer_epoch > prev.producer_epoch:
-            h.epoch_bumps += 1
+            h.epoch_bumps += r.producer_epoch - prev.producer_epoch
     same = prev is not None and (prev.state, prev.producer_id, prev.producer_epoch) == (
         r.state, r.producer_id, r.producer_epoch)
     if r.state == "CompleteCommit" and not same:
