@@ -51,7 +51,7 @@ class ClusterCollector(Collector):
                 duration.add_metric([view.name], view.last_poll_duration_ms / 1000)
             if view.last_success_at_ms is not None:
                 last.add_metric([view.name], view.last_success_at_ms / 1000)
-        leader = _gauge("txnwatch_leader", "1 if this replica polls and notifies (leader election).", [])
+        leader = _gauge("txnwatch_leader", "1 if this replica holds the lease of at least one cluster (polls and pages for it).", [])
         leader.add_metric([], 1.0 if self._is_leader() else 0.0)
         yield from (up, duration, last, leader)
 
