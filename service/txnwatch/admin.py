@@ -15,6 +15,8 @@ from datetime import datetime, timezone
 from sqlalchemy.orm import Session
 
 from txnwatch.config import ClusterConfig, Settings
+from txnwatch.model import AbortOutcome, ClusterUnreachable, TopicPartition
+from txnwatch.runtime import AbortTransaction
 from txnwatch.store.models import AdminAudit
 
 
@@ -50,7 +52,7 @@ class AbortTarget:
 class AbortDone:
     """What happened: ``result`` is None when the cluster could not be reached."""
 
-    result: object | None  # kafka.abort.AbortOutcome; typed loosely so this module imports no kafka code
+    result: AbortOutcome | None
     outcome: str
     audit_id: int
 
@@ -60,23 +62,21 @@ class AbortDone:
 
     @property
     def refused(self) -> bool:
-        return self.result is not None and getattr(self.result, "error", None) is not None
+        return self.result is not None and self.result.error is not None
 
 
 def cluster_config(settings: Settings, name: str) -> ClusterConfig | None:
     return next((c for c in settings.clusters if c.name == name), None)
 
 
-def call_kafka(config: ClusterConfig, target: AbortTarget, dry_run: bool) -> tuple[object | None, str]:
-    """(result, outcome line); blocking, so the API runs it in a worker thread."""
-    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
-    from txnwatch.model import TopicPartition
-
+def call_kafka(abort_transaction: AbortTransaction, config: ClusterConfig, target: AbortTarget,
+               dry_run: bool) -> tuple[AbortOutcome | None, str]:
+    """(result, outcome line); blocking, so the API runs it in a worker thread.  ``abort_transaction`` is the
+    runtime's (txnwatch.wiring.abort_transaction): this module, like the API, talks to no Kafka code itself."""
     tp = TopicPartition(target.topic, target.partition)
     try:
-        with ClusterConnection(ClusterConnectionSettings.from_config(config)) as conn:
-            result = conn.abort_transaction(tp, target.producer_id, target.producer_epoch, target.coordinator_epoch,
-                                            dry_run=dry_run)
+        result = abort_transaction(config, tp, target.producer_id, target.producer_epoch, target.coordinator_epoch,
+                                   dry_run=dry_run)
     except ClusterUnreachable as exc:
         return None, f"cluster unreachable: {exc}"
     outcome = ("aborted" if result.aborted else "would abort" if result.error is None
@@ -93,7 +93,8 @@ def audit(session: Session, *, actor: str, target: AbortTarget, dry_run: bool, o
     return row.id
 
 
-def abort(session: Session, config: ClusterConfig, target: AbortTarget, *, dry_run: bool, actor: str) -> AbortDone:
+def abort(session: Session, abort_transaction: AbortTransaction, config: ClusterConfig, target: AbortTarget, *,
+          dry_run: bool, actor: str) -> AbortDone:
     """Check (dry run) or write the ABORT marker, then audit; for callers that may block (the CLI)."""
-    result, outcome = call_kafka(config, target, dry_run)
+    result, outcome = call_kafka(abort_transaction, config, target, dry_run)
     return AbortDone(result, outcome, audit(session, actor=actor, target=target, dry_run=dry_run, outcome=outcome))

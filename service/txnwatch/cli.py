@@ -206,6 +206,7 @@ def abort(
     """
     from txnwatch import admin, humanize, tables
     from txnwatch.store.db import make_engine
+    from txnwatch.wiring import abort_transaction
 
     settings = _settings(config)
     try:
@@ -230,7 +231,7 @@ def abort(
                          f"{start_offset}; give --producer-id and --producer-epoch")
                 producer_id, producer_epoch = found
             target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch)
-            done = admin.abort(session, cfg, target, dry_run=not execute, actor=f"cli:{actor}")
+            done = admin.abort(session, abort_transaction, cfg, target, dry_run=not execute, actor=f"cli:{actor}")
     finally:
         engine.dispose()
     result: Any = done.result

@@ -70,7 +70,7 @@ async def abort(body: AbortRequest, runtime: RuntimeDep, session: SessionDep,
     target = AbortTarget(body.cluster, body.topic, body.partition, body.producer_id, body.producer_epoch,
                          body.coordinator_epoch)
     result: Any
-    result, outcome = await run_in_threadpool(call_kafka, config, target, body.dry_run)
+    result, outcome = await run_in_threadpool(call_kafka, runtime.abort_transaction, config, target, body.dry_run)
     audit_id = audit(session, actor=actor, target=target, dry_run=body.dry_run, outcome=outcome)
     if result is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, outcome, headers={"Retry-After": "10"})
