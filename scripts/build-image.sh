@@ -114,4 +114,6 @@ say "podman build $image (target $target, base $base_image)"
 # much quicker, and the inputs label above already skips a build that would change nothing.
 "${podman[@]}" build --quiet --isolation chroot --layers=false --label io.txnwatch.inputs="$inputs" \
   --build-arg BASE="$base_image" --target "$target" -t "$image" -f Dockerfile . >/dev/null
+# The image this one replaced is now untagged: drop it (with vfs every image is a full copy).
+"${podman[@]}" image prune -f >/dev/null || true
 echo "$image"

@@ -228,7 +228,14 @@ def fault_hanging(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirO
     """A transactional batch the coordinator never heard of (stays until `txnwatch lab kafka-transactions abort`)."""
     from txnwatch.lab.faults import inject_hanging_transaction
 
-    fault = inject_hanging_transaction(_load(lab_dir).bootstrap_servers, topic, partition)
+    lab = _load(lab_dir)
+    try:
+        fault = inject_hanging_transaction(lab.bootstrap_servers, topic, partition)
+    except LabError as exc:
+        hint = "" if lab.settings.transactions.pre_kip_890 else (
+            " (this lab runs Kafka's default transaction.partition.verification.enable=true; "
+            "start one with `txnwatch lab up --pre-kip-890`)")
+        _fail(LabError(f"{exc}{hint}"))
     text = (f"hanging transaction on {topic}-{partition}: producer id {fault.producer_id} epoch "
             f"{fault.producer_epoch} first offset {fault.first_offset} (transactional id {fault.transactional_id})")
     if hold:
