@@ -9,7 +9,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.lagmetrics import LagMetricOptions
+from txnwatch.lagmetrics import Granularity, LagMetricOptions
 from txnwatch.metrics import LagCollector
 from txnwatch.model import GroupSnapshot
 from txnwatch.state import ClusterView, LatestState
@@ -64,8 +64,9 @@ def test_dashboards_query_only_lag_series_that_both_granularities_export() -> No
 
     every = {f.name for f in _registry(LagMetricOptions()).collect()}
     exported = {}
+    granularity: Granularity
     for granularity in ("partition", "topic"):
-        families = _registry(LagMetricOptions(granularity=granularity)).collect()  # type: ignore[arg-type]
+        families = _registry(LagMetricOptions(granularity=granularity)).collect()
         exported[granularity] = {f.name for f in families if f.samples}
     queried = {name for path in dashboard_files() for _, expr in dashboard_exprs(load_dashboard(path))
                for name in promql_metric_names(expr)} & every
