@@ -29,8 +29,9 @@ def test_producer_performance_command(tmp_path, monkeypatch):
                             transaction_timeout_ms=9000)
     cmd = spec.command("127.0.0.1:9092", "4.4.0")
     assert cmd[cmd.index("-cp") + 1] == str(tmp_path / "4.3.1" / "*")
-    args = dict(zip(cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 1::2],
-                    cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 2::2]))
+    main = cmd.index("org.apache.kafka.tools.ProducerPerformance")
+    options = cmd[main + 1:cmd.index("--producer-props")]
+    args = dict(zip(options[::2], options[1::2], strict=True))
     assert (args["--transactional-id"], args["--transaction-duration-ms"], args["--num-records"],
             args["--throughput"]) == ("tx-java", "500", "600", "20")
     props = cmd[cmd.index("--producer-props") + 1:]
@@ -38,7 +39,7 @@ def test_producer_performance_command(tmp_path, monkeypatch):
 
 
 def test_spec_rejects_nonsense():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be positive"):
         JavaProducerSpec("t", "x", transaction_duration_ms=0)
     assert JavaProducerSpec("t", "x", duration_s=None).num_records > 10**15  # runs until stopped
 
