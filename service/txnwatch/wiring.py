@@ -37,6 +37,7 @@ from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import ClusterConfig, Settings
+from txnwatch.exposition import Exposition
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics import build_registry
@@ -65,9 +66,13 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     health = StoreHealth()
     leadership: Leadership = leadership_for(engine) if collect else SingleInstance()
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
+    fastest_poll_s = min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
+    exposition = Exposition(registry, max_age_s=fastest_poll_s)
+    services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
+                if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
-                   registry=registry, store_health=health, abort_transaction=abort_transaction, services=services)
+                   registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
+                   services=services)
 
 
 def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
@@ -80,7 +85,8 @@ def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: i
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
-              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry,
+              exposition: Exposition) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
@@ -91,7 +97,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
-                         PollMetrics(registry, [c.name for c in settings.clusters])]
+                         PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
@@ -124,6 +130,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         Service("store", recorder.start),
         Service("alerting", start_alerting, alerting.stop),
         *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
+        Service("exposition", exposition.start, exposition.stop),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
     )
 
