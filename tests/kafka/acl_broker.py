@@ -37,8 +37,8 @@ def _properties(directory: Path, sasl: int, internal: int, controller: int) -> s
         "process.roles=broker,controller",
         "node.id=1",
         f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
-        f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal},"
-        f"CONTROLLER://127.0.0.1:{controller}",
+        (f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal},"
+         f"CONTROLLER://127.0.0.1:{controller}"),
         f"advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal}",
         "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name=INTERNAL",
@@ -47,8 +47,8 @@ def _properties(directory: Path, sasl: int, internal: int, controller: int) -> s
         "super.users=User:ANONYMOUS",
         "allow.everyone.if.no.acl.found=true",
         "sasl.enabled.mechanisms=PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
-        f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}="{password}";',
+        ("listener.name.sasl_plaintext.plain.sasl.jaas.config="
+         f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}="{password}";'),
         f"log.dirs={directory / 'data'}",
         "offsets.topic.replication.factor=1",
         "transaction.state.log.replication.factor=1",
