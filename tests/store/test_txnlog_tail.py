@@ -20,7 +20,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from txnwatch.detect import txnlog as d
 from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.state import LatestState
-from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.db import make_sessionmaker
@@ -121,15 +120,16 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
     _, expected = d.apply(d.TxnLogState(), [r for p in sorted(log) for r in log[p]])
     with sessions() as session:
         resumed = store_txnlog.load(session, cid)
-        staged = session.scalar(select(func.count()).select_from(m.TransactionTransition)
-                                .where(m.TransactionTransition.cluster_id == cid))
+        staged = session.scalar(select(func.count()).select_from(t.TxnLogStream)
+                                .where(t.TxnLogStream.cluster_id == cid))
+        offsets = set(session.execute(select(t.TxnLogStream.log_partition, t.TxnLogStream.log_offset)).all())
         aggregated = session.execute(select(func.sum(t.TxnLogAggregate.commits),
                                             func.sum(t.TxnLogAggregate.fences))
                                      .where(t.TxnLogAggregate.cluster_id == cid)).one()
     assert resumed.positions == ends
     assert Counter(resumed.counters) == Counter({k: v for k, v in expected.counts.items() if v})
     assert resumed.counters["commit"] == 6 * 20 and resumed.counters["fenced"] == 6
-    assert staged == sum(ends.values())
+    assert staged == sum(ends.values()) == len(offsets)  # every record staged once
     assert tuple(aggregated) == (6 * 20, 6)
     state = resumed.state.ids["app-3"]
     assert (state.state, state.commits, state.aborts, state.fences) == (E, 20, 6, 1)
@@ -151,3 +151,27 @@ def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:
     with sessions() as session:
         counters: dict[str, Any] = store_txnlog.load(session, cluster_id_for(sessions, "c", "h", 0)).counters
     assert counters["fenced"] == 1 and counters["commit"] == 2
+
+
+def test_stream_goes_to_the_archive_and_the_timeline_still_shows_it(engine: Engine, tmp_path: Any) -> None:
+    from datetime import timedelta
+
+    from txnwatch.store.archive import export_transitions_then_purge
+    from txnwatch.store.txnlog_queries import timeline
+
+    sessions = make_sessionmaker(engine)
+    log = the_log(ids=2, transactions=3)
+    tail = ClusterTail("c", "h", lambda p: FakeTail(log, p, random.Random(3)), sessions, LatestState(["c"]),
+                       read_timeout_ms=0)
+    for _ in range(60):
+        tail.step()
+    cid = cluster_id_for(sessions, "c", "h", 0)
+    with sessions() as session:
+        hot = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
+    purged = export_transitions_then_purge(engine, sessions, str(tmp_path), hot=timedelta(0), settle=timedelta(0))
+    assert purged == sum(len(r) for r in log.values())
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(t.TxnLogStream)) == 0
+        archived = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
+    assert len(hot) == len(log[1]) and [vars(r) for r in archived] == [vars(r) for r in hot]
+    assert archived[0].to_state == "Empty" and "fenced" in archived[0].events
