@@ -313,31 +313,57 @@ def consumer_lag() -> dict[str, Any]:
 
 
 def verification() -> dict[str, Any]:
-    q = "histogram_quantile({q}, sum by (cluster, le) (rate(txnwatch_verification_time_seconds_bucket{{{c}}}[{ri}])))"
+    q = ("histogram_quantile({q}, sum by (cluster, le) "
+         "(rate(txnwatch_coordinator_listing_delay_seconds_bucket{{{c}}}[{ri}])))")
     return dashboard("txnwatch-verification", "txnwatch / Verification",
-                     "KIP-890-style partition verification measured from outside: time until the coordinator "
-                     "lists a partition, and how often it never does.", [
-        ts("Verification time (VerificationTimeMs-style)", "From a partition first showing a producer's open "
-           "transaction until its coordinator lists the partition. Resolution is the poll interval. Red p99 above "
-           "30 s: coordinators are slow (KafkaTransactionVerificationSlow runbook).",
+                     "KIP-890 verification as the brokers report it (their JMX exporters), beside what txnwatch "
+                     "polls from outside: how long until a coordinator lists a partition, and how often it never "
+                     "does.", [
+        ts("Brokers' VerificationTimeMs", "The brokers' own kafka.server:type=AddPartitionsToTxnManager,"
+           "name=VerificationTimeMs percentiles, per broker (recent-biased reservoir). Needs broker_metrics_urls "
+           "or broker_metrics_url_template on the cluster; empty otherwise.",
+           target(f'txnwatch_broker_verification_time_seconds{{{C},quantile="0.5"}}', "{{cluster}} {{broker}} p50"),
+           target(f'txnwatch_broker_verification_time_seconds{{{C},quantile="0.99"}}', "{{cluster}} {{broker}} p99"),
+           target(f"txnwatch_broker_verification_time_max_seconds{{{C}}}", "{{cluster}} {{broker}} max"), unit="s"),
+        ts("Brokers' VerificationFailureRate", "Transactional writes the brokers refused because the coordinator "
+           "did not know the transaction or partition (their own VerificationFailureRate), as a share of their "
+           "verifications. A poller cannot see these: the write never reaches the partition. Expect a few around "
+           "producer fencing; red above 1 %.",
+           target(f"sum by (cluster) (rate(txnwatch_broker_verification_failures_total{{{C}}}[{RI}])) / clamp_min("
+                  f"sum by (cluster) (rate(txnwatch_broker_verifications_total{{{C}}}[{RI}])), 1e-9)", "{{cluster}}"),
+           unit="percentunit", thr=thresholds((None, "green"), (0.01, "red"))),
+        stat("Broker exporters answering", "Brokers whose JMX exporter answered the latest poll with the "
+             "verification MBeans, of those configured.",
+             f"sum by (cluster) (txnwatch_broker_metrics_up{{{C}}})", w=8),
+        stat("Broker verifications (range)", "Verifications the brokers performed in the selected range.",
+             f"sum(increase(txnwatch_broker_verifications_total{{{C}}}[$__range])) or vector(0)", w=8),
+        stat("Broker verification failures (range)", "Writes the brokers refused in the selected range.",
+             f"sum(increase(txnwatch_broker_verification_failures_total{{{C}}}[$__range])) or vector(0)", w=8),
+        ts("Coordinator listing delay (polled by txnwatch)", "From a partition first showing a producer's open "
+           "transaction until its coordinator lists the partition, as polling sees it (resolution: the poll "
+           "interval). Not KIP-890's VerificationTimeMs. Red p99 above 30 s: coordinators are slow "
+           "(KafkaTransactionVerificationSlow runbook).",
            target(q.format(q=0.5, c=C, ri=RI), "{{cluster}} p50"),
            target(q.format(q=0.95, c=C, ri=RI), "{{cluster}} p95"),
            target(q.format(q=0.99, c=C, ri=RI), "{{cluster}} p99"), unit="s",
            thr=thresholds((None, "green"), (30, "red"))),
-        ts("Verification failure rate (VerificationFailureRate-style)", "Share of checks where a partition holds "
-           "an open transaction its coordinator does not list. Red above 1 %: hanging transactions are coming; "
-           "check transaction.partition.verification.enable and client versions.",
-           target(f"sum by (cluster) (rate(txnwatch_verification_failures_total{{{C}}}[{RI}])) / clamp_min(sum by (cluster) (rate(txnwatch_verification_checks_total{{{C}}}[{RI}])), 1e-9)",
+        ts("Coordinator listing misses (polled by txnwatch)", "Share of checks where a partition holds an open "
+           "transaction its coordinator does not list after the grace period: how hanging transactions start. "
+           "Red above 1 %: check transaction.partition.verification.enable and client versions.",
+           target(f"sum by (cluster) (rate(txnwatch_coordinator_listing_misses_total{{{C}}}[{RI}])) / clamp_min("
+                  f"sum by (cluster) (rate(txnwatch_coordinator_listing_checks_total{{{C}}}[{RI}])), 1e-9)",
                   "{{cluster}}"), unit="percentunit", thr=thresholds((None, "green"), (0.01, "red"))),
-        panel("heatmap", "Verification time distribution", "Histogram buckets over time; a band moving up means "
-              "coordinators are getting slower.",
-              [target(f"sum by (le) (increase(txnwatch_verification_time_seconds_bucket{{{C}}}[{RI}]))", "{{le}}",
-                      fmt="heatmap")], w=12,
+        panel("heatmap", "Coordinator listing delay distribution", "Histogram buckets over time; a band moving up "
+              "means coordinators are getting slower.",
+              [target(f"sum by (le) (increase(txnwatch_coordinator_listing_delay_seconds_bucket{{{C}}}[{RI}]))",
+                      "{{le}}", fmt="heatmap")], w=12,
               options={"calculate": False, "yAxis": {"unit": "s"}, "color": {"mode": "scheme", "scheme": "Blues"},
                        "cellGap": 1}),
-        ts("Checks and failures", "Checks per second and failures per second.",
-           target(f"sum by (cluster) (rate(txnwatch_verification_checks_total{{{C}}}[{RI}]))", "{{cluster}} checks"),
-           target(f"sum by (cluster) (rate(txnwatch_verification_failures_total{{{C}}}[{RI}]))", "{{cluster}} failures"),
+        ts("Listing checks and misses", "Checks per second and misses per second.",
+           target(f"sum by (cluster) (rate(txnwatch_coordinator_listing_checks_total{{{C}}}[{RI}]))",
+                  "{{cluster}} checks"),
+           target(f"sum by (cluster) (rate(txnwatch_coordinator_listing_misses_total{{{C}}}[{RI}]))",
+                  "{{cluster}} misses"),
            unit="ops"),
     ])
 

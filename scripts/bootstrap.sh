@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what txnwatch needs on a fresh Debian machine, idempotently and quickly when done already.
 #   scripts/bootstrap.sh          run-time needs: venv + package, Java 17, Maven (Kafka lab jars)
-#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm
+#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm, podman, debootstrap
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,12 +55,26 @@ if [[ ! -e $stamp ]]; then
   touch "$stamp"
 fi
 
+# The console's browser assets (ECharts, Swagger UI, ReDoc): pinned npm packages, hash-checked, unpacked into
+# service/txnwatch/console/static/vendor/ (gitignored, shipped in the wheel). npm is needed only to fetch them.
+if ! .venv/bin/python -c 'import sys; from txnwatch.console import assets; sys.exit(not assets.present())' 2>/dev/null; then
+  if ! command -v npm >/dev/null; then apt_install npm; fi
+  .venv/bin/python -m txnwatch.console.assets
+fi
+.venv/bin/python -c 'from txnwatch.console.assets import copy_runbooks; copy_runbooks()'
+
 # Kafka jars for the lab, resolved with Maven into a cache outside the repo.
 .venv/bin/python -c 'from txnwatch.lab.jars import resolve_kafka_jars; resolve_kafka_jars()' >&2
 
 if $want_test; then
   if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then apt_install postgresql; fi
   if ! command -v runuser >/dev/null; then apt_install util-linux; fi
+  # Debian's chromium for the console's browser tests (Playwright drives it; no browser download).
+  if ! command -v chromium >/dev/null; then apt_install chromium; fi
   bash scripts/install-promtool.sh
   bash scripts/install-helm.sh .venv/bin
+  # The container image test (tests/deploy/test_image.py): podman builds, debootstrap makes the base.
+  if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then
+    apt_install podman buildah debootstrap
+  fi
 fi

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,10 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1'}\n  - {name: a, bootstrap_servers: 'h:2'}\n", "duplicate cluster names: a"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', security_protocol: SASL_SSL}\n", "needs sasl_mechanism"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', topics_include: ['(']}\n", "invalid regular expression"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', broker_metrics_urls: {'1': 'kafka-1:7071'}}\n",
+         "broker '1': 'kafka-1:7071' is not an http(s) URL"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', broker_metrics_url_template: 'http://{rack}:7071/'}\n",
+         "only {host} and {node_id} can be filled in"),
         ("api: {admin_enabled: true}\n", "admin_enabled needs admin_token"),
         ("pagerduty: {enabled: true}\n", "enabled needs routing_key"),
         ("- just\n- a list\n", "top level must be a mapping"),
@@ -92,10 +97,70 @@ def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "clusters.0" in lines[0], result.stderr
+    assert len(lines) == 2 and all("clusters.0.bootstrap" in line for line in lines), result.stderr
+    assert "did you mean 'bootstrap_servers'?" in result.stderr
 
 
 def test_cli_run_bad_config_exits_2(tmp_path: Path) -> None:
     result = run_cli("run", "--config", str(write(tmp_path, "database_url: oracle://x\n")))
     assert result.returncode == 2
     assert "database_url" in result.stderr and "Traceback" not in result.stderr
+
+
+ELEVEN_MISTAKES = """\
+database_url: mysql://h/db
+poll_interval_seconds: 0
+log_level: LOUD
+log_format: xml
+bogus: 1
+api:
+  port: 99999
+  hots: 0.0.0.0
+clusters:
+  - name: "bad name!"
+    bootstrap_servers: nohost
+  - name: b
+    bootstrap_servers: "h:1"
+    security_protocol: TLS
+retention:
+  days: -1
+"""
+
+
+def test_config_check_prints_every_mistake_on_its_own_line(tmp_path: Path) -> None:
+    path = write(tmp_path, ELEVEN_MISTAKES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
+    result = run_cli("config", "check", str(path), env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 11, result.stderr
+    keys = [line.split(": ")[2] for line in lines]
+    assert sorted(keys) == sorted(["database_url", "poll_interval_seconds", "log_level", "log_format", "bogus",
+                                   "api.port", "api.hots", "clusters.0.name", "clusters.0.bootstrap_servers",
+                                   "clusters.1.security_protocol", "retention.days"])
+    assert all(line.startswith(f"txnwatch: {path}: ") for line in lines)
+    by_key = dict(zip(keys, lines))
+    assert "'text' or 'json'" in by_key["log_format"]  # what is allowed
+    assert "did you mean 'host'?" in by_key["api.hots"]
+    assert "allowed here: " in by_key["bogus"] and "clusters" in by_key["bogus"].split("allowed here: ")[1]
+
+
+def test_environment_mistakes_name_their_variable_and_malformed_json_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
+    env.update(TXNWATCH_CLUSTERS='[{"name": "a", bootstrap_servers', TXNWATCH_API__PORT="eighty",
+               TXNWATCH_LOG_LEVEL="LOUD")
+    result = run_cli("config", "check", str(write(tmp_path, "poll_interval_seconds: 0\n")), env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 4, result.stderr
+    joined = "\n".join(lines)
+    assert "environment TXNWATCH_CLUSTERS: clusters: not valid JSON" in joined and "expected a JSON list" in joined
+    assert "environment TXNWATCH_API__PORT: api.port: " in joined
+    assert "environment TXNWATCH_LOG_LEVEL: log_level: " in joined
+    assert f"{tmp_path / 'c.yaml'}: poll_interval_seconds: " in joined
+
+
+def test_secret_values_are_not_echoed_in_problems(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, "pagerduty: {enabled: true, routing_key: [s3cr3t]}\n"))
+    assert "s3cr3t" not in str(err.value)

@@ -86,7 +86,10 @@ def _settings(path: Path | None, **overrides: object):  # type: ignore[no-untype
     try:
         return load_settings(path, **overrides)
     except ConfigError as exc:
-        fail(f"invalid configuration: {exc}")
+        # Every mistake on its own line (origin: key: what is wrong, what is allowed), then exit 2.
+        for problem in exc.problems:
+            typer.echo(f"txnwatch: {problem}", err=True)
+        raise typer.Exit(exitcodes.USAGE) from None
 
 
 @config_app.command("check")

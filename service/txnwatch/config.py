@@ -2,21 +2,26 @@
 
 Precedence (highest first): explicit overrides, environment, YAML file, defaults.
 Nested fields use ``__`` in the environment, e.g. ``TXNWATCH_PAGERDUTY__ROUTING_KEY``.
-Validation happens once, at start, and failures become a single :class:`ConfigError`
-line naming the field, so an operator never has to read a traceback to fix a typo.
+Validation happens once, at start, and every mistake becomes one line of a
+:class:`ConfigError` naming where it came from (the file or the ``TXNWATCH_*`` variable),
+the key, what is wrong and what is allowed, so an operator fixes them all in one go and
+never reads a traceback.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from txnwatch.vocabulary import Severity
 
@@ -28,7 +33,11 @@ _EXPORTER_LABELS = frozenset({"consumergroup", "topic", "partition", "le"})
 
 
 class ConfigError(Exception):
-    """A configuration problem, already phrased for the operator."""
+    """Configuration problems, already phrased for the operator: one line each in ``problems``."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
 
 
 class _Strict(BaseModel):
@@ -83,8 +92,41 @@ class ClusterConfig(_Strict):
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
+    time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
+                                           "whose first unconsumed record is fetched per poll to measure time lag "
+                                           "(cached per offset; 0 disables the fetches).")
     metric_labels: dict[str, str] = Field(default_factory=dict, description="Constant labels on this cluster's "
                                           "kafka_* series, like kafka_exporter's --kafka.labels.")
+    broker_metrics_urls: dict[str, str] = Field(
+        default_factory=dict, description="Per broker (id or any label), the URL of its Prometheus JMX exporter "
+        "(e.g. http://kafka-1:7071/metrics): txnwatch reads the brokers' own KIP-890 VerificationTimeMs / "
+        "VerificationFailureRate from it and shows them next to its own partition-side figures.")
+    broker_metrics_url_template: str | None = Field(
+        default=None, description="Derive each broker's exporter URL from the cluster metadata, e.g. "
+        "'http://{host}:7071/metrics' ({host} and {node_id} are filled in); broker_metrics_urls entries win.")
+    broker_metrics_timeout_ms: int = Field(default=2_000, ge=100, le=60_000,
+                                           description="Bound on each exporter request (connect and read).")
+
+    @field_validator("broker_metrics_urls")
+    @classmethod
+    def _exporter_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        for broker, url in value.items():
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"broker {broker!r}: {url!r} is not an http(s) URL")
+        return value
+
+    @field_validator("broker_metrics_url_template")
+    @classmethod
+    def _exporter_template(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        try:
+            value.format(host="h", node_id=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"{value!r}: only {{host}} and {{node_id}} can be filled in ({exc!r})") from None
+        return value
 
     @field_validator("metric_labels")
     @classmethod
@@ -362,14 +404,84 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _describe(error: ValidationError, origin: str) -> str:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        message = "unknown option"
-    more = f" (and {error.error_count() - 1} more problem(s))" if error.error_count() > 1 else ""
-    return f"{origin}: {field}: {message}{more}"
+_SECRET_WORDS = ("password", "token", "secret", "key", "credential")
+
+
+def _origin(loc: tuple[Any, ...], file_origin: str, environ: dict[str, str]) -> str:
+    """Where a value came from: the most specific ``TXNWATCH_*`` variable that sets it, else the file."""
+    names = [str(part) for part in loc if not isinstance(part, int)]
+    for depth in range(len(names), 0, -1):
+        var = "TXNWATCH_" + "__".join(names[:depth]).upper()
+        if var in environ:
+            return f"environment {var}"
+    return file_origin
+
+
+def _model_at(loc: tuple[Any, ...]) -> Any:
+    """The pydantic model class a location points into (for listing the options allowed there)."""
+    model: Any = Settings
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(model, type) and issubclass(model, BaseModel)):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = field.annotation
+        while get_origin(model) in (list, dict, Union, UnionType):
+            model = next((a for a in reversed(get_args(model)) if a is not type(None)), None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _describe_one(error: Any, file_origin: str, environ: dict[str, str]) -> str:
+    loc = tuple(error["loc"])
+    key = ".".join(str(part) for part in loc) or "(top level)"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        options = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), options, n=1)
+        message = "unknown option" + (f"; did you mean {close[0]!r}?" if close else
+                                      f"; allowed here: {', '.join(options)}" if options else "")
+    elif error["type"] == "missing":
+        message = "required, but not given"
+    elif "input" in error and not isinstance(error["input"], (dict, list)) \
+            and not any(word in key.lower() for word in _SECRET_WORDS) and repr(error["input"]) not in message:
+        message = f"{message} (got {error['input']!r})"
+    return f"{_origin(loc, file_origin, environ)}: {key}: {message}"
+
+
+def _describe(error: ValidationError, origin: str, environ: dict[str, str] | None = None) -> list[str]:
+    env = {k.upper(): v for k, v in (os.environ if environ is None else environ).items()}
+    return [_describe_one(e, origin, env) for e in error.errors()]
+
+
+def _malformed_env_json() -> tuple[list[str], list[str]]:
+    """``TXNWATCH_*`` variables holding structured options (lists, mappings) that are not valid JSON.
+
+    pydantic-settings would stop at the first with a traceback; here each becomes one line, and the
+    rest of the configuration is still checked without them.
+    """
+    problems, names = [], []
+    for name, value in os.environ.items():
+        upper = name.upper()
+        if not upper.startswith("TXNWATCH_") or "__" in upper:
+            continue
+        field = Settings.model_fields.get(upper.removeprefix("TXNWATCH_").lower())
+        if field is None:
+            continue
+        default = field.get_default(call_default_factory=True)
+        if not isinstance(default, (list, dict, BaseModel)):
+            continue
+        try:
+            json.loads(value)
+        except ValueError as exc:
+            shape = "a JSON list" if isinstance(default, list) else "a JSON object"
+            example = (' e.g. [{"name": "prod", "bootstrap_servers": "kafka:9092"}]'
+                       if upper == "TXNWATCH_CLUSTERS" else "")
+            problems.append(f"environment {upper}: {upper.removeprefix('TXNWATCH_').lower()}: not valid JSON "
+                            f"({exc}); expected {shape}{example}")
+            names.append(name)
+    return problems, names
 
 
 def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
@@ -387,7 +499,16 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
         data = _read_yaml(path)
         origin = str(path)
     data.update(overrides)
+    problems, malformed = _malformed_env_json()
+    saved = {name: os.environ.pop(name) for name in malformed}
     try:
-        return Settings(**data)
+        settings = Settings(**data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, origin)) from None
+        problems += _describe(exc, origin)
+    except SettingsError as exc:  # a TXNWATCH_* value pydantic-settings cannot decode at all
+        problems.append(f"environment: {str(exc).splitlines()[0]}")
+    finally:
+        os.environ.update(saved)
+    if problems:
+        raise ConfigError(*problems)
+    return settings

@@ -38,6 +38,8 @@ def banner(port: int, bootstrap: str, lab_dir: Path, topic: str) -> str:
     base = f"http://127.0.0.1:{port}"
     return "\n".join([
         "",
+        f"  >>> Open the console: {base}/console   (what hangs, what stalls, the abort command) <<<",
+        "",
         "txnwatch demo is running against a local Kafka lab cluster.",
         f"  Kafka bootstrap     {bootstrap}   (lab dir {lab_dir})",
         "  Broker setting      transaction.partition.verification.enable=false (pre-KIP-890; `txnwatch lab up",

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
 from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
+from txnwatch.verification_metrics import BrokerVerificationCollector
 
 PARTITION = ["cluster", "topic", "partition"]
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
@@ -137,6 +138,7 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
     registry.register(SnapshotCollector(state))
     registry.register(FindingsCollector(state, describe_findings))
     registry.register(LagCollector(state, lag_options or LagMetricOptions()))
+    registry.register(BrokerVerificationCollector(state))
     from txnwatch.metrics_history import HistoryCollector
 
     registry.register(HistoryCollector(state))

@@ -41,17 +41,32 @@ class PollMetrics:
                                       "answers, by Kafka API.", ("cluster", "api"))
         self.lso_stalls = counter("txnwatch_lso_stall_episodes", "LSO stall episodes started since the process "
                                   "started.")
-        self.verification_checks = counter("txnwatch_verification_checks", "Partition/open-transaction pairs "
-                                           "checked against the coordinator.")
-        self.verification_failures = counter("txnwatch_verification_failures", "Checks where the partition held an "
-                                             "open transaction its coordinator did not list after the grace period.")
-        self.verification_time = Histogram(
-            "txnwatch_verification_time_seconds", "VerificationTimeMs-style, in seconds: first open on the "
-            "partition until the coordinator lists the partition.", ["cluster"], registry=registry,
+        # txnwatch's partition-side figure, named for what it measures (polled from outside; not KIP-890's
+        # VerificationTimeMs / VerificationFailureRate, which are the brokers' own: verification_metrics.py).
+        self.listing_checks = counter("txnwatch_coordinator_listing_checks", "Partition/open-transaction pairs "
+                                      "checked against the coordinator's listing.")
+        self.listing_misses = counter("txnwatch_coordinator_listing_misses", "Checks where a partition held an open "
+                                      "transaction its coordinator did not list after the grace period (how hanging "
+                                      "transactions start). Not KIP-890's VerificationFailureRate: see "
+                                      "txnwatch_broker_verification_failures_total.")
+        self.listing_delay = Histogram(
+            "txnwatch_coordinator_listing_delay_seconds", "Polled from outside the brokers: time from a partition "
+            "first showing a producer's open transaction until its coordinator lists the partition. Not KIP-890's "
+            "VerificationTimeMs: see txnwatch_broker_verification_time_seconds.", ["cluster"], registry=registry,
             buckets=VERIFICATION_BUCKETS_S)
+        # The same figures under their old names, kept for one release (docs/metrics.md, "Renamed").
+        self.verification_checks = counter("txnwatch_verification_checks", "DEPRECATED: the old name of "
+                                           "txnwatch_coordinator_listing_checks_total; removed in the next release.")
+        self.verification_failures = counter("txnwatch_verification_failures", "DEPRECATED: the old name of "
+                                             "txnwatch_coordinator_listing_misses_total; removed in the next release.")
+        self.verification_time = Histogram(
+            "txnwatch_verification_time_seconds", "DEPRECATED: the old name of "
+            "txnwatch_coordinator_listing_delay_seconds; removed in the next release.", ["cluster"],
+            registry=registry, buckets=VERIFICATION_BUCKETS_S)
         for cluster in clusters:  # every series exists from the start at 0
-            for family in (self.polls, self.poll_failures, self.lso_stalls, self.verification_checks,
-                           self.verification_failures, self.verification_time):
+            for family in (self.polls, self.poll_failures, self.lso_stalls, self.listing_checks, self.listing_misses,
+                           self.listing_delay, self.verification_checks, self.verification_failures,
+                           self.verification_time):
                 family.labels(cluster)
             for api in POLL_APIS:
                 self.request_errors.labels(cluster, api)
@@ -68,8 +83,10 @@ class PollMetrics:
             return
         self.lso_stalls.labels(cluster).inc(len(findings.lso_stalls_opened))
         check = findings.verification
-        self.verification_checks.labels(cluster).inc(check.checks)
-        self.verification_failures.labels(cluster).inc(check.failures)
-        for sample in check.samples:
-            if sample.verification_ms is not None:
-                self.verification_time.labels(cluster).observe(sample.verification_ms / 1000)
+        for checks, misses, delay in ((self.listing_checks, self.listing_misses, self.listing_delay),
+                                      (self.verification_checks, self.verification_failures, self.verification_time)):
+            checks.labels(cluster).inc(check.checks)
+            misses.labels(cluster).inc(check.failures)
+            for sample in check.samples:
+                if sample.verification_ms is not None:
+                    delay.labels(cluster).observe(sample.verification_ms / 1000)

@@ -94,6 +94,62 @@ class RequestError:
     error_class: ErrorClass = ErrorClass.UNKNOWN
 
 
+class ClusterUnreachable(Exception):
+    """No broker of the cluster answered (raised by the Kafka layer); the collector reports the cluster as down."""
+
+    # Also readable without the type: a probe that succeeds later means the cluster is back.
+    cluster_unreachable = True
+
+    def __init__(self, cluster: str, reason: str) -> None:
+        super().__init__(f"cluster {cluster!r} unreachable: {reason}")
+        self.cluster = cluster
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOutcome:
+    """What an admin abort (``kafka-transactions.sh abort``) found and did; ``error`` says why nothing was written."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int | None
+    leader_id: int | None
+    txn_start_offset: int | None
+    dry_run: bool
+    aborted: bool
+    error: RequestError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerVerification:
+    """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.
+
+    The MBeans are ``kafka.server:type=AddPartitionsToTxnManager,name=VerificationTimeMs`` (a Yammer
+    histogram: ``verifications`` is its Count, the time from a partition leader asking the coordinator
+    to verify a transactional write until the answer, with the broker's own recent percentiles) and
+    ``name=VerificationFailureRate`` (a meter: ``failures`` is its Count, writes the coordinator refused,
+    ``failures_per_second_1m`` its one-minute rate).  These are what a poller cannot see: a write the
+    broker rejected never reaches a partition.  ``error`` says why the figures are missing (exporter
+    unreachable, MBeans absent on that broker); None fields were not reported.
+    """
+
+    broker: str
+    url: str
+    error: str | None = None
+    verifications: int | None = None
+    time_ms_mean: float | None = None
+    time_ms_max: float | None = None
+    #: (quantile, ms) as the broker reports them, e.g. ((0.5, 1.0), (0.99, 19.7)).
+    time_ms_quantiles: tuple[tuple[float, float], ...] = ()
+    failures: int | None = None
+    failures_per_second_1m: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -197,6 +253,9 @@ class ClusterSnapshot:
     #: None when only control markers lie between it and the high watermark.  Filled for lagging group
     #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
     first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
+    #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
+    broker_verification: tuple[BrokerVerification, ...] = ()
 
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
         return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)

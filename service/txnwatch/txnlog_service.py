@@ -18,11 +18,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import Protocol
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.detect import txnlog as detect_txnlog
@@ -49,24 +47,16 @@ OpenTail = Callable[[Mapping[int, int]], Tail]
 """positions -> a tail reading from there (or from the configured start where none is stored)."""
 
 
-def cluster_id_for(sessions: sessionmaker[Session], name: str, bootstrap_servers: str, now_ms: int) -> int:
-    """The cluster's row id; created if the collector has not written it yet."""
-    from datetime import datetime
+def cluster_id_for(sessions: sessionmaker[Session], name: str) -> int:
+    """The cluster's row id, registered by the store at start (with every configured cluster, in one transaction).
 
-    for _ in range(2):
-        with sessions.begin() as session:
-            found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
-            if found is not None:
-                return found
-            try:
-                cluster = m.Cluster(name=name, bootstrap_servers=bootstrap_servers, up=False,
-                                    created_at=datetime.fromtimestamp(now_ms / 1000, tz=UTC))
-                session.add(cluster)
-                session.flush()
-                return cluster.id
-            except IntegrityError:
-                pass  # the collector created it meanwhile; read it again
-    raise RuntimeError(f"could not register cluster {name!r}")
+    If the store could not register yet (database down at start), this raises and the tail retries later.
+    """
+    with sessions() as session:
+        found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
+    if found is None:
+        raise LookupError(f"cluster {name!r} is not registered yet; the store registers it with its first write")
+    return found
 
 
 class ClusterTail:
@@ -167,7 +157,7 @@ class ClusterTail:
 
     def _require_id(self) -> int:
         if self._cluster_id is None:
-            self._cluster_id = cluster_id_for(self._sessions, self.name, self._bootstrap, int(self._clock() * 1000))
+            self._cluster_id = cluster_id_for(self._sessions, self.name)
         return self._cluster_id
 
     def _open(self, now: float) -> bool:

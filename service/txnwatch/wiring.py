@@ -36,11 +36,12 @@ from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
-from txnwatch.config import Settings
+from txnwatch.config import ClusterConfig, Settings
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics import build_registry
 from txnwatch.metrics_sink import PollMetrics
+from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.runtime import Runtime, Service
 from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
@@ -66,7 +67,16 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
     services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
-                   registry=registry, store_health=health, services=services)
+                   registry=registry, store_health=health, abort_transaction=abort_transaction, services=services)
+
+
+def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome:
+    """The API's admin abort: one short-lived connection per call (rare, and never on the poll's connection)."""
+    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
+
+    with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
+        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,

@@ -46,3 +46,34 @@ def test_alert_pages_and_invalid_state(client: TestClient) -> None:
     everything = ok(client, "/api/v1/alerts")["items"]
     assert flat(walk(client, "/api/v1/alerts", limit=2)) == everything
     invalid_param(client, "/api/v1/alerts", "state", state="acknowledged")
+
+
+def test_verification_shows_the_brokers_own_figures_beside_txnwatchs(seeded) -> None:
+    """The brokers' VerificationTimeMs / VerificationFailureRate from their JMX exporters, as of the latest poll;
+    a broker whose exporter failed is listed with its error and left out of the sums."""
+    from tests.api.conftest import make_client, make_settings
+    from txnwatch.model import BrokerVerification, ClusterSnapshot
+    from txnwatch.wiring import build_runtime
+
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    figures = (BrokerVerification("1", "http://b1/metrics", verifications=1073, failures=9, time_ms_max=187.0,
+                                  time_ms_quantiles=((0.5, 1.0), (0.99, 19.7)), failures_per_second_1m=0.02),
+               BrokerVerification("2", "http://b2/metrics", verifications=27, failures=1,
+                                  time_ms_quantiles=((0.5, 2.0), (0.99, 4.0))),
+               BrokerVerification("3", "http://b3/metrics", error="ConnectError: refused"))
+    runtime.state.update(PROD, snapshot=ClusterSnapshot(cluster=PROD, taken_at_ms=1_795_000_000_000, duration_ms=5,
+                                                        broker_verification=figures))
+    try:
+        with make_client(runtime) as client:
+            stats = {s["cluster"]: s for s in ok(client, "/api/v1/verification")["clusters"]}
+    finally:
+        runtime.engine.dispose()
+    brokers = stats[PROD]["brokers"]
+    assert brokers["configured"] and brokers["brokers_up"] == 2
+    assert (brokers["verifications"], brokers["failures"]) == (1100, 10)
+    assert brokers["failure_ratio"] == pytest.approx(10 / 1100) and brokers["time_ms_p99_max"] == 19.7
+    assert [(b["broker"], b["up"], b["time_ms_p99"]) for b in brokers["brokers"]] == [
+        ("1", True, 19.7), ("2", True, 4.0), ("3", False, None)]
+    assert brokers["brokers"][2]["error"] == "ConnectError: refused"
+    assert stats[PROD]["samples"] == 105  # txnwatch's own partition-side figures are still there, beside them
+    assert stats[STAGING]["brokers"] == {**stats[STAGING]["brokers"], "configured": False, "brokers": []}

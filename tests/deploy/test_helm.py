@@ -76,10 +76,11 @@ def test_manifests_match_kubernetes_and_crd_schemas(rendered: tuple[str, list[di
 def test_expected_objects() -> None:
     kinds = sorted(d["kind"] for d in render())
     assert kinds == sorted(["ServiceAccount", "ConfigMap", "ConfigMap", "Service", "Deployment", "ServiceMonitor",
-                            "PrometheusRule"])
+                            "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "PersistentVolumeClaim"])
     kinds = sorted(d["kind"] for d in render(*VALUES["production"]))
     assert kinds == sorted(["ServiceAccount", "Secret", "Secret", "ConfigMap", "ConfigMap", "Service", "Deployment",
-                            "CronJob", "Job", "ServiceMonitor", "PrometheusRule"])
+                            "CronJob", "Job", "ServiceMonitor", "PrometheusRule", "NetworkPolicy",
+                            "PodDisruptionBudget"])  # PostgreSQL: no PVC for SQLite
 
 
 def test_deployment_is_hardened(rendered: tuple[str, list[dict[str, Any]]]) -> None:

@@ -78,3 +78,23 @@ def test_password_file_problems_are_one_clear_line(tmp_path: Path) -> None:
     (tmp_path / "pw").write_text("x")
     with pytest.raises(ConfigError, match="not both"):
         load_settings(None, clusters=[dict(cluster, sasl_password_file=str(tmp_path / "pw"), sasl_password="y")])
+
+
+def test_metrics_scrape_sends_the_read_token_and_the_pod_is_fenced(tmp_path: Path) -> None:
+    """Issue 15, defect 4 in the chart: the ServiceMonitor authenticates, NetworkPolicy and PDB exist,
+    and the default keeps SQLite (alerts, outbox) on a volume that survives a restart."""
+    docs = render_chart({"secrets": {"apiReadToken": "t"}}, tmp_path)
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["authorization"]["type"] == "Bearer"
+    assert endpoint["authorization"]["credentials"]["key"] == "api-read-token"
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and policy["spec"]["ingress"][0]["ports"][0]["port"] == "http"
+    assert [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    (pvc,) = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    assert deploy["spec"]["strategy"]["type"] == "Recreate"
+    postgres = render_chart({"secrets": {"databaseUrl": "postgresql+psycopg://u:p@db/x"}}, tmp_path)
+    assert not [d for d in postgres if d["kind"] == "PersistentVolumeClaim"]

@@ -61,7 +61,7 @@ def sessions(sqlite_url: str) -> Any:
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
     sessions = make_sessionmaker(engine)
-    with sessions.begin() as session:
+    with sessions.begin() as session:  # as the daemon's store does at start
         register_clusters(session, {"c": "h:1"}, datetime.now(timezone.utc))
     yield sessions
     engine.dispose()
@@ -72,7 +72,7 @@ def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float])
                         alert_rules={"cluster_down": {"for_seconds": FOR_S}})
     state = LatestState(["c"])
     alerting = Alerting.from_settings(settings, sessions)
-    sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, state, sessions, alerting.rules)
+    sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, sessions, alerting.rules)
     return ClusterCollector("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
                             clock=lambda: clock[0], backoff=Backoff())
 

@@ -29,8 +29,9 @@ def test_producer_performance_command(tmp_path, monkeypatch):
                             transaction_timeout_ms=9000)
     cmd = spec.command("127.0.0.1:9092", "4.4.0")
     assert cmd[cmd.index("-cp") + 1] == str(tmp_path / "4.3.1" / "*")
-    args = dict(zip(cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 1::2],
-                    cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 2::2]))
+    main = cmd.index("org.apache.kafka.tools.ProducerPerformance")
+    options = cmd[main + 1:cmd.index("--producer-props")]
+    args = dict(zip(options[::2], options[1::2], strict=True))
     assert (args["--transactional-id"], args["--transaction-duration-ms"], args["--num-records"],
             args["--throughput"]) == ("tx-java", "500", "600", "20")
     props = cmd[cmd.index("--producer-props") + 1:]
@@ -38,7 +39,7 @@ def test_producer_performance_command(tmp_path, monkeypatch):
 
 
 def test_spec_rejects_nonsense():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be positive"):
         JavaProducerSpec("t", "x", transaction_duration_ms=0)
     assert JavaProducerSpec("t", "x", duration_s=None).num_records > 10**15  # runs until stopped
 
@@ -79,3 +80,24 @@ def test_java_producer_commits_with_epoch_bumps_and_a_second_instance_fences_it(
     assert second.wait(90) == 0, second.output()[-2000:]
     assert second.records_sent == 40
     assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_the_brokers_jmx_exporter_reports_kip_890_verification(kafka4_lab, java_producer, new_topic_on):
+    """Verification on: every transaction's first write to a partition is verified with the coordinator, and the
+    broker's own AddPartitionsToTxnManager MBeans count it, read through the JMX exporter agent."""
+    from txnwatch.kafka.broker_metrics import scrape
+
+    topic = new_topic_on(kafka4_lab)
+    urls = {str(k): v for k, v in kafka4_lab.broker_metrics_urls().items()}
+    assert list(urls) == [str(b.node_id) for b in kafka4_lab.brokers]
+    (before,) = scrape(urls, 5_000)
+    assert before.ok, before.error
+    producer = java_producer("lab4-java-verified", topic, duration_s=3)
+    assert producer.wait(90) == 0, producer.output()[-2000:]
+    (after,) = scrape(urls, 5_000)
+    assert after.ok and after.verifications is not None and before.verifications is not None
+    assert after.verifications > before.verifications  # ~2 transactions a second, each verified once
+    assert after.failures == before.failures  # a healthy producer: nothing refused (a fenced one would be)
+    assert after.time_ms_max is not None and after.time_ms_max >= dict(after.time_ms_quantiles)[0.5] > 0

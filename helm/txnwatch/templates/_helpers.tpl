@@ -160,7 +160,12 @@ app.kubernetes.io/part-of: txnwatch
 - name: tmp
   emptyDir: {}
 - name: data
+{{- if and .Values.persistence.enabled (not (include "txnwatch.externalDatabase" .)) }}
+  persistentVolumeClaim:
+    claimName: {{ default (printf "%s-data" (include "txnwatch.fullname" .)) .Values.persistence.existingClaim }}
+{{- else }}
   emptyDir: {}
+{{- end }}
 {{- if include "txnwatch.hasSasl" . }}
 {{- /* SASL passwords as files, never spliced into an environment variable or JSON. */}}
 - name: sasl-passwords

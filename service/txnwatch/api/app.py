@@ -10,10 +10,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from txnwatch import __version__
+from txnwatch import __version__, console
 from txnwatch.api.middleware import SecurityHeaders
 from txnwatch.api.routers import health, metrics
-from txnwatch.api.routers.security import ReadTokenGuard
+from txnwatch.api.routers.security import OPEN_PATHS, ReadTokenGuard
 from txnwatch.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,12 +35,17 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         description="Kafka transactions: open and hanging transactions, LSO stalls, coordinator history, "
                     "read_committed lag, KIP-890-style verification metrics.",
         lifespan=lifespan,
+        docs_url=None,  # served offline from the vendored assets by txnwatch.console.register_docs
+        redoc_url=None,
     )
     app.state.runtime = runtime
 
     # Added last = runs first: the body limit (413) comes before the token check (401), which comes before
     # routing and parsing.  The guard covers every path but the probes; see api/routers/security.py.
-    app.add_middleware(ReadTokenGuard)
+    # The console's login page and its static assets (public libraries, no data) are open; a browser without
+    # the token is sent to the login page instead of a 401.
+    app.add_middleware(ReadTokenGuard, open_paths=OPEN_PATHS | {console.LOGIN}, open_prefixes=(console.STATIC + "/",),
+                       login_path=console.LOGIN)
     app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(SQLAlchemyError)
@@ -55,4 +60,5 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     from txnwatch.api.routers import register
 
     register(app)
+    console.register(app, console_enabled=runtime.settings.console.enabled)
     return app

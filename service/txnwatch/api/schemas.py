@@ -282,23 +282,66 @@ class ConsumerGroupDetail(ConsumerGroupSummary):
 # --- verification --------------------------------------------------------------------------------------
 
 
+class BrokerVerificationOut(_Out):
+    """One broker's own KIP-890 figures, from its JMX exporter at the latest poll (not windowed: the broker's
+    counts since it started, and its recent percentiles)."""
+
+    broker: str = Field(description="The configured label or the broker id.")
+    url: str
+    up: bool = Field(description="The exporter answered with the AddPartitionsToTxnManager MBeans.")
+    error: str | None = Field(default=None, description="Why the figures are missing.")
+    verifications: int | None = Field(default=None, description="Count of VerificationTimeMs: verifications "
+                                                                "this broker performed since it started.")
+    failures: int | None = Field(default=None, description="Count of VerificationFailureRate: transactional "
+                                                           "writes this broker refused since it started.")
+    failures_per_second_1m: float | None = Field(default=None, description="VerificationFailureRate, the "
+                                                                           "broker's one-minute rate.")
+    time_ms_p50: float | None = Field(default=None, description="VerificationTimeMs 50th percentile as the "
+                                                                "broker reports it.")
+    time_ms_p99: float | None = None
+    time_ms_max: float | None = None
+    time_ms_mean: float | None = None
+
+
+class BrokerVerificationSummary(_Out):
+    """The brokers' own figures for one cluster, as of the latest poll."""
+
+    configured: bool = Field(description="False when the cluster has no broker_metrics_urls / "
+                                         "broker_metrics_url_template: then only txnwatch's own figures exist.")
+    as_of: datetime | None = Field(default=None, description="Time of the poll that read them.")
+    brokers_up: int = 0
+    verifications: int | None = Field(default=None, description="Sum over the brokers that answered.")
+    failures: int | None = Field(default=None, description="Sum over the brokers that answered.")
+    failure_ratio: float | None = Field(default=None, description="failures / verifications since the brokers "
+                                                                  "started (their VerificationFailureRate as a "
+                                                                  "ratio); null without verifications.")
+    time_ms_p99_max: float | None = Field(default=None, description="Worst broker's VerificationTimeMs p99.")
+    brokers: list[BrokerVerificationOut] = Field(default_factory=list)
+
+
 class VerificationStats(_Out):
     cluster: str
     window_seconds: int
     window_start: datetime
     window_end: datetime
-    samples: int = Field(description="Verification checks in the window.")
-    timed: int = Field(description="Checks with a measured verification time.")
-    verification_ms_p50: int | None = Field(description="VerificationTimeMs-style: time from a partition "
-                                                        "showing the producer's open transaction until the "
-                                                        "coordinator lists the partition (nearest rank).")
+    samples: int = Field(description="Coordinator listing checks (partition-side, polled) in the window.")
+    timed: int = Field(description="Checks with a measured listing delay.")
+    verification_ms_p50: int | None = Field(description="Coordinator listing delay, polled from outside: time "
+                                                        "from a partition showing the producer's open "
+                                                        "transaction until the coordinator lists the partition "
+                                                        "(nearest rank). Not KIP-890's VerificationTimeMs: see "
+                                                        "`brokers`.")
     verification_ms_p95: int | None
     verification_ms_p99: int | None
     verification_ms_max: int | None
-    failed: int = Field(description="Checks where a partition held an open transaction the coordinator did "
-                                    "not list after the grace period.")
-    failure_rate: float | None = Field(description="VerificationFailureRate-style: failed / samples; null "
-                                                   "without samples.")
+    failed: int = Field(description="Listing misses: checks where a partition held an open transaction the "
+                                    "coordinator did not list after the grace period.")
+    failure_rate: float | None = Field(description="Listing miss ratio: failed / samples; null without samples. "
+                                                   "Not KIP-890's VerificationFailureRate (a poller cannot see a "
+                                                   "write the broker refused): see `brokers`.")
+    brokers: BrokerVerificationSummary = Field(default_factory=lambda: BrokerVerificationSummary(configured=False),
+                                               description="The brokers' own VerificationTimeMs / "
+                                                           "VerificationFailureRate, from their JMX exporters.")
 
 
 class VerificationReport(_Out):

@@ -122,23 +122,6 @@ def track_commits(previous: Mapping[CommitKey, CommitSeen], snapshot: ClusterSna
     return seen
 
 
-def wanted_records(snapshot: ClusterSnapshot) -> list[tuple[TopicPartition, int]]:
-    """(partition, committed offset) pairs whose first unconsumed record dates a time lag, most lagging first.
-
-    A partition whose only unconsumed offset is its end marker has nothing to date.
-    """
-    lags: dict[tuple[TopicPartition, int], int] = {}
-    for group in snapshot.groups.values():
-        for tp, committed in group.offsets.items():
-            partition = snapshot.partitions.get(tp)
-            if partition is None or committed is None or committed < 0:
-                continue
-            lag = _lag(partition.high_watermark, committed, _ends_with_marker(partition))
-            if lag:
-                lags[(tp, committed)] = max(lag, lags.get((tp, committed), 0))
-    return sorted(lags, key=lambda key: (-lags[key], key))
-
-
 def _seconds(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], tp: TopicPartition,
              committed: int, lag_hwm: int | None, lag_lso: int | None, now_ms: int) -> float | None:
     if lag_hwm == 0:

@@ -19,12 +19,14 @@ from typing import TypeVar
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-from txnwatch.kafka.abort import AbortOutcome, abort_transaction
+from txnwatch.kafka.abort import abort_transaction
+from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
+from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
-from txnwatch.model import ClusterSnapshot, TopicPartition
+from txnwatch.model import AbortOutcome, ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +74,8 @@ class ClusterConnection:
         self._max_transaction_timeout_ms: int | None = None
         self._last_round_trips = 0
         self._closed = False
+        # Timestamps of first unconsumed records, kept across polls (and reconnects): they never change.
+        self._record_dates = RecordDates(settings.record_fetch_limit)
 
     @property
     def settings(self) -> ClusterConnectionSettings:
@@ -94,7 +98,8 @@ class ClusterConnection:
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
-                                                   known_max_timeout_ms=self._max_transaction_timeout_ms))
+                                                   known_max_timeout_ms=self._max_transaction_timeout_ms,
+                                                   record_dates=self._record_dates))
         except Exception:
             # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)
@@ -103,7 +108,14 @@ class ClusterConnection:
             self._last_round_trips = wire.round_trips
         if collected.max_transaction_timeout_ms is not None:
             self._max_transaction_timeout_ms = collected.max_transaction_timeout_ms
-        return replace(collected.snapshot, duration_ms=int((time.monotonic() - started) * 1000))
+        snapshot = collected.snapshot
+        if self._settings.reads_broker_metrics:
+            # The brokers' own verification figures ride along with the poll; a slow exporter costs at most
+            # broker_metrics_timeout_ms (all brokers in parallel), a dead one is an error in the snapshot.
+            urls = expand_urls(self._settings.broker_metrics_url_template, dict(self._settings.broker_metrics_urls),
+                               snapshot.brokers)
+            snapshot = replace(snapshot, broker_verification=scrape(urls, self._settings.broker_metrics_timeout_ms))
+        return replace(snapshot, duration_ms=int((time.monotonic() - started) * 1000))
 
     def probe(self) -> None:
         """Bootstrap if not connected (one connection, ApiVersions, Metadata); raises ClusterUnreachable.

@@ -57,6 +57,7 @@ class MskIamSigner:
                  credentials: AwsCredentials | None = None, clock: Callable[[], float] = time.time) -> None:
         self._region, self._profile, self._fixed, self._clock = region, profile, credentials, clock
         self.last_error: str | None = None
+        self._chain: Any = None
 
     def _session(self) -> Any:
         try:
@@ -76,8 +77,9 @@ class MskIamSigner:
             raise MskIamError("no AWS region for AWS_MSK_IAM: set aws_region, AWS_REGION or the profile's region")
         if self._fixed is not None:
             return region, self._fixed
-        session = session or self._session()
-        found = session.get_credentials()
+        found = self._chain
+        if found is None:  # resolved once: botocore's refreshable credentials renew themselves before expiry
+            found = self._chain = (session or self._session()).get_credentials()
         if found is None:
             raise MskIamError("no AWS credentials found (environment, shared credentials file, profile, web identity, "
                               "container or instance metadata)")

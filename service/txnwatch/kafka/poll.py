@@ -20,15 +20,16 @@ coordinator, which detection tells apart by state.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from txnwatch.kafka import batches, errors, parse
+from txnwatch.kafka import batches, errors, parse, records
 from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
 from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import Reply, Wire
 from txnwatch.model import (
@@ -81,7 +82,7 @@ class _Round3:
 
 
 async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
-                  known_max_timeout_ms: int | None) -> Collected:
+                  known_max_timeout_ms: int | None, record_dates: RecordDates | None = None) -> Collected:
     """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
     layout, layout_errors = await _layout(wire, settings.name)
     brokers = [b.node_id for b in layout.brokers]
@@ -111,6 +112,16 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                 if tp.topic == TRANSACTION_STATE_TOPIC and leader not in brokers}
     unreachable = second.listing_failed | third.describe_failed | {n for n in orphaned.values() if n is not None}
     max_timeout_ms = second.max_timeout_ms or known_max_timeout_ms
+    partitions = {tp: PartitionSnapshot(
+                      tp=tp, leader=leader,
+                      high_watermark=second.offsets[HIGH_WATERMARK.name].get(tp),
+                      last_stable_offset=second.offsets[LAST_STABLE.name].get(tp),
+                      log_start_offset=second.offsets[LOG_START.name].get(tp),
+                      producers=second.producers.get(tp))
+                  for tp, leader in sorted(watched.items())}
+    group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
+                                                 third.committed.get(g.group_id, {})) for g in groups}
+    first_unconsumed, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
     snapshot = ClusterSnapshot(
         cluster=settings.name,
         taken_at_ms=taken_at_ms,
@@ -119,21 +130,39 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         controller_id=layout.controller_id,
         listed=tuple(second.listed),
         transactions=third.transactions,
-        partitions={tp: PartitionSnapshot(
-                        tp=tp, leader=leader,
-                        high_watermark=second.offsets[HIGH_WATERMARK.name].get(tp),
-                        last_stable_offset=second.offsets[LAST_STABLE.name].get(tp),
-                        log_start_offset=second.offsets[LOG_START.name].get(tp),
-                        producers=second.producers.get(tp))
-                    for tp, leader in sorted(watched.items())},
-        groups={g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type, third.committed.get(g.group_id, {}))
-                for g in groups},
-        errors=(*layout_errors, *second.errors, *third.errors),
+        partitions=partitions,
+        groups=group_snapshots,
+        errors=(*layout_errors, *second.errors, *third.errors, *fetch_errors),
         listing_complete=not second.listing_failed and not orphaned,
         unreachable_coordinators=frozenset(unreachable),
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        first_unconsumed_ms=first_unconsumed,
     )
     return Collected(snapshot, max_timeout_ms)
+
+
+async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, PartitionSnapshot],
+                            groups: Mapping[str, GroupSnapshot], dates: RecordDates | None,
+                            ) -> tuple[dict[records.Key, int | None], list[RequestError]]:
+    """Round 4, only when a group lags and its first unconsumed record is not cached: one Fetch per leader."""
+    if dates is None or dates.limit <= 0:
+        return {}, []
+    wanted = records.lagging(partitions, groups.values())
+    answers = dates.known(wanted, partitions)
+    keys = dates.to_fetch(wanted, answers)
+    calls = records.fetch_calls(keys, {tp: partitions[tp].leader for tp, _ in keys})
+    failures: list[RequestError] = []
+    for reply in await wire.exchange(calls) if calls else []:
+        if reply.failure is not None:
+            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
+            continue
+        asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
+                 for t in reply.call.request.topics for p in t.partitions}
+        found, problems = records.parse_fetch(reply.response, asked)
+        failures.extend(problems)
+        dates.remember(found)
+        answers.update({key: dated.timestamp_ms for key, dated in found.items()})
+    return answers, failures
 
 
 async def _layout(wire: Wire, cluster: str) -> tuple[parse.ClusterLayout, tuple[RequestError, ...]]:

@@ -48,6 +48,8 @@ class ClusterConnectionSettings:
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
+    #: Lagging group partitions whose first unconsumed record is fetched per poll, for time lag (0: none).
+    record_fetch_limit: int = 200
     #: OAUTHBEARER: the OIDC client-credentials grant (see txnwatch.kafka.oauth).
     oauth: OAuthSettings | None = None
     #: GSSAPI: the broker's Kerberos service name and, if not the broker's host name, its domain.  The client's
@@ -57,6 +59,15 @@ class ClusterConnectionSettings:
     #: AWS_MSK_IAM: region (else the broker host name's, else the AWS config chain) and named profile.
     aws_region: str | None = None
     aws_profile: str | None = None
+    #: (broker label, JMX exporter URL) pairs and a per-broker URL template ({host}, {node_id}): where the
+    #: brokers' own KIP-890 verification figures are read (kafka/broker_metrics.py).
+    broker_metrics_urls: tuple[tuple[str, str], ...] = ()
+    broker_metrics_url_template: str | None = None
+    broker_metrics_timeout_ms: int = 2_000
+
+    @property
+    def reads_broker_metrics(self) -> bool:
+        return bool(self.broker_metrics_urls or self.broker_metrics_url_template)
 
     def __post_init__(self) -> None:
         if isinstance(self.bootstrap_servers, str):
@@ -147,10 +158,14 @@ class ClusterConnectionSettings:
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
             oauth=_oauth(config),
+            record_fetch_limit=config.time_lag_fetches_per_poll,
             sasl_kerberos_service_name=config.sasl_kerberos_service_name,
             sasl_kerberos_domain_name=config.sasl_kerberos_domain_name,
             aws_region=config.aws_region,
             aws_profile=config.aws_profile,
+            broker_metrics_urls=tuple(sorted(config.broker_metrics_urls.items())),
+            broker_metrics_url_template=config.broker_metrics_url_template,
+            broker_metrics_timeout_ms=config.broker_metrics_timeout_ms,
         )
 
 

@@ -43,7 +43,7 @@ def _load(lab_dir: Optional[Path]):  # -> LabCluster
 @app.command()
 def up(
     brokers: int = typer.Option(3, help="Number of brokers."),
-    kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1)."),
+    kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1, 4.4.0)."),
     lab_dir: Optional[Path] = DirOption,
     combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
     proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),
@@ -57,6 +57,8 @@ def up(
     transaction_version: Optional[int] = typer.Option(None, "--transaction-version", min=0, max=2,
                                                       help="transaction.version to finalize at format time "
                                                            "(default: Kafka's, 2 on 4.x, 0 on 3.9)."),
+    jmx_exporter: bool = typer.Option(False, "--jmx-exporter", help="Run the Prometheus JMX exporter agent in every "
+                                                                    "broker (URLs in `lab status --json`)."),
     broker_config: list[str] = typer.Option([], "--broker-config", "-c", help="Extra broker property KEY=VALUE."),
     reuse: bool = typer.Option(False, "--reuse", help="If a lab is already running in the dir, print its "
                                                      "bootstrap and succeed instead of failing."),
@@ -76,6 +78,7 @@ def up(
 
     extra = dict(item.split("=", 1) for item in broker_config)
     settings = LabSettings(brokers=brokers, kafka_version=kafka_version, combined=combined, proxy=proxy,
+                           jmx_exporter=jmx_exporter,
                            transactions=TransactionSettings(max_timeout_ms=transaction_max_timeout_ms,
                                                             partition_verification_enable=partition_verification
                                                             and not pre_kip_890,
@@ -225,7 +228,14 @@ def fault_hanging(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirO
     """A transactional batch the coordinator never heard of (stays until `txnwatch lab kafka-transactions abort`)."""
     from txnwatch.lab.faults import inject_hanging_transaction
 
-    fault = inject_hanging_transaction(_load(lab_dir).bootstrap_servers, topic, partition)
+    lab = _load(lab_dir)
+    try:
+        fault = inject_hanging_transaction(lab.bootstrap_servers, topic, partition)
+    except LabError as exc:
+        hint = "" if lab.settings.transactions.pre_kip_890 else (
+            " (this lab runs Kafka's default transaction.partition.verification.enable=true; "
+            "start one with `txnwatch lab up --pre-kip-890`)")
+        _fail(LabError(f"{exc}{hint}"))
     text = (f"hanging transaction on {topic}-{partition}: producer id {fault.producer_id} epoch "
             f"{fault.producer_epoch} first offset {fault.first_offset} (transactional id {fault.transactional_id})")
     if hold:

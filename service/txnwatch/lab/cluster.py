@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from txnwatch.lab.errors import LabError
-from txnwatch.lab.jars import classpath, kafka_major, require_tool, resolve_kafka_jars
+from txnwatch.lab.jars import (
+    JMX_EXPORTER_CONFIG, classpath, kafka_major, require_tool, resolve_jmx_exporter, resolve_kafka_jars,
+)
 from txnwatch.lab.ports import free_ports, port_open
 from txnwatch.lab.processes import process_state, signal_if_ours, spawn, stop
 from txnwatch.lab.proxy import ProxyControl
@@ -83,6 +85,8 @@ class LabNode:
     broker_port: int | None = None
     internal_port: int | None = None
     controller_port: int | None = None
+    #: The JMX exporter agent's HTTP port (brokers of a lab with `jmx_exporter`).
+    metrics_port: int | None = None
 
     @property
     def is_broker(self) -> bool:
@@ -166,6 +170,10 @@ class LabCluster:
     def proxy(self) -> ProxyControl | None:
         return ProxyControl(self.state.proxy_control_port) if self.state.proxy_control_port else None
 
+    def broker_metrics_urls(self) -> dict[int, str]:
+        """Broker id -> its JMX exporter's /metrics URL (empty unless the lab runs with `jmx_exporter`)."""
+        return {n.node_id: f"http://127.0.0.1:{n.metrics_port}/metrics" for n in self.brokers if n.metrics_port}
+
     def node(self, node_id: int) -> LabNode:
         for n in self.state.nodes:
             if n.node_id == node_id:
@@ -191,6 +199,7 @@ class LabCluster:
                 "cluster_id": self.state.cluster_id, "bootstrap_servers": self.bootstrap_servers,
                 "transaction_max_timeout_ms": self.transaction_max_timeout_ms,
                 "partition_verification": self.settings.transactions.partition_verification_enable,
+                "broker_metrics_urls": self.broker_metrics_urls(),
                 "transaction_version": self.settings.transactions.transaction_version,
                 "nodes": nodes, "proxy": proxy, "workloads": workloads}
 
@@ -333,6 +342,8 @@ def start_lab(settings: LabSettings | None = None, lab_dir: Path | str | None = 
     say = (lambda m: None) if quiet else _progress
     require_tool("java")
     jars = resolve_kafka_jars(settings.kafka_version, quiet=quiet)
+    if settings.jmx_exporter:
+        resolve_jmx_exporter(quiet=quiet)
     _prepare_dir(lab_path)
     _write_log_configs(lab_path)
 
@@ -418,11 +429,14 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
         specs = [(i, ["broker", "controller"]) for i in range(1, n + 1)]
     else:
         specs = [(CONTROLLER_ID, ["controller"])] + [(i, ["broker"]) for i in range(1, n + 1)]
-    ports = iter(free_ports(len(specs) * 4))
+    ports = iter(free_ports(len(specs) * 5))
     planned = []
+    metrics_ports = {}
     for node_id, roles in specs:
         broker = "broker" in roles
-        client, internal, ctrl, proxied = next(ports), next(ports), next(ports), next(ports)
+        client, internal, ctrl, proxied, metrics = next(ports), next(ports), next(ports), next(ports), next(ports)
+        if broker and settings.jmx_exporter:
+            metrics_ports[node_id] = metrics
         planned.append(NodePorts(node_id=node_id, client=client if broker else None,
                                  internal=internal if broker else None,
                                  controller=ctrl if "controller" in roles else None,
@@ -437,7 +451,8 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
         config.write_text(format_properties(props))
         nodes.append(LabNode(node_id=node_id, roles=roles, pid=None, config_file=str(config),
                              log_file=str(node_dir / "server.log"), port=p.advertised, broker_port=p.client,
-                             internal_port=p.internal, controller_port=p.controller))
+                             internal_port=p.internal, controller_port=p.controller,
+                             metrics_port=metrics_ports.get(node_id)))
     return nodes
 
 
@@ -450,7 +465,10 @@ def _jvm_base(heap_mb: int) -> list[str]:
 def _java_cmd(settings: LabSettings, lab_path: Path, config: Path, node: LabNode) -> list[str]:
     heap = settings.broker_heap_mb if node.is_broker else settings.controller_heap_mb
     jars = resolve_kafka_jars(settings.kafka_version, quiet=True)
-    return [*_jvm_base(heap), *log_opts(lab_path, settings.kafka_version, "server"),
+    agent = []
+    if node.metrics_port:
+        agent = [f"-javaagent:{resolve_jmx_exporter(quiet=True)}=127.0.0.1:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"]
+    return [*_jvm_base(heap), *agent, *log_opts(lab_path, settings.kafka_version, "server"),
             f"-Dkafka.logs.dir={config.parent}", "-cp", classpath(jars), "kafka.Kafka", str(config)]
 
 

@@ -34,7 +34,12 @@ from typing import Any
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
-    DEFAULT_KAFKA_VERSION, classpath, require_tool, resolve_kafka_jars, resolve_tools_jars, tools_version,
+    DEFAULT_KAFKA_VERSION,
+    classpath,
+    require_tool,
+    resolve_kafka_jars,
+    resolve_tools_jars,
+    tools_version,
 )
 from txnwatch.lab.reference import tools_log_opts
 
@@ -135,8 +140,8 @@ def parse_dump(output: str) -> list[CoordinatorRecord]:
             value = _parse_payload(match.group("payload"))
         except (ValueError, KeyError, TypeError) as exc:
             raise LabError(f"DumpLogSegments printed a record this parser cannot read ({exc!r}):\n{line}") from exc
-        base = {"log_partition": partition, "offset": int(match.group("offset")),
-                "create_time_ms": int(match.group("ts")), "transactional_id": tid}
+        base: dict[str, Any] = {"log_partition": partition, "offset": int(match.group("offset")),
+                                "create_time_ms": int(match.group("ts")), "transactional_id": tid}
         records.append(CoordinatorRecord(**base, **value) if value is not None
                        else CoordinatorRecord(**base, state=None))
     return records
@@ -151,8 +156,8 @@ class IdHistory:
 
     * commits / aborts: transitions into CompleteCommit / CompleteAbort (a repeated identical record, as a
       reloading coordinator may write, is not a second one).
-    * epoch_bumps: records whose producer epoch is higher than the previous record's under the same producer
-      id (under transaction version 2 every commit and abort is one; InitProducerId is one).
+    * epoch_bumps: how far the producer epoch rose between consecutive records under the same producer id,
+      summed (under transaction version 2 every commit and abort bumps it by one; so does InitProducerId).
     * producer_id_changes: records under a different producer id than the previous one (epoch exhaustion,
       KIP-360), not counted as epoch bumps.
     * fences: transactions a new producer instance ended: an abort that raised the epoch and is followed
@@ -195,7 +200,7 @@ def _apply(h: IdHistory, r: CoordinatorRecord) -> None:
         if r.producer_id != prev.producer_id:
             h.producer_id_changes += 1
         elif r.producer_epoch > prev.producer_epoch:
-            h.epoch_bumps += 1
+            h.epoch_bumps += r.producer_epoch - prev.producer_epoch
     same = prev is not None and (prev.state, prev.producer_id, prev.producer_epoch) == (
         r.state, r.producer_id, r.producer_epoch)
     if r.state == "CompleteCommit" and not same:
@@ -234,7 +239,7 @@ class Totals:
     timeout_aborts: int
 
     @classmethod
-    def of(cls, by_id: dict[str, IdHistory], ids: set[str] | None = None) -> "Totals":
+    def of(cls, by_id: dict[str, IdHistory], ids: set[str] | None = None) -> Totals:
         chosen = [h for tid, h in by_id.items() if ids is None or tid in ids]
         return cls(*(sum(getattr(h, name) for h in chosen) for name in
                      ("commits", "aborts", "epoch_bumps", "fences", "producer_id_changes", "timeout_aborts")))

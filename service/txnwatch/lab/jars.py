@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,29 +83,63 @@ def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = Fa
 
 
 def _download(version: str, target: Path, *, quiet: bool) -> None:
+    flags = [f"-Dkafka.version={version}"]
+    if kafka_major(version) < 4:
+        flags.append("-Dkafka3")
+    if version in TOOLS_FALLBACK:
+        flags.append("-Dno-kafka-tools")
+    _maven_copy(_POM, target, flags, f"Apache Kafka {version}", "kafka_2.13-*.jar", quiet=quiet)
+
+
+def _maven_copy(pom: Path, target: Path, flags: list[str], what: str, expect: str, *, quiet: bool) -> None:
+    """`mvn dependency:copy-dependencies` of `pom` into a staging dir, renamed to `target` once complete."""
     mvn = require_tool("mvn")
     require_tool("java")
     if not quiet:
-        print(f"[lab] resolving Apache Kafka {version} jars from Maven Central into {target} (once per machine)...",
+        print(f"[lab] resolving {what} from Maven Central into {target} (once per machine)...",
               file=sys.stderr, flush=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=target.parent))
-    cmd = [mvn, "-q", "-B", "-f", str(_POM), "dependency:copy-dependencies",
-           f"-DoutputDirectory={staging}", "-DincludeScope=runtime", f"-Dkafka.version={version}"]
-    if kafka_major(version) < 4:
-        cmd.append("-Dkafka3")
-    if version in TOOLS_FALLBACK:
-        cmd.append("-Dno-kafka-tools")
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    cmd = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+           f"-DoutputDirectory={staging}", "-DincludeScope=runtime", *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+    if proc.returncode != 0 or not any(staging.glob(expect)):
         shutil.rmtree(staging, ignore_errors=True)
-        raise LabError(f"Maven could not resolve Kafka {version} (exit {proc.returncode}):\n"
+        raise LabError(f"Maven could not resolve {what} (exit {proc.returncode}):\n"
                        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    (staging / _COMPLETE_MARKER).write_text(version + "\n")
+    (staging / _COMPLETE_MARKER).write_text(target.name + "\n")
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
     if not quiet:
-        print(f"[lab] Kafka {version}: {len(list(target.glob('*.jar')))} jars cached", file=sys.stderr, flush=True)
+        print(f"[lab] {what}: {len(list(target.glob('*.jar')))} jars cached", file=sys.stderr, flush=True)
+
+
+_JMX_POM = Path(__file__).with_name("kafka") / "jmx-exporter-pom.xml"
+#: The lab brokers' exporter rules (the common Kafka naming; see the file).
+JMX_EXPORTER_CONFIG = Path(__file__).with_name("kafka") / "jmx-exporter.yaml"
+
+
+def jmx_exporter_version() -> str:
+    """The pinned io.prometheus.jmx:jmx_prometheus_javaagent version, read from its pom (the one source)."""
+    match = re.search(r"<jmx.exporter.version>([^<]+)</jmx.exporter.version>", _JMX_POM.read_text())
+    if match is None:
+        raise LabError(f"{_JMX_POM} names no jmx.exporter.version")
+    return match.group(1)
+
+
+def resolve_jmx_exporter(*, quiet: bool = False) -> Path:
+    """The Prometheus JMX exporter agent jar, from Maven Central into the jar cache once per machine."""
+    version = jmx_exporter_version()
+    target = cache_root() / f"jmx-exporter-{version}"
+    if not (target / _COMPLETE_MARKER).exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / f".jmx-exporter-{version}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (target / _COMPLETE_MARKER).exists():
+                _maven_copy(_JMX_POM, target, [], f"the JMX exporter {version}", "jmx_prometheus_javaagent-*.jar",
+                            quiet=quiet)
+    (jar,) = target.glob("jmx_prometheus_javaagent-*.jar")
+    return jar
 
 
 def classpath(jar_dir: Path) -> str:

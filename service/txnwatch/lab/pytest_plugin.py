@@ -7,7 +7,8 @@ transaction.max.timeout.ms = LAB_TRANSACTION_MAX_TIMEOUT_MS (15 s), so producers
 in tests must use transaction.timeout.ms <= 15000.
 
 `kafka4_lab`: what a Kafka 4 user runs: one broker with Kafka's defaults
-(verification on, transaction.version 2 finalized on 4.x), same max timeout.
+(verification on, transaction.version 2 finalized on 4.x), same max timeout, with
+the Prometheus JMX exporter agent in the broker (`kafka4_lab.broker_metrics_urls()`).
 `java_producer` starts Kafka's own Java transactional producer against it.
 
 Clusters start lazily, only when a test asks for them, and their processes die
@@ -57,11 +58,11 @@ def kafka4_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One broker on Kafka's defaults: partition verification on, Kafka's default transaction.version
     (2 on Kafka 4.x, so Java clients bump the epoch on every commit and abort).  No proxy, combined node:
     a cheap cluster (~5-15 s to start) for what users run; faults that need verification off belong on
-    `lab_cluster`."""
+    `lab_cluster`.  The broker runs the Prometheus JMX exporter agent, as most operators' brokers do."""
     from txnwatch.lab.cluster import start_lab
     from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
-    settings = LabSettings(brokers=1, combined=True, proxy=False,
+    settings = LabSettings(brokers=1, combined=True, proxy=False, jmx_exporter=True,
                            kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
                            transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS))
     lab = start_lab(settings, tmp_path_factory.mktemp("txnwatch-lab-kafka4"), die_with_parent=True)

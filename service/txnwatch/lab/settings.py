@@ -69,6 +69,10 @@ class LabSettings:
     broker_heap_mb: int = 512
     controller_heap_mb: int = 256
     transactions: TransactionSettings = field(default_factory=TransactionSettings)
+    #: Run the Prometheus JMX exporter agent (io.prometheus.jmx) in every broker, as most operators do:
+    #: broker metrics, KIP-890's VerificationTimeMs / VerificationFailureRate included, on
+    #: http://127.0.0.1:<metrics port>/metrics (`LabCluster.broker_metrics_urls()`).
+    jmx_exporter: bool = False
 
     def __post_init__(self) -> None:
         if self.brokers < 1:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
 from txnwatch.detect import lag
+from txnwatch.kafka import records
 from txnwatch.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 
 
@@ -66,7 +67,6 @@ def test_time_lag_is_the_age_of_the_first_unconsumed_record_even_while_the_lso_i
     snap = snapshot(partitions=(part,), groups=(group,))
     now = 3_600_000
     history = {TP: ((0, 100),)}
-    assert lag.wanted_records(snap) == [(TP, 100)]
     (fallback,) = lag.group_lags(snap, history, now)
     assert fallback.lag_seconds == 0.0  # caught up with the LSO: all the history could say
     dated = replace(snap, first_unconsumed_ms={(TP, 100): now - 600_000})
@@ -74,18 +74,20 @@ def test_time_lag_is_the_age_of_the_first_unconsumed_record_even_while_the_lso_i
     assert row.lag_seconds == 600.0
 
 
-def test_only_markers_left_means_no_time_lag_and_nothing_to_fetch() -> None:
+def test_only_markers_left_means_no_time_lag() -> None:
     part = partition(hwm=101, lso=101, producers=(producer(start=None, coordinator_epoch=2),))
     snap = snapshot(partitions=(part,), groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 100}),))
-    assert lag.wanted_records(snap) == []
     (row,) = lag.group_lags(snap, {}, 5_000)
+    assert row.lag_seconds == 0.0
+    fetched = replace(snap, first_unconsumed_ms={(TP, 100): None})  # the fetch found only the marker
+    (row,) = lag.group_lags(fetched, {}, 5_000)
     assert row.lag_seconds == 0.0
 
 
-def test_wanted_records_come_most_lagging_first_once_per_offset() -> None:
-    parts = (partition(hwm=50, lso=50), partition(tp=TP1, hwm=500, lso=500))
-    groups = (GroupSnapshot("a", None, None, {TP: 40, TP1: 10}), GroupSnapshot("b", None, None, {TP: 40}))
-    assert lag.wanted_records(snapshot(partitions=parts, groups=groups)) == [(TP1, 10), (TP, 40)]
+def test_lagging_partitions_come_most_lagging_first_once_per_offset() -> None:
+    parts = {p.tp: p for p in (partition(hwm=50, lso=50), partition(tp=TP1, hwm=500, lso=500))}
+    groups = (GroupSnapshot("a", None, None, {TP: 40, TP1: 10}), GroupSnapshot("b", None, None, {TP: 40, TP1: 500}))
+    assert records.lagging(parts, groups) == [(TP1, 10), (TP, 40)]
 
 
 def test_last_commit_is_the_poll_that_first_saw_the_offset_and_unknown_before_a_change() -> None:

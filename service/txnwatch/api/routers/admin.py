@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from txnwatch.api.deps import RuntimeDep, SessionDep
+from txnwatch.model import AbortOutcome, ClusterUnreachable, TopicPartition
 from txnwatch.store.models import AdminAudit
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
@@ -65,18 +66,14 @@ class AbortResponse(BaseModel):
                         503: {"description": "Cluster unreachable"}})
 async def abort(body: AbortRequest, runtime: RuntimeDep, session: SessionDep,
                 actor: Annotated[str, Depends(require_admin)]) -> AbortResponse:
-    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
-    from txnwatch.model import TopicPartition
-
     config = next((c for c in runtime.settings.clusters if c.name == body.cluster), None)
     if config is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {body.cluster!r}")
     tp = TopicPartition(body.topic, body.partition)
 
-    def call():  # type: ignore[no-untyped-def]
-        with ClusterConnection(ClusterConnectionSettings.from_config(config)) as conn:
-            return conn.abort_transaction(tp, body.producer_id, body.producer_epoch, body.coordinator_epoch,
-                                          dry_run=body.dry_run)
+    def call() -> AbortOutcome:
+        return runtime.abort_transaction(config, tp, body.producer_id, body.producer_epoch, body.coordinator_epoch,
+                                         dry_run=body.dry_run)
 
     try:
         result = await run_in_threadpool(call)

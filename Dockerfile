@@ -1,0 +1,57 @@
+# txnwatch container image: the daemon and its migrations (`txnwatch run`, `txnwatch migrate`).
+#
+#   scripts/build-image.sh            builds it here with podman, from a Debian base made by debootstrap
+#   podman build --build-arg BASE=<image with python3 and python3-venv> -t txnwatch .   (after the wheels step
+#   of scripts/build-image.sh has filled build/image/)
+#
+# BASE must hold Debian's python3 and python3-venv (any Debian/Ubuntu image with them does, e.g.
+# debian:bookworm-slim after `apt-get install python3-venv`); scripts/build-image.sh makes one from
+# Debian packages so no registry is needed. The image runs as uid 10001 with a read-only root: it
+# writes only to /var/lib/txnwatch (SQLite file, Parquet archive; mount a volume there) and /tmp.
+#
+# Targets: `daemon` (default) and `pipeline` (adds PySpark; needs a BASE that also holds Java 17,
+# e.g. --build-arg BASE=<base with openjdk-17-jre-headless> --target pipeline).
+ARG BASE=localhost/txnwatch-base:latest
+
+FROM ${BASE} AS daemon
+# One step, so the image is one layer over the base (quick with podman's vfs storage, too). The build
+# never reaches a package index: scripts/build-image.sh puts the pinned dependency wheels (pyproject.toml's
+# dependencies + the archive extra, at constraints.txt's versions) in build/image/deps and txnwatch's own
+# wheel (static files included) in build/image/app; the build context is bind-mounted, never copied in.
+# pip compiles the bytecode at install time, so nothing is written under a read-only root later; pip and
+# setuptools leave the venv afterwards.
+RUN --mount=type=bind,target=/context \
+    useradd --system --uid 10001 --user-group --home-dir /var/lib/txnwatch --no-create-home \
+            --shell /usr/sbin/nologin txnwatch \
+ && install -d -o 10001 -g 10001 -m 0750 /var/lib/txnwatch \
+ && python3 -m venv /opt/txnwatch \
+ && PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    /opt/txnwatch/bin/pip install -q --find-links /context/build/image/deps \
+        /context/build/image/deps/*.whl /context/build/image/app/*.whl \
+ && /opt/txnwatch/bin/pip uninstall -q -y pip setuptools \
+ && install -d /opt/txnwatch/share \
+ && cp -r /context/alembic.ini /context/alembic /opt/txnwatch/share/ \
+ && find /opt/txnwatch/share -name __pycache__ -prune -exec rm -rf {} +
+ENV PATH=/opt/txnwatch/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    TXNWATCH_ALEMBIC_DIR=/opt/txnwatch/share \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/var/lib/txnwatch
+WORKDIR /var/lib/txnwatch
+EXPOSE 8080
+USER 10001:10001
+ENTRYPOINT ["txnwatch"]
+CMD ["run"]
+LABEL org.opencontainers.image.title="txnwatch" \
+      org.opencontainers.image.description="Observability and alerting for Apache Kafka transactions" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+FROM daemon AS pipeline
+# PySpark for `txnwatch pipeline` (TXNWATCH_IMAGE_TARGET=pipeline puts its wheels in build/image/pipeline).
+USER 0:0
+RUN --mount=type=bind,target=/context \
+    python3 -m venv /opt/txnwatch \
+ && PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    /opt/txnwatch/bin/pip install -q --find-links /context/build/image/pipeline /context/build/image/pipeline/*.whl \
+ && /opt/txnwatch/bin/pip uninstall -q -y pip setuptools
+USER 10001:10001

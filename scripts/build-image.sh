@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds txnwatch's container image with podman, without pulling anything from a registry:
+#   1. a Debian base (python3, python3-venv) made by debootstrap from Debian's mirror, cached under
+#      $TXNWATCH_CACHE/image keyed by its recipe, imported with `podman import`;
+#   2. `podman build` of the repository's Dockerfile with that base as the BASE build argument.
+# Prints the image name (ghcr.io/txnwatch/txnwatch:<pyproject version>) on stdout; progress goes to stderr.
+#
+# Settings (environment):
+#   TXNWATCH_DEBIAN_MIRROR   Debian mirror for debootstrap. Default: the first Debian mirror in this
+#                            machine's apt sources (/etc/apt/sources.list{,.d}), else http://deb.debian.org/debian.
+#   TXNWATCH_DEBIAN_SUITE    Debian suite of the base (default bookworm: Python 3.11).
+#   TXNWATCH_IMAGE           image name to tag (default ghcr.io/txnwatch/txnwatch:<version>).
+#   TXNWATCH_IMAGE_TARGET    Dockerfile target (default daemon; `pipeline` needs a base with Java 17).
+#   TXNWATCH_CACHE           cache root (default ~/.cache/txnwatch).
+#   PODMAN_STORAGE_ROOT      podman storage used for the build (default $TXNWATCH_CACHE/containers/storage,
+#                            vfs driver: works without fuse-overlayfs or kernel overlay support).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { echo "build-image: $*" >&2; exit 1; }
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+image=${TXNWATCH_IMAGE:-ghcr.io/txnwatch/txnwatch:$version}
+target=${TXNWATCH_IMAGE_TARGET:-daemon}
+suite=${TXNWATCH_DEBIAN_SUITE:-bookworm}
+cache=${TXNWATCH_CACHE:-$HOME/.cache/txnwatch}
+storage=${PODMAN_STORAGE_ROOT:-$cache/containers/storage}
+runroot=${PODMAN_RUNROOT:-${XDG_RUNTIME_DIR:-/tmp}/txnwatch-podman-$(id -u)}
+
+debian_mirror() {
+  # One-line ("deb URI suite ...") and deb822 ("URIs: ...") apt sources; the first that serves Debian's main archive.
+  local f uri
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    uri=$(sed -n -e 's/^deb \(\[[^]]*\] \)\{0,1\}\([a-z]*:\/\/[^ ]*\) .*/\2/p' -e 's/^URIs: *\([^ ]*\).*/\1/p' "$f" \
+          | grep -E '/debian/?$' | head -1) || true
+    [[ -n $uri ]] && { echo "${uri%/}"; return; }
+  done
+  echo "http://deb.debian.org/debian"
+}
+
+for tool in podman debootstrap; do
+  command -v $tool >/dev/null || die "$tool is not installed (Debian: apt-get install podman buildah debootstrap; scripts/bootstrap.sh --test does it)"
+done
+[[ $(id -u) -eq 0 ]] || die "debootstrap and podman's vfs storage need root here (or run rootless podman with your own BASE)"
+podman=(podman --root "$storage" --runroot "$runroot" --storage-driver vfs)
+
+# The base's recipe: what goes in and how it is trimmed. Any change here makes a new cache key.
+base_packages=python3,python3-venv
+recipe="suite=$suite variant=minbase include=$base_packages trim=doc,man,locale,apt-lists,debs v1"
+key=$(printf '%s' "$recipe" | sha1sum | cut -c1-12)
+base_image=localhost/txnwatch-base:$key
+base_tar=$cache/image/base-$key.tar
+
+if ! "${podman[@]}" image exists "$base_image"; then
+  if [[ ! -s $base_tar ]]; then
+    mirror=${TXNWATCH_DEBIAN_MIRROR:-$(debian_mirror)}
+    say "debootstrap $suite ($base_packages) from $mirror (once; cached as $base_tar)"
+    mkdir -p "$cache/image"
+    rootfs=$(mktemp -d "$cache/image/rootfs.XXXXXX")
+    trap 'rm -rf "$rootfs"' EXIT
+    debootstrap --variant=minbase --include="$base_packages" "$suite" "$rootfs" "$mirror" >"$rootfs.log" 2>&1 \
+      || { tail -20 "$rootfs.log" >&2; die "debootstrap failed (mirror $mirror; set TXNWATCH_DEBIAN_MIRROR to another)"; }
+    rm -f "$rootfs.log"
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
+           "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*
+    tar --numeric-owner -C "$rootfs" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
+    rm -rf "$rootfs"; trap - EXIT
+  fi
+  say "podman import $base_tar as $base_image"
+  "${podman[@]}" import --quiet "$base_tar" "$base_image" >/dev/null
+fi
+
+# Inputs of the image: if an image with this name already carries the same inputs label, it is current.
+inputs=$( { echo "$target $base_image"; cat Dockerfile .containerignore pyproject.toml constraints.txt alembic.ini "$0";
+            find service alembic -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
+              | sort -z | xargs -0 sha1sum; } | sha1sum | cut -c1-16)
+if [[ "$("${podman[@]}" image inspect --format '{{ index .Labels "io.txnwatch.inputs" }}' "$image" 2>/dev/null)" == "$inputs" ]]; then
+  say "$image is current (inputs $inputs)"
+  echo "$image"; exit 0
+fi
+
+# Wheels, fetched here with this machine's pip (its index, proxy and CA settings), so the build itself stays
+# offline. Dependency wheels are cached by requirements + constraints; txnwatch's own wheel is built fresh
+# from the working tree (static files vendored by bootstrap included).
+py=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] && py=.venv/bin/python
+extras=archive
+[[ $target == pipeline ]] && extras=archive,pipeline
+requirements=$("$py" -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"] + [d for e in sys.argv[1].split(",") for d in p["optional-dependencies"][e]]))' "$extras")
+platform=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none
+          --platform manylinux_2_36_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
+          --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any)
+wheel_key=$( (printf '%s\n' "$requirements" "${platform[*]}"; cat constraints.txt) | sha1sum | cut -c1-12)
+wheels=$cache/image/wheels-$wheel_key
+if [[ ! -e $wheels/.complete ]]; then
+  say "pip download of the image's dependency wheels into $wheels"
+  rm -rf "$wheels"; mkdir -p "$wheels"
+  printf '%s\n' "$requirements" > "$wheels/requirements.txt"
+  "$py" -m pip download -q "${platform[@]}" -c constraints.txt -r "$wheels/requirements.txt" -d "$wheels"
+  touch "$wheels/.complete"
+fi
+rm -rf build/image && mkdir -p build/image/deps build/image/app build/image/pipeline
+cp -l "$wheels"/*.whl build/image/deps/ 2>/dev/null || cp "$wheels"/*.whl build/image/deps/
+if [[ $target == pipeline ]]; then mv build/image/deps/pyspark-* build/image/deps/py4j-* build/image/pipeline/; fi
+"$py" -m pip wheel -q --no-deps --no-build-isolation -w build/image/app . >/dev/null 2>&1 \
+  || "$py" -m pip wheel -q --no-deps -w build/image/app .
+rm -rf build/lib build/bdist.* 2>/dev/null || true
+
+say "podman build $image (target $target, base $base_image)"
+# --layers=false: with the vfs driver every cached layer is a full copy of the root; one commit per stage is
+# much quicker, and the inputs label above already skips a build that would change nothing.
+"${podman[@]}" build --quiet --isolation chroot --layers=false --label io.txnwatch.inputs="$inputs" \
+  --build-arg BASE="$base_image" --target "$target" -t "$image" -f Dockerfile . >/dev/null
+# The image this one replaced is now untagged: drop it (with vfs every image is a full copy).
+"${podman[@]}" image prune -f >/dev/null || true
+echo "$image"

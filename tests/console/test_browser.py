@@ -1,0 +1,133 @@
+"""The console, /docs and /redoc in headless chromium against the daemon watching the lab.
+
+One daemon (SQLite, 1 s polls) on the session's lab cluster, one browser: a hanging
+transaction injected the pre-KIP-890 way (the lab fixture runs with partition verification
+off), a read_committed group committed on its partition, and a transactional id fenced by a
+second producer instance.  Each page must load with no console error and no request leaving
+127.0.0.1, and show what an on-call engineer needs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from kafka import KafkaConsumer
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from tests.console.browser import Browser
+from tests.fixtures.daemon import Daemon, start_daemon, wait_for
+from txnwatch.lab import faults
+from txnwatch.lab.topics import create_topic, delete_topics_quietly, unique_topic_name
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+@dataclass
+class Scene:
+    daemon: Daemon
+    topic: str
+    hanging: Any
+    group: str
+    fenced_id: str
+
+
+def _events(d: Daemon, txn_id: str) -> set[str]:
+    r = d.get(f"/api/v1/transactions/lab/{quote(txn_id, safe='')}", params={"timeline_limit": 200})
+    return {e for t in r.json()["timeline"] for e in t["events"]} if r.status_code == 200 else set()
+
+
+@pytest.fixture(scope="module")
+def scene(lab_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
+    bootstrap = lab_cluster.bootstrap_servers
+    db = tmp_path_factory.mktemp("console") / "txnwatch.db"
+    daemon = start_daemon(database_url=f"sqlite:///{db}", poll_interval_seconds=1,
+                          clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=4000)],
+                          detection=dict(lso_stall_seconds=3))
+    admin = lab_cluster.admin()
+    topic = unique_topic_name("console")
+    create_topic(admin, topic, 2, min(3, len(lab_cluster.brokers)))
+    hanging = faults.inject_hanging_transaction(bootstrap, topic, 0, records=3)
+    group = f"rc-{topic}"
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    zombie = successor = None
+    try:
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(hanging.first_offset, "", -1)})
+        fenced_id = faults.unique_transactional_id("console-fenced")
+        zombie = faults.transactional_producer(bootstrap, fenced_id, 10_000)
+        zombie.begin_transaction()
+        zombie.send(topic, b"zombie", partition=1).get(timeout=30)
+        # Polling sees what lasts a poll: let the zombie's transaction be seen open, then fence it.
+        wait_for(lambda: (r := daemon.get(f"/api/v1/transactions/lab/{fenced_id}")).status_code == 200
+                 and r.json()["state"] == "Ongoing", 30, what="the zombie's open transaction")
+        successor = faults.transactional_producer(bootstrap, fenced_id, 10_000)
+        wait_for(lambda: "fenced" in _events(daemon, fenced_id), 30, what="the fence in the timeline")
+        # Kafka calls it hanging once the last write is older than transaction.max.timeout.ms (15 s in the lab).
+        wait_for(lambda: [h for h in daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == topic
+                          and h["blocked_groups"]], 90, what="the injected transaction found hanging")
+        yield Scene(daemon, topic, hanging, group, fenced_id)
+    finally:
+        consumer.close()
+        for producer in (zombie, successor):
+            if producer is not None:
+                producer.close(timeout=5)
+        hanging.clear()
+        daemon.stop()
+        delete_topics_quietly(admin, [topic])
+        admin.close()
+
+
+def test_now_page_shows_the_hanging_transaction_with_its_abort_command(scene: Scene, browser: Browser) -> None:
+    api = next(h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic)
+    assert api["txn_start_offset"] == scene.hanging.first_offset
+    assert api["abort_command"].endswith(
+        f"abort --topic {scene.topic} --partition 0 --start-offset {scene.hanging.first_offset}")
+    with browser.open(scene.daemon.url + "/") as visit:  # / leads to the console
+        visit.assert_clean()
+        page = visit.page
+        assert page.url.endswith("/console")
+        card = page.locator("[data-testid=hanging]", has_text=f"{scene.topic}-0")
+        assert card.count() == 1
+        assert card.locator("[data-testid=abort-command]").inner_text().strip() == api["abort_command"]
+        text = card.inner_text()
+        assert scene.group in text and "stuck at the LSO" in text
+        assert re.search(r"[\d,]+\s+records are invisible", text)
+        assert card.locator("a", has_text="Runbook").get_attribute("href") == "/console/runbooks#kafkahangingtransaction"
+
+
+def test_partition_page_charts_hwm_and_lso(scene: Scene, browser: Browser) -> None:
+    with browser.open(f"{scene.daemon.url}/console/partitions/lab/{scene.topic}/0") as visit:
+        visit.assert_clean()
+        page = visit.page
+        assert page.locator("[data-testid=offsets] canvas").count() >= 1, "ECharts drew no chart"
+        assert page.locator("[data-testid=hanging] [data-testid=abort-command]").count() == 1
+        assert int(page.locator("[data-testid=invisible]").inner_text().split()[0]) >= 3
+
+
+def test_transaction_page_shows_the_fence(scene: Scene, browser: Browser) -> None:
+    url = f"{scene.daemon.url}/console/transactions/lab/{quote(scene.fenced_id, safe='')}"
+    with browser.open(url) as visit:
+        visit.assert_clean()
+        page = visit.page
+        assert int(page.locator("[data-testid=fence-count]").inner_text()) >= 1
+        assert page.locator("[data-testid=transitions] .badge", has_text="fenced").count() >= 1
+        assert page.locator("[data-testid=timeline] canvas").count() >= 1
+        option = page.locator("[data-testid=timeline]").get_attribute("data-chart") or ""
+        assert "fenced: producer" in option
+
+
+@pytest.mark.parametrize(("path", "ready"), [
+    pytest.param("/docs", ".swagger-ui .info .title", id="swagger-ui"),
+    pytest.param("/redoc", "h1", id="redoc"),
+    pytest.param("/console/runbooks", "#kafkahangingtransaction", id="runbooks"),
+])
+def test_docs_render_offline(scene: Scene, browser: Browser, path: str, ready: str) -> None:
+    with browser.open(scene.daemon.url + path) as visit:
+        visit.page.wait_for_selector(ready, timeout=30_000)
+        assert "txnwatch" in visit.page.content()
+        visit.assert_clean()

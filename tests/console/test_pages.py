@@ -1,0 +1,121 @@
+"""Console pages rendered server-side (no browser): content, links, the read token, nothing from outside."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.console.scenario import PAGES, console_client
+from txnwatch.config import ApiConfig, ConsoleConfig
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    with console_client(tmp_path_factory.mktemp("console"),
+                        console=ConsoleConfig(grafana_url="https://grafana.example.com/")) as c:
+        yield c
+
+
+def _option(html: str) -> dict[str, Any]:
+    match = re.search(r'data-chart="([^"]+)"', html)
+    assert match is not None, "no chart on the page"
+    return json.loads(match.group(1).replace("&#34;", '"').replace("&quot;", '"'))
+
+
+def _external(html: str) -> list[str]:
+    """URLs a browser would load (src/href of scripts, styles, images, icons) that leave the daemon."""
+    loaded = re.findall(r'<(?:script|img|link)\b[^>]*?(?:src|href)="([^"]+)"', html)
+    return [u for u in loaded if re.match(r"^(https?:)?//", u)]
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_pages_load_only_from_the_daemon(client: TestClient, name: str) -> None:
+    response = client.get(PAGES[name])
+    assert response.status_code == 200, response.text
+    assert _external(response.text) == []
+    assert '<script src="/console/static/vendor/echarts.min.js">' in response.text
+
+
+def test_now_page_names_what_hangs_with_the_abort_command_and_who_is_blocked(client: TestClient) -> None:
+    html = client.get("/console").text
+    api = {h["topic"] + str(h["partition"]): h for h in client.get("/api/v1/hanging").json()["items"]}
+    assert html.count('data-testid="hanging"') == len(api) == 2
+    for h in api.values():
+        assert h["abort_command"] in html.replace("&#39;", "'")
+    assert "Coordinator does not list this partition" in html  # the vocabulary's title of partition_not_listed
+    assert "orders-consumer" in html and "records are invisible" in html
+    assert 'href="/console/runbooks#kafkahangingtransaction"' in html
+    assert 'href="https://grafana.example.com/d/txnwatch-partitions?var-cluster=prod&amp;var-topic=orders"' in html
+    assert "unreachable" in html and "NoBrokersAvailable" in html  # the staging cluster is down
+
+
+def test_transaction_page_charts_states_epochs_and_marks(client: TestClient) -> None:
+    html = client.get(PAGES["transaction"]).text
+    option = _option(html)
+    states = option["series"][0]
+    assert [p[1] for p in states["data"]] == ["Empty", "Ongoing", "PrepareAbort", "CompleteAbort", "Ongoing", "Ongoing"]
+    assert [m["name"] for m in states["markLine"]["data"]] == ["coordinator timeout abort"]
+    assert option["series"][1]["data"][0][1] == 2 and option["series"][1]["data"][-1][1] == 3  # the epoch bump
+
+
+def test_partition_page_marks_the_stall_and_its_blocking_producer(client: TestClient) -> None:
+    html = client.get(PAGES["partition"]).text
+    option = _option(html)
+    areas = option["series"][1]["markArea"]["data"]
+    assert [a[0]["name"] for a in areas] == ["LSO stall: producer 2001 (orders-app-0_0)"]
+    assert [len(s["data"]) for s in option["series"]] == [2, 2]  # two polls sampled the partition
+
+
+def test_unknown_things_are_404(client: TestClient) -> None:
+    assert client.get("/console/transactions/prod/nope").status_code == 404
+    assert client.get("/console/partitions/nowhere/orders/0").status_code == 404
+    assert client.get("/console/partitions/prod/orders/x").status_code == 422
+
+
+def test_runbooks_page_has_every_alert_anchor(client: TestClient) -> None:
+    from txnwatch.vocabulary import ALERTS
+
+    html = client.get("/console/runbooks").text
+    for alert in ALERTS:
+        assert f'id="{alert.anchor}"' in html
+
+
+def test_the_read_token_guards_the_console_and_a_login_sets_a_cookie(tmp_path: Path) -> None:
+    with console_client(tmp_path, api=ApiConfig(read_token="s3cret")) as c:
+        first = c.get("/console/partitions/prod/orders/0", follow_redirects=False, headers={"Accept": "text/html"})
+        assert (first.status_code, first.headers["location"]) == (303, "/console/login?next=/console/partitions/prod/orders/0")
+        assert c.get("/console/login").status_code == 200 and c.get("/console/static/console.css").status_code == 200
+        assert c.get("/api/v1/hanging").status_code == 401
+        assert c.get("/console", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        wrong = c.post("/console/login", content="token=nope", follow_redirects=False,
+                       headers={"content-type": "application/x-www-form-urlencoded"})
+        assert wrong.headers["location"] == "/console/login?error=true&next=/console"
+        ok = c.post("/console/login", content="token=s3cret&next=//evil.example/", follow_redirects=False,
+                    headers={"content-type": "application/x-www-form-urlencoded"})
+        assert ok.status_code == 303 and "httponly" in ok.headers["set-cookie"].lower()
+        assert ok.headers["location"] == "/console"  # never off-site
+        assert c.get("/console").status_code == 200  # the cookie now rides along, to the API too
+        assert c.get("/api/v1/hanging").status_code == 200
+        assert "samesite=strict" in ok.headers["set-cookie"].lower()
+
+
+def test_docs_pages_point_at_vendored_assets(client: TestClient) -> None:
+    for path in ("/docs", "/redoc"):
+        html = client.get(path).text
+        assert _external(html) == [], path
+        for src in re.findall(r'(?:src|href)="(/console/static/[^"]+)"', html):
+            assert client.get(src).status_code == 200, src
+    assert "fonts.googleapis" not in client.get("/redoc").text
+
+
+def test_make_run_prints_the_console_url_first() -> None:
+    from txnwatch.demo import banner
+
+    lines = [line for line in banner(8080, "127.0.0.1:9092", Path("lab"), "demo-in").splitlines() if line.strip()]
+    assert "http://127.0.0.1:8080/console" in lines[0]

@@ -1,0 +1,183 @@
+"""The container image: built from the repository's Dockerfile with podman, then proven by running it.
+
+`podman run` is refused in the sandboxes this suite runs in (rlimits, cgroups), so the image's root
+filesystem is exported and run with `chroot` the way a container runtime would: its own Env, User and
+WorkingDir from the image config, the root mounted read-only (as the chart's readOnlyRootFilesystem),
+a writable state directory at /var/lib/txnwatch, uid 10001. It runs `txnwatch --version`, `migrate` and
+a short `run` that polls the session's lab cluster until /readyz says ready, then stops on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tarfile
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.deploy.tools import CHART, ROOT, run, tool
+from tests.fixtures.daemon import free_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+STATE_DIR = "/var/lib/txnwatch"
+
+
+@dataclass(frozen=True)
+class Image:
+    name: str
+    config: dict[str, Any]  # podman image inspect's Config: Env, User, WorkingDir, Entrypoint, Cmd, Labels
+    root: Path  # the exported root filesystem
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(item.split("=", 1) for item in self.config.get("Env") or [])
+
+
+def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    cache = Path(os.environ.get("TXNWATCH_CACHE", Path.home() / ".cache" / "txnwatch"))
+    storage = os.environ.get("PODMAN_STORAGE_ROOT", str(cache / "containers" / "storage"))
+    runroot = os.environ.get("PODMAN_RUNROOT", f"{os.environ.get('XDG_RUNTIME_DIR', '/tmp')}/txnwatch-podman-{os.getuid()}")
+    command = [tool("podman"), "--root", storage, "--runroot", runroot, "--storage-driver", "vfs", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    if os.getuid() != 0:
+        pytest.fail("the image test needs root (debootstrap, podman's vfs storage, chroot)", pytrace=False)
+    tool("debootstrap")
+    started = time.monotonic()
+    built = subprocess.run(["bash", str(ROOT / "scripts" / "build-image.sh")], capture_output=True, text=True,
+                           timeout=1200, cwd=ROOT)
+    assert built.returncode == 0, f"scripts/build-image.sh failed:\n{built.stderr[-4000:]}"
+    name = built.stdout.strip().splitlines()[-1]
+    print(f"image {name} ready in {time.monotonic() - started:.0f}s")
+    config = json.loads(podman("image", "inspect", name).stdout)[0]["Config"]
+    root = tmp_path_factory.mktemp("image-root")
+    container = podman("create", name).stdout.strip()
+    try:
+        export = root.parent / "rootfs.tar"
+        podman("export", "-o", str(export), container)
+        with tarfile.open(export) as tar:
+            tar.extractall(root, numeric_owner=True, filter="fully_trusted")
+        export.unlink()
+        root.chmod(0o755)  # the image's / (pytest made the directory 0700)
+    finally:
+        podman("rm", container)
+    yield Image(name, config, root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    """`txnwatch ARGS` inside the image root: read-only root, state and /tmp writable, the image's user and env."""
+    root = shlex.quote(str(image.root))
+    user = image.config["User"]
+    variables = {**image.env, **(env or {})}
+    entry = [*image.config["Entrypoint"], *args]
+    inner = f'cd {shlex.quote(image.config["WorkingDir"])} && exec "$@"'
+    script = " && ".join([
+        f"mount --bind {root} {root}", f"mount -o remount,bind,ro {root}",
+        f"mount --bind {shlex.quote(str(state))} {root}{STATE_DIR}",
+        f"mount -t tmpfs -o mode=1777 tmpfs {root}/tmp",
+        f"mount -t proc proc {root}/proc", f"mount --rbind /dev {root}/dev",
+        "exec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in variables.items())
+        + f" chroot --userspec={shlex.quote(user)} {root} /bin/sh -c {shlex.quote(inner)} sh "
+        + " ".join(shlex.quote(a) for a in entry),
+    ])
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+
+@pytest.fixture
+def state(tmp_path: Path, image: Image) -> Path:
+    """The volume the chart mounts at /var/lib/txnwatch, owned by the image's user."""
+    path = tmp_path / "state"
+    path.mkdir()
+    uid, _, gid = image.config["User"].partition(":")
+    os.chown(path, int(uid), int(gid or uid))
+    return path
+
+
+def test_image_is_named_for_the_version_and_the_chart_runs_it(image: Image) -> None:
+    assert image.name == f"ghcr.io/txnwatch/txnwatch:{VERSION}"
+    rendered = run(tool("helm"), "template", "t", str(CHART)).stdout
+    images = {c["image"] for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") == "Deployment"
+              for c in doc["spec"]["template"]["spec"]["containers"] + doc["spec"]["template"]["spec"].get(
+                  "initContainers", [])}
+    assert images == {image.name}
+
+
+def test_image_is_slim_non_root_and_holds_the_daemon_only(image: Image) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert image.config["User"] == f"{values['podSecurityContext']['runAsUser']}:{values['podSecurityContext']['runAsGroup']}"
+    assert image.config["Entrypoint"] == ["txnwatch"] and image.config["WorkingDir"] == STATE_DIR
+    site = next((image.root / "opt" / "txnwatch" / "lib").glob("python3*/site-packages"))
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert {"txnwatch", "fastapi", "sqlalchemy", "alembic", "kafka_python", "pyarrow"} <= installed
+    assert not installed & {"pyspark", "py4j", "pip", "setuptools", "pytest"}, installed
+    assert (image.root / "opt" / "txnwatch" / "share" / "alembic" / "versions").is_dir()
+    # Bytecode is compiled at build time: a read-only root never needs to be written.
+    assert list((site / "txnwatch").glob("__pycache__/*.pyc"))
+    venv_mb = sum(f.stat().st_size for f in (image.root / "opt" / "txnwatch").rglob("*") if f.is_file()) / 2**20
+    root_mb = sum(f.stat().st_size for f in image.root.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
+    print(f"image root {root_mb:.0f} MB, venv {venv_mb:.0f} MB (pyarrow for the archive included)")
+
+
+def test_version_migrate_and_run_inside_the_image(image: Image, state: Path, lab_cluster: Any, tmp_path: Path) -> None:
+    version = subprocess.run(chroot_command(image, state, "--version"), capture_output=True, text=True, timeout=120)
+    assert (version.returncode, version.stdout.strip()) == (0, f"txnwatch {VERSION}"), version.stderr
+
+    db_env = {"TXNWATCH_DATABASE_URL": f"sqlite:///{STATE_DIR}/txnwatch.db",
+              "TXNWATCH_RETENTION__ARCHIVE_DIR": f"{STATE_DIR}/archive"}
+    migrated = subprocess.run(chroot_command(image, state, "migrate", env=db_env), capture_output=True, text=True,
+                              timeout=300)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "database at revision" in migrated.stdout and (state / "txnwatch.db").exists()
+
+    port = free_port()
+    clusters = [{"name": "lab", "bootstrap_servers": lab_cluster.bootstrap_servers}]
+    env = {**db_env, "TXNWATCH_CLUSTERS": json.dumps(clusters), "TXNWATCH_API__HOST": "127.0.0.1",
+           "TXNWATCH_API__PORT": str(port), "TXNWATCH_POLL_INTERVAL_SECONDS": "2"}
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(chroot_command(image, state, "run", env=env), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        def ready() -> Any:
+            assert proc.poll() is None, f"txnwatch run exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5)
+            except httpx.HTTPError:
+                return None
+            return response.json() if response.status_code == 200 else None
+
+        body = wait_for(ready, 180, what="txnwatch run in the image to poll the lab cluster and report ready")
+        assert body["status"] == "ready"
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        assert 'cluster="lab"' in metrics
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait(timeout=30)
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so the status is the signal's.
+    assert code in (0, -signal.SIGTERM) and "Application shutdown complete" in log.read_text(), log.read_text()[-3000:]
+    written = {p.name for p in state.iterdir()}
+    assert "txnwatch.db" in written

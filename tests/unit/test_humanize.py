@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from txnwatch import humanize
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    pytest.param(0, "0 s", id="zero"),
+    pytest.param(59.6, "1 min", id="rounds-up-to-a-minute"),
+    pytest.param(80, "1 min 20 s", id="minutes-and-seconds"),
+    pytest.param(3 * 3600 + 7, "3 h 7 s", id="skips-empty-units"),
+    pytest.param(2 * 86400 + 5 * 3600 + 59, "2 d 5 h", id="two-units-at-most"),
+    pytest.param(-5, "0 s", id="clock-skew-is-not-negative"),
+    pytest.param(None, "—", id="unknown"),
+])
+def test_duration(seconds: float | None, text: str) -> None:
+    assert humanize.duration(seconds) == text
+
+
+@given(st.integers(min_value=0, max_value=10**9))
+def test_duration_never_shows_more_than_two_units(seconds: int) -> None:
+    assert 1 <= len(humanize.duration(seconds).split()) // 2 <= 2
+
+
+def test_timestamp_and_ago() -> None:
+    at = datetime(2026, 11, 23, 16, 40, 5, tzinfo=UTC)
+    assert humanize.timestamp(at) == "2026-11-23 16:40:05 UTC"
+    assert humanize.ago(at, at + timedelta(seconds=80)) == "1 min 20 s ago"
+    assert humanize.from_ms(-1) is None and humanize.from_ms(0) == datetime(1970, 1, 1, tzinfo=UTC)
