@@ -125,12 +125,19 @@ def _sessions(url: str | None) -> tuple[object, object, str]:
     return engine, make_sessionmaker(engine), url
 
 
+def _register(sessions: object, name: str) -> int:
+    from datetime import UTC, datetime
+
+    from txnwatch.store.clusters import register_clusters
+
+    with sessions.begin() as session:  # type: ignore[attr-defined]
+        return register_clusters(session, {name: "h:9092"}, datetime.now(UTC))[name]
+
+
 def with_store(raw: list[tuple[float, bytes, bytes, int]], batch: int, url: str | None) -> float:
     from txnwatch.store import txnlog as store_txnlog
-    from txnwatch.txnlog_service import cluster_id_for
-
     engine, sessions, _ = _sessions(url)
-    cid = cluster_id_for(sessions, "bench", "h:9092", 0)  # type: ignore[arg-type]
+    cid = _register(sessions, "bench")
     t0 = time.perf_counter()
     state = d.TxnLogState()
     for i in range(0, len(raw), batch):
@@ -192,6 +199,7 @@ def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict
 
     raw = list(tv2_stream(ids, int(rate_txn_s * seconds), per_second=rate_txn_s))
     engine, sessions, _ = _sessions(url)
+    _register(sessions, "bench")
     lags: list[float] = []
     original = store_txnlog.write_batch
 

@@ -8,6 +8,7 @@ record exactly once.
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,11 +23,20 @@ from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.state import LatestState
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
+from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.txnlog_service import ClusterTail, cluster_id_for
 
 E, ON, PC, CC, PA, CA = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT,
                          TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+
+
+def registered(engine: Engine) -> sessionmaker[Session]:
+    """A session factory over the database with cluster "c" registered, as the store does at start."""
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        register_clusters(session, {"c": "h:9092"}, datetime.now(UTC))
+    return sessions
 
 
 def the_log(ids: int = 6, transactions: int = 25) -> dict[int, list[TxnLogRecord]]:
@@ -103,7 +113,7 @@ class FlakySessions:
 def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) -> None:
     rng = random.Random(seed)
     log = the_log()
-    sessions = make_sessionmaker(engine)
+    sessions = registered(engine)
     flaky = FlakySessions(sessions, rng, failure_rate=0.3)
     clock = [1_000.0]
     tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), flaky,  # type: ignore[arg-type]
@@ -113,7 +123,7 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
         tail.step()
         clock[0] += 10
         with sessions() as session:
-            cid = cluster_id_for(sessions, "c", "h:9092", 0)
+            cid = cluster_id_for(sessions, "c")
             if store_txnlog.load(session, cid).positions == ends:
                 break
     assert flaky.failures > 0
@@ -137,7 +147,7 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
 
 def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:
     """Stopping between a TV2 abort and the InitProducerId that proves the fence must still count the fence."""
-    sessions = make_sessionmaker(engine)
+    sessions = registered(engine)
     log = {0: the_log(ids=1, transactions=2)[0]}
     cut = len(log[0]) - 1  # everything but the fencing instance's Empty
     first = ClusterTail("c", "h", lambda p: FakeTail({0: log[0][:cut]}, p, random.Random(0)), sessions,
@@ -149,7 +159,7 @@ def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:
     for _ in range(50):
         second.step()
     with sessions() as session:
-        counters: dict[str, Any] = store_txnlog.load(session, cluster_id_for(sessions, "c", "h", 0)).counters
+        counters: dict[str, Any] = store_txnlog.load(session, cluster_id_for(sessions, "c")).counters
     assert counters["fenced"] == 1 and counters["commit"] == 2
 
 
@@ -159,13 +169,13 @@ def test_stream_goes_to_the_archive_and_the_timeline_still_shows_it(engine: Engi
     from txnwatch.store.archive import export_transitions_then_purge
     from txnwatch.store.txnlog_queries import timeline
 
-    sessions = make_sessionmaker(engine)
+    sessions = registered(engine)
     log = the_log(ids=2, transactions=3)
     tail = ClusterTail("c", "h", lambda p: FakeTail(log, p, random.Random(3)), sessions, LatestState(["c"]),
                        read_timeout_ms=0)
     for _ in range(60):
         tail.step()
-    cid = cluster_id_for(sessions, "c", "h", 0)
+    cid = cluster_id_for(sessions, "c")
     with sessions() as session:
         hot = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
     purged = export_transitions_then_purge(engine, sessions, str(tmp_path), hot=timedelta(0), settle=timedelta(0))
