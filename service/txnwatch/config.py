@@ -310,6 +310,23 @@ class AlertRuleConfig(_Strict):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
+class FleetConfig(_Strict):
+    """Per-cluster leases when several replicas share one PostgreSQL (docs/fleet.md). SQLite ignores this."""
+
+    lease_seconds: float = Field(default=15, ge=2, le=600, description="How long a cluster's lease lasts without renewal: a dead replica's clusters move after at most this (plus one renew interval).")
+    renew_seconds: float = Field(default=5, ge=0.2, le=120, description="How often a replica renews its leases, sends its heartbeat and rebalances.")
+    margin_seconds: float = Field(default=3, gt=0, le=120, description="A holder that could not renew stops polling and paging this long before its lease's deadline, so it is silent before anyone else may take over.")
+    replica_id: str | None = Field(default=None, max_length=100, description="Name in the lease tables; default host-pid-random.")
+
+    @model_validator(mode="after")
+    def _timing(self) -> "FleetConfig":
+        if self.lease_seconds <= self.renew_seconds + self.margin_seconds:
+            raise ValueError(f"lease_seconds ({self.lease_seconds:g}) must exceed renew_seconds + margin_seconds "
+                             f"({self.renew_seconds + self.margin_seconds:g}), or a healthy holder would drop its "
+                             "leases between two renewals")
+        return self
+
+
 class RetentionConfig(_Strict):
     days: float = Field(default=14, gt=0)
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
@@ -347,6 +364,7 @@ class Settings(BaseSettings):
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"

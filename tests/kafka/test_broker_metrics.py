@@ -45,7 +45,7 @@ def test_the_exporters_default_naming():
     assert figures.time_ms_mean == pytest.approx(2.2143, abs=1e-3)
 
 
-@pytest.mark.parametrize("text, reason", [
+@pytest.mark.parametrize(("text", "reason"), [
     pytest.param("# TYPE up gauge\nup 1\n", "no AddPartitionsToTxnManager", id="mbeans-absent"),
     pytest.param("this is { not prometheus", "not Prometheus", id="garbage"),
 ])
@@ -63,7 +63,7 @@ def test_urls_explicit_and_from_a_template():
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         if self.path == "/slow":
             time.sleep(3)
         status = 500 if self.path == "/broken" else 200

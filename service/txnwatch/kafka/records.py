@@ -24,8 +24,9 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 
+from txnwatch.kafka import errors
 from txnwatch.kafka.batches import Call, by_node
-from txnwatch.model import GroupSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
 
 #: Fetch v12 is the last that names topics (v13+ uses topic ids).
 _FETCH_VERSION = 12
@@ -121,21 +122,31 @@ def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None
     return calls
 
 
-def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> dict[Key, Dated]:
+def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> tuple[dict[Key, Dated], list[RequestError]]:
     """First data record at or after each fetch offset; partitions that errored or were cut short are left out."""
     found: dict[Key, Dated] = {}
+    problems: list[RequestError] = []
     for topic_data in response.responses:
         for data in topic_data.partitions:
             tp = TopicPartition(topic_data.topic, data.partition_index)
             offset = offsets.get(tp)
-            if offset is None or data.error_code != 0 or not data.records:
-                if offset is not None and data.error_code == 0 and data.high_watermark <= offset:
+            if offset is None:
+                continue
+            if data.error_code != 0:  # e.g. TOPIC_AUTHORIZATION_FAILED without Read: time lag falls back
+                problems.append(errors.from_code("Fetch", str(tp), data.error_code))
+                continue
+            if not data.records:
+                if data.high_watermark <= offset:
                     found[(tp, offset)] = Dated(None, data.high_watermark)
                 continue
-            dated = _first_data_record(MemoryRecords(bytes(data.records)), offset, data.high_watermark)
+            try:
+                dated = _first_data_record(MemoryRecords(bytes(data.records)), offset, data.high_watermark)
+            except Exception as exc:  # a record batch kafka-python cannot read costs this partition's date only
+                problems.append(errors.corrupt("Fetch", str(tp), f"{type(exc).__name__}: {exc}"))
+                continue
             if dated is not None:
                 found[(tp, offset)] = dated
-    return found
+    return found, problems
 
 
 def _first_data_record(records: MemoryRecords, offset: int, high_watermark: int) -> Dated | None:
