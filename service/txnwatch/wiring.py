@@ -116,7 +116,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector.add_job(_when(housekeeping, partial(archive_then_purge, settings, engine, sessions)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
-    tails = transaction_log_service(settings, sessions, state, leadership.holds)
+    tails = transaction_log_service(settings, sessions, state, leadership)
     if tails is not None:
         collector.add_job(_when(housekeeping, partial(archive_transitions, settings, engine, sessions)),
                           TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
@@ -145,7 +145,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
 
 
 def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
-                            holds: Callable[[str], bool]) -> Any:
+                            leadership: Leadership) -> Any:
     """One tail of __transaction_state per cluster (exact history), unless turned off."""
     from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
     from txnwatch.kafka.txnlog import denied_reason
@@ -164,9 +164,12 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
         def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
             return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
 
+        def fence(session: Session, name: str = cluster.name) -> None:
+            leadership.fence(session, name)
+
         tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
-                                 leading=partial(holds, cluster.name), detection=detection, retry_s=config.retry_seconds,
-                                 denied_reason=denied_reason))
+                                 leading=partial(leadership.term, cluster.name), fence=fence, detection=detection,
+                                 retry_s=config.retry_seconds, denied_reason=denied_reason))
     return TxnLogService(tails)
 
 

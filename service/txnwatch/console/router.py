@@ -154,7 +154,8 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
         [charts.OffsetPoint(s.sampled_at, s.high_watermark, s.last_stable_offset) for s in samples],
         [charts.Episode(s["started_at"], s["ended_at"] or at, _blocker(s)) for s in stalls],
         [(h["first_write_at"] or h["first_seen_at"], h["txn_start_offset"], f"hanging: producer {h['producer_id']}")
-         for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None])
+         for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None],
+        window=(since, at))
     latest = samples[-1] if samples else None
     return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
