@@ -99,7 +99,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
                         exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
-                                      client_url=f"http://{settings.api.host}:{settings.api.port}",
+                                      client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
