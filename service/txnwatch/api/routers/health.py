@@ -45,8 +45,10 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
             reasons.append(f"cluster {cluster.name}: not polled successfully yet{why}")
         elif now_ms - last_success_ms > stale_after_ms:
             reasons.append(f"cluster {cluster.name}: last successful poll {(now_ms - last_success_ms) // 1000}s ago{why}")
+    # Polling is a working fallback, not a reason to be unready; say which mode each cluster is in.
+    history = {v.name: {"mode": v.history.mode, "reason": v.history.reason} for v in runtime.state.views()}
     body = {"status": "ready" if not reasons else "not ready", "role": "leader" if leading else "follower",
-            "clusters_held": sorted(held), "reasons": reasons}
+            "clusters_held": sorted(held), "reasons": reasons, "history": history}
     return JSONResponse(body, status_code=200 if not reasons else 503)
 
 
