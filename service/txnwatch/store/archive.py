@@ -20,6 +20,7 @@ last export are remembered in the manifest and picked up when they close.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -383,8 +384,6 @@ def prune_archive(archive_uri: str, keep_days: float, now: datetime | None = Non
             return 0
         write_manifest(fs, root, manifest)
         for path in doomed:
-            try:
+            with contextlib.suppress(OSError):  # already gone
                 fs.delete_file(posixpath.join(root, path))
-            except OSError:
-                pass  # already gone
         return len(doomed)
