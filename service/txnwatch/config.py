@@ -301,6 +301,26 @@ class PagerDutyConfig(_Strict):
         return self
 
 
+class WebhookConfig(_Strict):
+    """A notifier beside PagerDuty: a generic JSON webhook or a Slack incoming webhook (same outbox, own retries)."""
+
+    enabled: bool = False
+    url: SecretStr | None = Field(default=None, description="The webhook URL; it embeds its credential, so it is "
+                                                            "a secret (e.g. TXNWATCH_NOTIFIERS__SLACK__URL).")
+    timeout_seconds: float = Field(default=10, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _url(self) -> "WebhookConfig":
+        if self.enabled and (self.url is None or not self.url.get_secret_value().startswith(("http://", "https://"))):
+            raise ValueError("enabled needs url (http:// or https://)")
+        return self
+
+
+class NotifiersConfig(_Strict):
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    slack: WebhookConfig = Field(default_factory=WebhookConfig)
+
+
 class AlertRuleConfig(_Strict):
     """One built-in alert rule; `for_seconds` is Prometheus' `for:`."""
 
@@ -364,6 +384,10 @@ class Settings(BaseSettings):
     api: ApiConfig = Field(default_factory=ApiConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
+    notifiers: NotifiersConfig = Field(default_factory=NotifiersConfig)
+    public_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where operators reach this txnwatch (its Ingress or Service URL). Pages link to it (PagerDuty client_url) "
+        "and to its console's runbooks; unset, pages carry no client link (never the listen address)."))
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)

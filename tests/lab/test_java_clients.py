@@ -1,4 +1,7 @@
-"""The lab on Kafka 4 defaults with Kafka's own Java transactional producer, and the tools-version plumbing."""
+"""The lab on Kafka 4 defaults with Kafka's own Java transactional producer, and the tools-version plumbing.
+
+The Java producer committing with epoch bumps and being fenced by a second instance is exercised end to end,
+against DumpLogSegments, in tests/e2e/test_kafka_versions_history.py."""
 
 from __future__ import annotations
 
@@ -57,29 +60,6 @@ def test_kafka4_defaults_reject_what_pre_kip_890_accepts(kafka4_lab, new_topic_o
     assert features["transaction.version"] == (2 if kafka_major(kafka4_lab.kafka_version) >= 4 else 0)
     with pytest.raises(LabError, match="verification"):
         inject_hanging_transaction(kafka4_lab.bootstrap_servers, topic, 0)
-
-
-@pytest.mark.lab
-@pytest.mark.slow
-def test_java_producer_commits_with_epoch_bumps_and_a_second_instance_fences_it(kafka4_lab, java_producer,
-                                                                               new_topic_on):
-    from tests.lab.helpers import wait_for
-    from txnwatch.lab.jars import kafka_major
-    from txnwatch.lab.reference import KafkaTransactionsTool
-
-    topic = new_topic_on(kafka4_lab)
-    tool = KafkaTransactionsTool(kafka4_lab.bootstrap_servers, kafka4_lab.kafka_version)
-    first = java_producer("lab4-java-fenced", topic, duration_s=120)
-    if kafka_major(kafka4_lab.kafka_version) >= 4:
-        # Transaction version 2: every commit bumps the epoch, so a few commits in the epoch has risen.
-        wait_for(lambda: tool.describe("lab4-java-fenced")["producer_epoch"] >= 3, 90, interval=1,
-                 what="epoch bumps by commits")
-    else:
-        first.wait_for_output("records sent", 90)
-    second = java_producer("lab4-java-fenced", topic, duration_s=2)
-    assert second.wait(90) == 0, second.output()[-2000:]
-    assert second.records_sent == 40
-    assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
 
 
 @pytest.mark.lab

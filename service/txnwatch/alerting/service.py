@@ -17,7 +17,8 @@ from txnwatch.alerting.conditions import Condition
 from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clusters
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop, SendGuard
-from txnwatch.alerting.pagerduty import PagerDutyNotifier
+from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL, PagerDutyNotifier
+from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
 from txnwatch.alerting.rules import effective_rules
 from txnwatch.config import AlertRuleConfig, Settings
 
@@ -31,6 +32,15 @@ class Leases(SendGuard, Protocol):
     """What alerting needs of the fleet's leases: the fencing checks for writes and sends."""
 
     def fence(self, session: Session, cluster: str) -> None: ...
+
+
+def runbook_document_url(settings: Settings) -> str:
+    """The runbooks an operator can open: their own copy, else this txnwatch's console, else the project's."""
+    if settings.console.runbook_url:
+        return settings.console.runbook_url
+    if settings.public_url and settings.console.enabled:
+        return settings.public_url.rstrip("/") + "/console/runbooks"
+    return DEFAULT_RUNBOOK_URL
 
 
 class Alerting:
@@ -66,7 +76,13 @@ class Alerting:
                       metrics: AlertingMetrics | None = None) -> "Alerting":
         notifiers: dict[str, Notifier] = {}
         if settings.pagerduty.enabled:
-            notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(settings.pagerduty, client_url, runbook_base_url)
+            notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(
+                settings.pagerduty, client_url if client_url is not None else settings.public_url, runbook_base_url,
+                runbook_document_url(settings))
+        for channel, config in ((WEBHOOK, settings.notifiers.webhook), (SLACK, settings.notifiers.slack)):
+            if config.enabled and config.url is not None:
+                render = slack_body if channel == SLACK else webhook_body
+                notifiers[channel] = WebhookNotifier(config.url, render=render, timeout_seconds=config.timeout_seconds)
         notifiers.update(extra_notifiers or {})
         if not notifiers:
             log.info("alerting: no notifier enabled; alerts are tracked in the database and the API only")
