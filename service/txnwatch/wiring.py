@@ -234,6 +234,13 @@ def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmake
                       settings.retention.archive_dir)
         return
     purge(sessions, datetime.now(timezone.utc), settings.retention.days)
+    if settings.retention.archive_days is not None:
+        from txnwatch.store.archive import prune_archive
+
+        try:
+            prune_archive(settings.retention.archive_dir, settings.retention.archive_days)
+        except Exception:
+            log.exception("archive retention on %s failed; retrying at the next run", settings.retention.archive_dir)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:
