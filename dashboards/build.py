@@ -7,6 +7,7 @@ deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
 * dashboards/<name>.json                       (committed, importable by hand)
 * helm/txnwatch/files/dashboards/<name>.json   (copy the chart reads with .Files.Glob)
 * helm/txnwatch/files/txnwatch-rules.yaml      (copy for the chart's PrometheusRule)
+* service/txnwatch/console/grafana_panels.json (panel ids the console links to)
 
 `python dashboards/build.py --check` exits 1 if any of them is out of date
 (tests/deploy/test_dashboards.py runs it).  Metric names: docs/metrics.md.
@@ -26,6 +27,7 @@ from txnwatch.vocabulary import BY_RULE, REASONS  # noqa: E402
 OUT = ROOT / "dashboards"
 CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
 RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
+CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "console" / "grafana_panels.json"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'
@@ -109,7 +111,7 @@ def table(title: str, description: str, expr: str, *, unit: str = "short", thr: 
           w: int = 24, h: int = 8, hide: tuple[str, ...] = (), value: str = "Value",
           runbook: str | None = None, overrides: list[Any] | None = None) -> Panel:
     """An instant table; columns get human names (COLUMNS) and the value column is called ``value``."""
-    excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **{k: True for k in hide}}
+    excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **dict.fromkeys(hide, True)}
     renames = {**COLUMNS, "Value": value}
     return panel("table", title, description, [target(expr, instant=True, fmt="table")], unit=unit, thr=thr, w=w, h=h,
                  options={"showHeader": True, "sortBy": [{"displayName": value, "desc": True}]},
@@ -501,6 +503,12 @@ def render() -> dict[Path, str]:
         files[OUT / f"txnwatch-{name}.json"] = text
         files[CHART_FILES / "dashboards" / f"txnwatch-{name}.json"] = text
     files[CHART_FILES / "txnwatch-rules.yaml"] = RULES.read_text()
+    # The console links "the matching Grafana panel" (?viewPanel=<id>): panel ids by dashboard uid and title.
+    panels = {}
+    for build in DASHBOARDS.values():
+        dash = build()
+        panels[dash["uid"]] = {p["title"]: p["id"] for p in dash["panels"] if p["type"] != "row"}
+    files[CONSOLE_PANELS] = json.dumps(panels, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     return files
 
 

@@ -22,8 +22,9 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch import humanize
+from txnwatch.api.deps import read_session
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
-from txnwatch.api.routers.params import now, read_session
+from txnwatch.api.routers.params import now
 from txnwatch.api.routers.security import COOKIE, require_reader, token_ok
 from txnwatch.console import assets, charts, runbooks
 from txnwatch.runtime import Runtime
@@ -64,12 +65,19 @@ def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
     return HTMLResponse(html)
 
 
-def grafana_link(base: str | None, uid: str, **variables: Any) -> str | None:
-    """A shipped dashboard (dashboards/build.py uids) with its variables set; None without a Grafana URL."""
+PANELS: dict[str, dict[str, int]] = json.loads((HERE / "grafana_panels.json").read_text())
+
+
+def grafana_link(base: str | None, uid: str, panel: str | None = None, **variables: Any) -> str | None:
+    """A shipped dashboard (dashboards/build.py uids), opened on ``panel`` (by title) when it has one, with its
+    variables set; None without a Grafana URL."""
     if not base:
         return None
-    query = urlencode({f"var-{k}": v for k, v in variables.items() if v is not None})
-    return f"{base.rstrip('/')}/d/{uid}?{query}"
+    query = {f"var-{k}": v for k, v in variables.items() if v is not None}
+    panel_id = PANELS.get(uid, {}).get(panel or "")
+    if panel_id is not None:
+        query["viewPanel"] = panel_id
+    return f"{base.rstrip('/')}/d/{uid}?{urlencode(query)}"
 
 
 _env.globals["grafana_link"] = grafana_link

@@ -49,13 +49,18 @@ class Dated:
 
 
 def lagging(partitions: Mapping[TopicPartition, PartitionSnapshot], groups: Iterable[GroupSnapshot]) -> list[Key]:
-    """(partition, committed offset) of every group partition with records after its committed offset, most first."""
+    """(partition, committed offset) of every group partition with records after its committed offset, most first.
+
+    A committed offset below the log start (a long-stopped group) is left to the fallback estimate.
+    """
     lags: dict[Key, int] = {}
     for group in groups:
         for tp, committed in group.offsets.items():
             partition = partitions.get(tp)
             if partition is None or partition.high_watermark is None or committed is None or committed < 0:
                 continue
+            if partition.log_start_offset is not None and committed < partition.log_start_offset:
+                continue  # deleted by retention: the fetch would only answer OFFSET_OUT_OF_RANGE
             lag = partition.high_watermark - committed
             if lag > 0:
                 lags[(tp, committed)] = lag

@@ -107,6 +107,9 @@ def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(Fal
         typer.echo(json.dumps(info, indent=2))
         return
     typer.echo(f"Kafka {info['kafka_version']}  bootstrap {info['bootstrap_servers']}  dir {info['lab_dir']}")
+    typer.echo(f"  partition verification {'on' if info['partition_verification'] else 'off (pre-KIP-890)'}")
+    for broker, url in info["broker_metrics_urls"].items():
+        typer.echo(f"  broker {broker} JMX exporter {url}")
     for n in info["nodes"]:
         typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {str(n['pid']):>7}  "
                    f"port {n['port'] or '-':>5}  {n['state']}")
