@@ -32,7 +32,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from txnwatch.model import ClusterSnapshot
-from txnwatch.state import LatestState
+from txnwatch.state import ClusterView, LatestState
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,8 @@ class ClusterCollector:
             if self._term:
                 self._term = None
                 self._close_poller()
+                # The new holder exports this cluster's series now; ours would be stale duplicates.
+                self._state.publish(ClusterView(name=self.name))
             return
         if term != self._term:
             self._term = term

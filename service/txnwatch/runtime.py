@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.config import ClusterConfig, Settings
+from txnwatch.exposition import Exposition
 from txnwatch.leader import Leadership
 from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.state import LatestState
@@ -63,6 +64,7 @@ class Runtime:
     leadership: Leadership
     registry: CollectorRegistry
     store_health: StoreHealth
+    exposition: Exposition
     abort_transaction: AbortTransaction
     services: tuple[Service, ...] = ()
     _started: list[Service] = field(default_factory=list, init=False, repr=False, compare=False)

@@ -41,6 +41,7 @@ from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import ClusterConfig, Settings
+from txnwatch.exposition import Exposition
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
@@ -72,9 +73,13 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     leadership: Leadership = leadership_for(settings.database_url, names, settings.fleet) if collect \
         else SingleInstance(names)
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
+    fastest_poll_s = min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
+    exposition = Exposition(registry, max_age_s=fastest_poll_s)
+    services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
+                if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
-                   registry=registry, store_health=health, abort_transaction=abort_transaction, services=services)
+                   registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
+                   services=services)
 
 
 def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
@@ -87,7 +92,8 @@ def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: i
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
-              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry,
+              exposition: Exposition) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
@@ -98,7 +104,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
-                         PollMetrics(registry, [c.name for c in settings.clusters])]
+                         PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
@@ -140,6 +146,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         Service("store", recorder.start),
         Service("alerting", start_alerting, alerting.stop),
         *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
+        Service("exposition", exposition.start, exposition.stop),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
     )
 
@@ -227,6 +234,13 @@ def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmake
                       settings.retention.archive_dir)
         return
     purge(sessions, datetime.now(timezone.utc), settings.retention.days)
+    if settings.retention.archive_days is not None:
+        from txnwatch.store.archive import prune_archive
+
+        try:
+            prune_archive(settings.retention.archive_dir, settings.retention.archive_days)
+        except Exception:
+            log.exception("archive retention on %s failed; retrying at the next run", settings.retention.archive_dir)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:

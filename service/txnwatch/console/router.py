@@ -22,8 +22,9 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch import humanize
+from txnwatch.api.deps import read_session
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
-from txnwatch.api.routers.params import now, read_session
+from txnwatch.api.routers.params import now
 from txnwatch.api.routers.security import COOKIE, require_reader, token_ok
 from txnwatch.console import assets, charts, runbooks
 from txnwatch.runtime import Runtime
