@@ -7,6 +7,7 @@ deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
 * dashboards/<name>.json                       (committed, importable by hand)
 * helm/txnwatch/files/dashboards/<name>.json   (copy the chart reads with .Files.Glob)
 * helm/txnwatch/files/txnwatch-rules.yaml      (copy for the chart's PrometheusRule)
+* service/txnwatch/console/grafana_panels.json (panel ids the console links to)
 
 `python dashboards/build.py --check` exits 1 if any of them is out of date
 (tests/deploy/test_dashboards.py runs it).  Metric names: docs/metrics.md.
@@ -20,12 +21,24 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "service"))  # the one vocabulary (alert names, runbook anchors, reasons)
+from txnwatch.vocabulary import BY_RULE, REASONS  # noqa: E402
+
 OUT = ROOT / "dashboards"
 CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
 RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
+CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "console" / "grafana_panels.json"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'
+CT = 'cluster=~"$cluster",topic=~"$topic"'
+CG = 'cluster=~"$cluster",consumergroup=~"$group",topic=~"$topic"'
+# Where on-call opens txnwatch's console and runbooks; a dashboard variable, so a provisioner sets it once.
+TXNWATCH = "${txnwatch_url}"
+# Human column names for table panels (Prometheus labels and the instant value).
+COLUMNS = {"cluster": "Cluster", "topic": "Topic", "partition": "Partition", "producer_id": "Producer id",
+           "transactional_id": "Transactional id", "reason": "Why it hangs", "start_offset": "Start offset (abort at)",
+           "state": "State", "consumergroup": "Consumer group"}
 RI = "$__rate_interval"
 Panel = dict[str, Any]
 
@@ -50,7 +63,7 @@ OK_RED = thresholds((None, "green"), (1, "red"))
 def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]], *, unit: str = "short",
           thr: dict[str, Any] | None = None, w: int = 12, h: int = 8, options: dict[str, Any] | None = None,
           custom: dict[str, Any] | None = None, overrides: list[Any] | None = None,
-          transformations: list[Any] | None = None) -> Panel:
+          transformations: list[Any] | None = None, runbook: str | None = None) -> Panel:
     for i, t in enumerate(targets):
         t["refId"] = chr(ord("A") + i)
     defaults: dict[str, Any] = {"unit": unit, "thresholds": thr or thresholds((None, "green"))}
@@ -67,31 +80,70 @@ def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]]
                 "options": options or {}, "gridPos": {"w": w, "h": h}}
     if transformations:
         p["transformations"] = transformations
+    links = [{"title": "txnwatch console: what hangs and stalls now", "url": f"{TXNWATCH}/console",
+              "targetBlank": True}]
+    if runbook is not None:
+        alert = BY_RULE[runbook]
+        links.insert(0, {"title": f"Runbook: {alert.title} ({alert.prometheus})",
+                         "url": f"{TXNWATCH}/console/runbooks#{alert.anchor}", "targetBlank": True})
+    p["links"] = links
     return p
 
 
 def stat(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
-         w: int = 4, legend: str = "") -> Panel:
+         w: int = 4, legend: str = "", runbook: str | None = None) -> Panel:
     return panel("stat", title, description, [target(expr, legend, instant=True)], unit=unit, thr=thr, w=w, h=4,
+                 runbook=runbook,
                  options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                           "colorMode": "background", "graphMode": "none", "textMode": "auto"})
 
 
 def ts(title: str, description: str, *targets: dict[str, Any], unit: str = "short",
-       thr: dict[str, Any] | None = None, w: int = 12, stack: bool = False) -> Panel:
+       thr: dict[str, Any] | None = None, w: int = 12, stack: bool = False, runbook: str | None = None) -> Panel:
     custom = {"stacking": {"mode": "normal", "group": "A"}} if stack else None
     return panel("timeseries", title, description, list(targets), unit=unit, thr=thr, w=w, custom=custom,
+                 runbook=runbook,
                  options={"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
                           "tooltip": {"mode": "multi", "sort": "desc"}})
 
 
 def table(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
-          w: int = 24, h: int = 8, hide: tuple[str, ...] = ()) -> Panel:
-    excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **{k: True for k in hide}}
+          w: int = 24, h: int = 8, hide: tuple[str, ...] = (), value: str = "Value",
+          runbook: str | None = None, overrides: list[Any] | None = None) -> Panel:
+    """An instant table; columns get human names (COLUMNS) and the value column is called ``value``."""
+    excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **dict.fromkeys(hide, True)}
+    renames = {**COLUMNS, "Value": value}
     return panel("table", title, description, [target(expr, instant=True, fmt="table")], unit=unit, thr=thr, w=w, h=h,
-                 options={"showHeader": True, "sortBy": [{"displayName": "Value", "desc": True}]},
+                 options={"showHeader": True, "sortBy": [{"displayName": value, "desc": True}]},
                  custom={"cellOptions": {"type": "color-background", "mode": "basic"}} if thr else None,
-                 transformations=[{"id": "organize", "options": {"excludeByName": excluded}}])
+                 transformations=[{"id": "organize", "options": {"excludeByName": excluded,
+                                                                  "renameByName": renames}}],
+                 runbook=runbook, overrides=overrides)
+
+
+def state_timeline(title: str, description: str, expr: str, legend: str, states: dict[str, tuple[str, str]],
+                   *, w: int = 12, h: int = 8, runbook: str | None = None) -> Panel:
+    """One row per series, coloured by value: states maps a value to (text, colour)."""
+    mappings = [{"type": "value", "options": {value: {"text": text, "color": color, "index": i}
+                                              for i, (value, (text, color)) in enumerate(states.items())}}]
+    p = panel("state-timeline", title, description, [target(expr, legend)], w=w, h=h, runbook=runbook,
+              options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8, "alignValue": "left",
+                       "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
+              custom={"fillOpacity": 80, "lineWidth": 0})
+    p["fieldConfig"]["defaults"]["mappings"] = mappings
+    p["fieldConfig"]["defaults"]["color"] = {"mode": "thresholds"}
+    return p
+
+
+def stable_top(n: int, metric: str, labels: str) -> str:
+    """The top ``n`` series of the whole time range (chosen once, at its end), not of each instant: a top-N
+    evaluated per step makes partitions jump in and out of the panel."""
+    return (f"{metric}{{{labels}}} and on (cluster, topic, partition) "
+            f"topk({n}, max_over_time({metric}{{{labels}}}[$__range] @ end()))")
+
+
+REASON_MAPPINGS = [{"type": "value", "options": {r.value: {"text": t.title, "index": i}
+                                                  for i, (r, t) in enumerate(REASONS.items())}}]
 
 
 def row(title: str) -> Panel:
@@ -114,16 +166,43 @@ def layout(panels: list[Panel]) -> list[Panel]:
     return panels
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> dict[str, Any]:
+def _var(name: str, label: str, query: str) -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": query, "refId": name}, "definition": query, "refresh": 2, "multi": True,
+            "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1,
+            "hide": 0, "options": []}
+
+
+ANNOTATIONS = [
+    {"name": "Alerts firing", "datasource": DS, "enable": True, "iconColor": "red", "step": "60s",
+     "expr": f"sum by (cluster, alertname, severity) (txnwatch_alerts_firing{{{C}}}) > 0",
+     "titleFormat": "{{alertname}} firing", "textFormat": "{{cluster}} ({{severity}})", "useValueForTime": False},
+    {"name": "LSO stall episodes", "datasource": DS, "enable": True, "iconColor": "orange", "step": "60s",
+     "expr": f"sum by (cluster, topic, partition, producer_id, transactional_id, start_offset) "
+             f"(txnwatch_lso_stall_duration_seconds{{{C}}}) > 0",
+     "titleFormat": "LSO stalled: {{topic}}-{{partition}}",
+     "textFormat": "{{cluster}}: held by producer {{producer_id}} {{transactional_id}} at offset {{start_offset}}",
+     "useValueForTime": False},
+]
+
+
+def dashboard(uid: str, title: str, description: str, panels: list[Panel], *, topic: bool = False,
+              group: bool = False) -> dict[str, Any]:
+    extra = []
+    if topic:
+        extra.append(_var("topic", "Topic", f"label_values(txnwatch_partition_lso_gap{{{C}}}, topic)"))
+    if group:
+        extra.append(_var("group", "Consumer group",
+                          f"label_values(txnwatch_consumergroup_topic_lag_lso{{{C}}}, consumergroup)"))
     return {
-        "uid": uid, "title": title, "description": description,
+        "uid": uid, "title": title, "description": description, "version": 1, "id": None,
         "tags": ["txnwatch", "kafka", "transactions"], "editable": True, "schemaVersion": 39,
         "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "graphTooltip": 1,
         "links": [{"type": "dashboards", "tags": ["txnwatch"], "asDropdown": True, "title": "txnwatch",
                    "includeVars": True, "keepTime": True}],
         "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
                                   "enable": True, "hide": True, "name": "Annotations & Alerts", "type": "dashboard",
-                                  "iconColor": "rgba(0, 211, 255, 1)"}]},
+                                  "iconColor": "rgba(0, 211, 255, 1)"}, *ANNOTATIONS]},
         "templating": {"list": [
             {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
              "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []},
@@ -132,6 +211,10 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel]) -> di
              "definition": "label_values(txnwatch_cluster_up, cluster)", "refresh": 2, "multi": True,
              "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1,
              "hide": 0, "options": []},
+            *extra,
+            {"name": "txnwatch_url", "label": "txnwatch URL", "type": "textbox", "query": "http://127.0.0.1:8080",
+             "current": {"text": "http://127.0.0.1:8080", "value": "http://127.0.0.1:8080"}, "hide": 2,
+             "description": "Base URL of the txnwatch API/console; panel links open its console and runbooks."},
         ]},
         "panels": layout(panels),
     }
@@ -147,13 +230,13 @@ def overview() -> dict[str, Any]:
                      "Kafka transactions at a glance: is every cluster polled, is anything hanging or stalled.", [
         stat("Clusters down", "Clusters whose latest poll reached no broker. Red: see the TxnwatchClusterUnreachable "
              "runbook (docs/runbooks.md) — check the cluster and txnwatch's credentials.",
-             f"count(txnwatch_cluster_up{{{C}}} == 0) or vector(0)", thr=OK_RED),
+             f"count(txnwatch_cluster_up{{{C}}} == 0) or vector(0)", thr=OK_RED, runbook="cluster_down"),
         stat("Hanging transactions", "Open transactions the coordinator cannot finish; their partitions' LSO is pinned. "
              "Red: follow the KafkaHangingTransaction runbook and abort them (kafka-transactions.sh abort).",
-             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED),
+             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED, runbook="hanging_transaction"),
         stat("Active LSO stalls", "Partitions whose LSO is not moving while producers write: read_committed consumers "
              "are stuck. Red: open Partitions & LSO to find the blocking transactional id.",
-             f"sum(txnwatch_lso_stalls{{{C}}}) or vector(0)", thr=OK_RED),
+             f"sum(txnwatch_lso_stalls{{{C}}}) or vector(0)", thr=OK_RED, runbook="lso_stall"),
         stat("Open transactions", "Transactions in Ongoing or Prepare* state right now. Informational.",
              f"sum(txnwatch_transactions{{{C},{OPEN}}})"),
         stat("Oldest open transaction", "Age of the oldest open transaction. Yellow above 1 min (the default "
@@ -162,8 +245,10 @@ def overview() -> dict[str, Any]:
              thr=thresholds((None, "green"), (60, "yellow"), (900, "red"))),
         stat("Alerts firing", "Incidents txnwatch's built-in evaluator is firing (and paging for). Red: check "
              "/api/v1/alerts and the runbooks.", f"sum(txnwatch_alerts_firing{{{C}}}) or vector(0)", thr=OK_RED),
-        ts("Cluster up", "1 when the latest poll succeeded. Red (0) for minutes pages: follow the TxnwatchClusterUnreachable runbook.",
-           target(f"txnwatch_cluster_up{{{C}}}", "{{cluster}}"), thr=thresholds((None, "red"), (1, "green")), w=8),
+        state_timeline("Cluster up / down", "Green while polls reach the cluster, red while they reach no broker. "
+                       "Red for minutes pages: follow the TxnwatchClusterUnreachable runbook.",
+                       f"txnwatch_cluster_up{{{C}}}", "{{cluster}}", {"1": ("up", "green"), "0": ("down", "red")},
+                       w=8, runbook="cluster_down"),
         ts("Alerts firing by rule", "Built-in alerts currently firing, by rule. Anything here means someone should "
            "be looking at it: follow the rule's runbook.",
            target(f"sum by (cluster, alertname, severity) (txnwatch_alerts_firing{{{C}}}) > 0",
@@ -194,11 +279,12 @@ def transactions() -> dict[str, Any]:
                      "Coordinator view of transactions: states, ages, outcomes and the oldest transactional ids.", [
         stat("Open past their timeout", "Transactions open longer than their own transaction.timeout.ms: the "
              "coordinator should have aborted them. Red: KafkaTransactionPastTimeout runbook.",
-             f"sum(txnwatch_transactions_past_timeout{{{C}}}) or vector(0)", thr=OK_RED, w=6),
+             f"sum(txnwatch_transactions_past_timeout{{{C}}}) or vector(0)", thr=OK_RED, w=6,
+             runbook="transaction_timeout_exceeded"),
         stat("Stuck in Prepare*", "Age of the oldest PrepareCommit/PrepareAbort transaction. Red above 60 s: markers "
              "are not written — check partition leaders (KafkaTransactionStuckInPrepare runbook).",
              f'max(txnwatch_transaction_oldest_age_seconds{{{C},state=~"PrepareCommit|PrepareAbort"}})', unit="s",
-             thr=thresholds((None, "green"), (10, "yellow"), (60, "red")), w=6),
+             thr=thresholds((None, "green"), (10, "yellow"), (60, "red")), w=6, runbook="prepare_stuck"),
         stat("Commits / s", "Committed transactions per second (observed by polling).",
              f"sum(rate(txnwatch_transaction_commits_total{{{C}}}[{RI}]))", unit="ops", w=6),
         stat("Abort ratio", "Aborted / completed transactions. Red above 10 %: producers fail often — look at "
@@ -230,54 +316,65 @@ def transactions() -> dict[str, Any]:
         table("Oldest open transactions (top 20)", "The oldest open transactions; red above 15 min. A row older than its timeout "
               "column is one the coordinator should have aborted: `kafka-transactions.sh describe "
               "--transactional-id <id>`; restart or fence that producer.",
-              f"topk(20, txnwatch_transaction_age_seconds{{{C}}})", unit="s",
+              f"topk(20, txnwatch_transaction_age_seconds{{{C}}})", unit="s", value="Open for",
               thr=thresholds((None, "green"), (60, "yellow"), (900, "red"))),
         table("Transaction timeouts of those ids", "transaction.timeout.ms of the same producers. Very long "
               "timeouts pin the LSO that long whenever a producer dies.",
-              f"txnwatch_transaction_timeout_seconds{{{C}}}", unit="s", h=6),
+              f"txnwatch_transaction_timeout_seconds{{{C}}}", unit="s", h=6, value="transaction.timeout.ms"),
     ])
 
 
 def partitions() -> dict[str, Any]:
     return dashboard("txnwatch-partitions", "txnwatch / Partitions & LSO",
-                     "High watermark vs last stable offset: what read_committed consumers cannot see, and why.", [
+                     "High watermark vs last stable offset: what read_committed consumers cannot see, and why.", topic=True, panels=[
         stat("Stalled partitions", "Partitions with an active LSO stall. Red: table below names the blocking "
-             "producer; KafkaLSOStalled runbook.", f"sum(txnwatch_partition_lso_stalled{{{C}}}) or vector(0)",
-             thr=OK_RED, w=6),
+             "producer; KafkaLSOStalled runbook.", f"sum(txnwatch_partition_lso_stalled{{{CT}}}) or vector(0)",
+             thr=OK_RED, w=6, runbook="lso_stall"),
         stat("Records invisible to read_committed", "Sum of HWM − LSO over all partitions. Normal: small and "
              "moving. Large and growing: an open transaction pins the LSO.",
-             f"sum(txnwatch_partition_lso_gap{{{C}}})", w=6, thr=thresholds((None, "green"), (10000, "yellow"))),
+             f"sum(txnwatch_partition_lso_gap{{{CT}}})", w=6, thr=thresholds((None, "green"), (10000, "yellow"))),
         stat("Hanging transactions", "Red: abort them (KafkaHangingTransaction runbook).",
-             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED, w=6),
+             f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED, w=6, runbook="hanging_transaction"),
         stat("LSO stall episodes (range)", "Stall episodes that started in the selected time range.",
              f"sum(increase(txnwatch_lso_stall_episodes_total{{{C}}}[$__range]))", w=6),
-        panel("heatmap", "HWM − LSO per partition (top 30)", "Each row is a partition, colour = records beyond "
-              "the LSO. A row that stays hot is a partition whose LSO is pinned: find it in the stall table.",
-              [target(f"topk(30, txnwatch_partition_lso_gap{{{C}}})", "{{cluster}} {{topic}}-{{partition}}")],
+        panel("heatmap", "HWM − LSO per partition (top 30 of the range)", "Each row is a partition, colour = "
+              "records beyond the LSO. The 30 rows are the partitions with the largest gap over the whole range, "
+              "so rows do not jump. A row that stays hot is a partition whose LSO is pinned: see the stall table.",
+              [target(stable_top(30, "txnwatch_partition_lso_gap", CT), "{{cluster}} {{topic}}-{{partition}}")],
               w=24, h=10, options={"calculate": False, "yAxis": {"axisPlacement": "left"},
                                    "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
                                    "cellGap": 1, "legend": {"show": True},
                                    "tooltip": {"show": True, "yHistogram": False}}),
+        state_timeline("LSO stalls per partition", "Red while an LSO stall episode is active on the partition; only "
+                       "partitions that stalled in the selected range are shown.",
+                       f"txnwatch_partition_lso_stalled{{{CT}}} and on (cluster, topic, partition) "
+                       f"(max_over_time(txnwatch_partition_lso_stalled{{{CT}}}[$__range] @ end()) > 0)",
+                       "{{cluster}} {{topic}}-{{partition}}", {"0": ("ok", "green"), "1": ("stalled", "red")},
+                       w=24, h=6, runbook="lso_stall"),
         table("Active LSO stalls", "Stalled partitions with the producer and transactional id holding the LSO (red after 5 min: KafkaLSOStalled runbook). "
               "Confirm with `kafka-transactions.sh describe-producers --topic T --partition P`; abort if hanging, "
-              "otherwise restart/fence the producer.", f"txnwatch_lso_stall_duration_seconds{{{C}}}", unit="s",
-              thr=thresholds((None, "green"), (60, "yellow"), (300, "red")), w=12),
+              "otherwise restart/fence the producer.", f"txnwatch_lso_stall_duration_seconds{{{CT}}}", unit="s",
+              thr=thresholds((None, "green"), (60, "yellow"), (300, "red")), w=12, value="Stalled for",
+              runbook="lso_stall"),
         table("Hanging transactions", "Partitions holding a transaction the coordinator cannot finish (always red). Abort: "
               "`kafka-transactions.sh abort --topic T --partition P --start-offset O` (offset from "
-              "/api/v1/hanging).", f"txnwatch_hanging_transaction_age_seconds{{{C}}}", unit="s", thr=OK_RED, w=12),
+              "/api/v1/hanging).", f"txnwatch_hanging_transaction_age_seconds{{{CT}}}", unit="s", thr=OK_RED, w=12,
+              value="Since last write", runbook="hanging_transaction",
+              overrides=[{"matcher": {"id": "byName", "options": COLUMNS["reason"]},
+                          "properties": [{"id": "mappings", "value": REASON_MAPPINGS}]}]),
         ts("HWM − LSO by topic", "Records not yet visible to read_committed consumers, per topic.",
-           target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{C}}})", "{{cluster}} {{topic}}")),
+           target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{CT}}})", "{{cluster}} {{topic}}")),
         ts("Open transactions per partition (top 10)", "Producers with an open transaction on a partition.",
-           target(f"topk(10, txnwatch_partition_open_transactions{{{C}}})", "{{cluster}} {{topic}}-{{partition}}")),
+           target(stable_top(10, "txnwatch_partition_open_transactions", CT), "{{cluster}} {{topic}}-{{partition}}")),
         ts("Produce rate vs LSO progress by topic", "Offsets per second added at the HWM and passed by the LSO. "
            "HWM moving while the LSO is flat is an LSO stall.",
-           target(f"sum by (cluster, topic) (rate(kafka_topic_partition_current_offset{{{C}}}[{RI}]))",
+           target(f"sum by (cluster, topic) (rate(kafka_topic_partition_current_offset{{{CT}}}[{RI}]))",
                   "{{cluster}} {{topic}} HWM"),
-           target(f"sum by (cluster, topic) (rate(txnwatch_partition_last_stable_offset{{{C}}}[{RI}]))",
+           target(f"sum by (cluster, topic) (rate(txnwatch_partition_last_stable_offset{{{CT}}}[{RI}]))",
                   "{{cluster}} {{topic}} LSO"), unit="short"),
         ts("Retained records by topic", "HWM − earliest offset: records in the log. A pinned LSO also prevents "
            "compaction/cleaning past it.",
-           target(f"sum by (cluster, topic) (kafka_topic_partition_current_offset{{{C}}} - kafka_topic_partition_oldest_offset{{{C}}})",
+           target(f"sum by (cluster, topic) (kafka_topic_partition_current_offset{{{CT}}} - kafka_topic_partition_oldest_offset{{{CT}}})",
                   "{{cluster}} {{topic}}")),
     ])
 
@@ -285,29 +382,29 @@ def partitions() -> dict[str, Any]:
 def consumer_lag() -> dict[str, Any]:
     return dashboard("txnwatch-consumer-lag", "txnwatch / Consumer lag",
                      "Lag of consumer groups against the LSO (what read_committed consumers can read) and "
-                     "against the high watermark (what kafka_exporter/Burrow report).", [
+                     "against the high watermark (what kafka_exporter/Burrow report).", topic=True, group=True, panels=[
         ts("Lag vs LSO by group", "What a read_committed group really has left to read. Growing: the consumers "
            "are too slow. Flat while lag vs HWM grows: the LSO is stalled, not the consumer — see Partitions & LSO.",
-           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{C}}})",
+           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{CG}}})",
                   "{{cluster}} {{consumergroup}}")),
         ts("Lag vs HWM by group", "kafka_exporter's lag (high watermark − committed offset). For read_committed "
            "groups it includes records they cannot read yet.",
-           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{C}}})", "{{cluster}} {{consumergroup}}")),
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{CG}}})", "{{cluster}} {{consumergroup}}")),
         ts("Invisible part of the lag (HWM lag − LSO lag)", "Records behind the LSO that no read_committed "
            "consumer can reach. Large: an open or hanging transaction pins the LSO.",
-           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{C}}}) - sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{C}}})",
+           target(f"sum by (cluster, consumergroup) (kafka_consumergroup_lag_sum{{{CG}}}) - sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{CG}}})",
                   "{{cluster}} {{consumergroup}}")),
         ts("Time lag (max over partitions)", "Age of the first record a group has not consumed (measured from its timestamp). Red above "
            "5 min: scale the consumers or fix the stall.",
-           target(f"max by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_seconds{{{C}}})",
+           target(f"max by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_seconds{{{CG}}})",
                   "{{cluster}} {{consumergroup}}"), unit="s",
            thr=thresholds((None, "green"), (60, "yellow"), (300, "red"))),
         table("Lag per group and topic (vs LSO, top 50)", "Group topics with the most readable lag (per-topic "
               "series exist under both metrics.granularity settings; per partition: txnwatch_consumergroup_lag_lso).",
-              f"topk(50, txnwatch_consumergroup_topic_lag_lso{{{C}}})"),
+              f"topk(50, txnwatch_consumergroup_topic_lag_lso{{{CG}}})", value="Lag vs LSO (records)"),
         ts("Committed offset progress by group", "Offsets committed per second. 0 while lag grows: the group is "
            "stuck or down.",
-           target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset_sum{{{C}}}[{RI}]))",
+           target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset_sum{{{CG}}}[{RI}]))",
                   "{{cluster}} {{consumergroup}}"), w=24),
     ])
 
@@ -352,7 +449,8 @@ def verification() -> dict[str, Any]:
            "Red above 1 %: check transaction.partition.verification.enable and client versions.",
            target(f"sum by (cluster) (rate(txnwatch_coordinator_listing_misses_total{{{C}}}[{RI}])) / clamp_min("
                   f"sum by (cluster) (rate(txnwatch_coordinator_listing_checks_total{{{C}}}[{RI}])), 1e-9)",
-                  "{{cluster}}"), unit="percentunit", thr=thresholds((None, "green"), (0.01, "red"))),
+                  "{{cluster}}"), unit="percentunit", thr=thresholds((None, "green"), (0.01, "red")),
+           runbook="verification_failure_rate"),
         panel("heatmap", "Coordinator listing delay distribution", "Histogram buckets over time; a band moving up "
               "means coordinators are getting slower.",
               [target(f"sum by (le) (increase(txnwatch_coordinator_listing_delay_seconds_bucket{{{C}}}[{RI}]))",
@@ -405,6 +503,12 @@ def render() -> dict[Path, str]:
         files[OUT / f"txnwatch-{name}.json"] = text
         files[CHART_FILES / "dashboards" / f"txnwatch-{name}.json"] = text
     files[CHART_FILES / "txnwatch-rules.yaml"] = RULES.read_text()
+    # The console links "the matching Grafana panel" (?viewPanel=<id>): panel ids by dashboard uid and title.
+    panels = {}
+    for build in DASHBOARDS.values():
+        dash = build()
+        panels[dash["uid"]] = {p["title"]: p["id"] for p in dash["panels"] if p["type"] != "row"}
+    files[CONSOLE_PANELS] = json.dumps(panels, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     return files
 
 

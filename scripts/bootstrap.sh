@@ -72,6 +72,13 @@ if $want_test; then
   # Debian's chromium for the console's browser tests (Playwright drives it; no browser download).
   if ! command -v chromium >/dev/null; then apt_install chromium; fi
   bash scripts/install-promtool.sh
+  # The Kafka lines the end-to-end tests cover (3.9, the default, the newest; its tools from the release that
+  # ships them) and the JMX exporter agent their brokers run: cached once per machine, like the default.
+  .venv/bin/python -c 'from txnwatch.lab.jars import (OLDER_KAFKA_VERSION, NEWEST_KAFKA_VERSION, resolve_kafka_jars,
+    resolve_tools_jars, resolve_jmx_exporter)
+for v in (OLDER_KAFKA_VERSION, NEWEST_KAFKA_VERSION):
+    resolve_kafka_jars(v); resolve_tools_jars(v)
+resolve_jmx_exporter()' >&2
   bash scripts/install-helm.sh .venv/bin
   # The container image test (tests/deploy/test_image.py): podman builds, debootstrap makes the base.
   if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then

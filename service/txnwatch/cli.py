@@ -1,4 +1,4 @@
-"""The `txnwatch` command: run, migrate, config check, hanging, lab, pipeline, demo.
+"""The `txnwatch` command: run, migrate, config check, hanging, abort, lab, pipeline, demo.
 
 Imports are deferred into the commands so `txnwatch --help` stays instant and a
 missing optional piece (Java for the pipeline, say) only matters where it is used.
@@ -10,6 +10,7 @@ exit code, listed in txnwatch.exitcodes and README.md.
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, Optional
@@ -63,9 +64,12 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False,
+# Full help at any width: rich wraps option help instead of cutting it at 80 columns.
+CONTEXT = {"max_content_width": 120, "help_option_names": ["-h", "--help"]}
+app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False, context_settings=CONTEXT,
+                  rich_markup_mode="markdown",
                   help="Observability and alerting for Apache Kafka transactions.")
-config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.")
+config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.", context_settings=CONTEXT)
 app.add_typer(config_app, name="config")
 
 
@@ -177,6 +181,92 @@ def hanging(
         code, text = run_oneshot(connection, output, max_transaction_timeout_ms)
     typer.echo(text, err=code == 3)
     raise typer.Exit(code)
+
+
+@app.command()
+def abort(
+    topic: Annotated[str, typer.Option(help="Topic of the partition holding the open transaction.")],
+    partition: Annotated[int, typer.Option(min=0, help="Partition holding the open transaction.")],
+    config: ConfigOption = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster name from the config (needed if it has several).")] = None,
+    producer_id: Annotated[Optional[int], typer.Option(min=0, help="Producer id of the open transaction.")] = None,
+    producer_epoch: Annotated[Optional[int], typer.Option(min=0, max=32767, help="Its producer epoch.")] = None,
+    coordinator_epoch: Annotated[Optional[int], typer.Option(
+        min=0, help="Coordinator epoch for the marker (default: the one the partition leader reports).")] = None,
+    start_offset: Annotated[Optional[int], typer.Option(
+        min=0, help="Instead of producer id and epoch: the start offset of an open hanging transaction txnwatch "
+                    "recorded on the partition (as /api/v1/hanging and the console show it).")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help="Write the ABORT marker. Without it: a dry run that "
+                                                            "only checks and says what it would do.")] = False,
+    token: Annotated[Optional[str], typer.Option(envvar="TXNWATCH_ADMIN_TOKEN", show_envvar=True,
+                                                 help="The admin token (api.admin_token); prefer the env var.")] = None,
+) -> None:
+    """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does.
+
+    The same action as POST /api/v1/admin/abort, with the same guard (api.admin_enabled and the admin
+    token) and the same audit row in the database, dry run or not. A dry run by default: add --execute.
+
+    Exit codes: 0 done (or would be done), 1 Kafka refused (e.g. no such open transaction),
+    2 bad arguments or admin actions disabled or wrong token, 3 cluster unreachable.
+    """
+    from txnwatch import admin, humanize, tables
+    from txnwatch.store.db import make_engine
+    from txnwatch.wiring import abort_transaction
+
+    settings = _settings(config)
+    try:
+        actor = admin.check_admin(settings, token)
+    except admin.AdminRefused as exc:
+        fail(f"{exc}{'' if exc.disabled else ' (give --token or TXNWATCH_ADMIN_TOKEN)'}")
+    matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
+    if len(matches) != 1:
+        fail("name the cluster with --cluster; known: " + (", ".join(c.name for c in settings.clusters) or "none"))
+    cfg = matches[0]
+    engine = make_engine(settings.database_url)
+    try:
+        from sqlalchemy.orm import Session
+
+        with Session(engine) as session:
+            if producer_id is None or producer_epoch is None:
+                if start_offset is None:
+                    fail("give --producer-id and --producer-epoch, or --start-offset of a recorded hanging transaction")
+                found = _hanging_at(session, cfg.name, topic, partition, start_offset)
+                if found is None:
+                    fail(f"no open hanging transaction recorded on {topic}-{partition} at start offset "
+                         f"{start_offset}; give --producer-id and --producer-epoch")
+                producer_id, producer_epoch = found
+            target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch)
+            done = admin.abort(session, abort_transaction, cfg, target, dry_run=not execute, actor=f"cli:{actor}")
+    finally:
+        engine.dispose()
+    result: Any = done.result
+    rows = [("cluster", cfg.name), ("partition", f"{topic}-{partition}"),
+            ("producer", f"id {producer_id}, epoch {producer_epoch}"),
+            ("mode", "execute: ABORT marker written if allowed" if execute else "dry run (add --execute to abort)"),
+            ("outcome", done.outcome), ("audit id", done.audit_id),
+            ("checked at", humanize.timestamp(datetime.now(timezone.utc)))]
+    if result is not None:
+        rows[3:3] = [("leader", result.leader_id), ("start offset", result.txn_start_offset),
+                     ("coordinator epoch", result.coordinator_epoch)]
+    typer.echo(tables.render(("", ""), rows))
+    if done.unreachable:
+        raise typer.Exit(exitcodes.CLUSTER_UNREACHABLE)
+    if done.refused:
+        raise typer.Exit(exitcodes.FOUND_OR_FAILED)
+
+
+def _hanging_at(session: Any, cluster: str, topic: str, partition: int, start_offset: int) -> tuple[int, int] | None:
+    from sqlalchemy import select
+
+    from txnwatch.store import models as m
+
+    row = session.execute(
+        select(m.HangingEpisode.producer_id, m.HangingEpisode.producer_epoch)
+        .join(m.Cluster, m.Cluster.id == m.HangingEpisode.cluster_id)
+        .where(m.Cluster.name == cluster, m.HangingEpisode.topic == topic, m.HangingEpisode.partition == partition,
+               m.HangingEpisode.txn_start_offset == start_offset, m.HangingEpisode.resolved_at.is_(None))
+        .order_by(m.HangingEpisode.first_seen_at.desc())).first()
+    return None if row is None else (int(row[0]), int(row[1]))
 
 
 @app.command()

@@ -87,7 +87,7 @@ class ClusterCollector:
         count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
         clock: Callable[[], float] = time.time,
         backoff: Backoff = Backoff(),
-        leading: Callable[[], bool] = lambda: True,
+        leading: Callable[[], object] = lambda: True,
     ) -> None:
         self.name = name
         self._connect = connect
@@ -102,20 +102,25 @@ class ClusterCollector:
         self._retry_at = 0.0
         self._leading = leading
         self._start_state = start_state
-        self._was_leading = False
+        self._term: object = None
         self._poll_id = 0
         self._probe_failed = False  # since the last full-poll failure; its success means "the cluster is back"
 
     def poll_once(self) -> None:
-        """One scheduled tick; returns early while backing off or while another replica leads."""
-        if not self._leading():
-            if self._was_leading:
-                self._was_leading = False
+        """One scheduled tick; returns early while backing off or while another replica holds the cluster.
+
+        ``leading()`` returns this replica's term for the cluster (a lease epoch; falsy when
+        another replica holds it): a new term, even one right after losing the cluster,
+        starts from what the store says now, as whatever this replica knew is stale.
+        """
+        term = self._leading()
+        if not term:
+            if self._term:
+                self._term = None
                 self._close_poller()
             return
-        if not self._was_leading:
-            # Whatever this replica knew from an earlier term is stale: start from what the store says now.
-            self._was_leading = True
+        if term != self._term:
+            self._term = term
             self._detector_state = self._start_state()
         now = self._clock()
         if now < self._retry_at and not self._back_early(now):
@@ -127,6 +132,10 @@ class ClusterCollector:
             snapshot = self._poller.poll()
         except Exception as exc:  # any failure of the cluster must leave the daemon running
             self._failed(exc, now)
+            return
+        if self._leading() != term:  # the lease ran out during the poll: another replica may be polling now
+            log.warning("cluster %s: lease lost during the poll; its result is dropped", self.name,
+                        extra=self._log_context())
             return
         now_ms = int(self._clock() * 1000)
         try:

@@ -304,6 +304,26 @@ class PagerDutyConfig(_Strict):
         return self
 
 
+class WebhookConfig(_Strict):
+    """A notifier beside PagerDuty: a generic JSON webhook or a Slack incoming webhook (same outbox, own retries)."""
+
+    enabled: bool = False
+    url: SecretStr | None = Field(default=None, description="The webhook URL; it embeds its credential, so it is "
+                                                            "a secret (e.g. TXNWATCH_NOTIFIERS__SLACK__URL).")
+    timeout_seconds: float = Field(default=10, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _url(self) -> "WebhookConfig":
+        if self.enabled and (self.url is None or not self.url.get_secret_value().startswith(("http://", "https://"))):
+            raise ValueError("enabled needs url (http:// or https://)")
+        return self
+
+
+class NotifiersConfig(_Strict):
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    slack: WebhookConfig = Field(default_factory=WebhookConfig)
+
+
 class AlertRuleConfig(_Strict):
     """One built-in alert rule; `for_seconds` is Prometheus' `for:`."""
 
@@ -311,6 +331,23 @@ class AlertRuleConfig(_Strict):
     for_seconds: float = Field(default=0, ge=0)
     severity: Severity = Severity.CRITICAL
     labels: dict[str, str] = Field(default_factory=dict)
+
+
+class FleetConfig(_Strict):
+    """Per-cluster leases when several replicas share one PostgreSQL (docs/fleet.md). SQLite ignores this."""
+
+    lease_seconds: float = Field(default=15, ge=2, le=600, description="How long a cluster's lease lasts without renewal: a dead replica's clusters move after at most this (plus one renew interval).")
+    renew_seconds: float = Field(default=5, ge=0.2, le=120, description="How often a replica renews its leases, sends its heartbeat and rebalances.")
+    margin_seconds: float = Field(default=3, gt=0, le=120, description="A holder that could not renew stops polling and paging this long before its lease's deadline, so it is silent before anyone else may take over.")
+    replica_id: str | None = Field(default=None, max_length=100, description="Name in the lease tables; default host-pid-random.")
+
+    @model_validator(mode="after")
+    def _timing(self) -> "FleetConfig":
+        if self.lease_seconds <= self.renew_seconds + self.margin_seconds:
+            raise ValueError(f"lease_seconds ({self.lease_seconds:g}) must exceed renew_seconds + margin_seconds "
+                             f"({self.renew_seconds + self.margin_seconds:g}), or a healthy holder would drop its "
+                             "leases between two renewals")
+        return self
 
 
 class RetentionConfig(_Strict):
@@ -348,8 +385,13 @@ class Settings(BaseSettings):
     api: ApiConfig = Field(default_factory=ApiConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     pagerduty: PagerDutyConfig = Field(default_factory=PagerDutyConfig)
+    notifiers: NotifiersConfig = Field(default_factory=NotifiersConfig)
+    public_url: str | None = Field(default=None, pattern=r"^https?://", description=(
+        "Where operators reach this txnwatch (its Ingress or Service URL). Pages link to it (PagerDuty client_url) "
+        "and to its console's runbooks; unset, pages carry no client link (never the listen address)."))
     alert_rules: dict[str, AlertRuleConfig] = Field(default_factory=dict)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
     log_format: Literal["text", "json"] = "text"

@@ -1,120 +1,82 @@
-"""Leader election: with several replicas, exactly one polls Kafka, evaluates alerts and pages.
+"""Who polls and pages for which cluster: per-cluster leases on PostgreSQL, everything locally on SQLite.
 
-PostgreSQL's session-level advisory lock is the lease: it is held by one database
-session and released by the server the moment that session ends, so a crashed or
-killed leader frees it without any timeout of ours; a network partition frees it
-when TCP keepalives give up on the session.  Followers try again on every refresh
-and so take over within one refresh interval.  SQLite mode is single-instance and
-always leads.
+With several replicas on one PostgreSQL, each cluster has its own lease with a
+deadline and an epoch (``txnwatch.fleet``): the replicas share the clusters between
+them, a holder that cannot renew goes silent before its deadline, and a follower takes
+a lease only once the deadline has passed by the database's clock.  The old single
+advisory lock could not promise that: a leader cut off from the database led on while
+the database released its lock to a follower, and both paged.
 
-A leader that loses its session because the database is unreachable keeps leading
-(polling, buffering what it cannot write) until it can ask again: the database being
-down is no reason to stop watching Kafka, and nobody else can take the lock meanwhile.
-When the database answers, it retakes the lock or, if another replica got there
-first, steps down.
+SQLite mode is single-instance: one process owns the file and holds every cluster.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-import zlib
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy.orm import Session
 
-log = logging.getLogger(__name__)
-
-LOCK_NAMESPACE = "txnwatch-leader"
+from txnwatch.config import FleetConfig
 
 
 class Leadership(Protocol):
+    def term(self, cluster: str) -> int | None: ...
+    def holds(self, cluster: str) -> bool: ...
+    def held(self) -> list[str]: ...
     def is_leader(self) -> bool: ...
-    def refresh(self) -> bool: ...
-    def release(self) -> None: ...
+    def fence(self, session: Session, cluster: str) -> None: ...
+    def send_window(self, cluster: str | None) -> AbstractContextManager[float | None]: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 class SingleInstance:
-    """SQLite: one process owns the file; there is nobody to elect."""
+    """SQLite: one process owns the file; it holds every cluster, always, in one term."""
+
+    def __init__(self, clusters: Sequence[str] = ()) -> None:
+        self._clusters = list(clusters)
+
+    def term(self, cluster: str) -> int | None:
+        return 1
+
+    def holds(self, cluster: str) -> bool:
+        return True
+
+    def held(self) -> list[str]:
+        return list(self._clusters)
 
     def is_leader(self) -> bool:
         return True
 
-    def refresh(self) -> bool:
-        return True
+    def fence(self, session: Session, cluster: str) -> None:
+        pass
 
-    def release(self) -> None:
+    @contextmanager
+    def send_window(self, cluster: str | None) -> Iterator[float | None]:
+        yield math.inf
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
         pass
 
 
-class AdvisoryLockLeadership:
-    """Holds ``pg_try_advisory_lock`` on a dedicated connection while leading."""
+def leadership_for(database_url: str, clusters: Sequence[str], fleet: FleetConfig) -> Leadership:
+    """Leases on PostgreSQL (any number of replicas), a single instance on SQLite."""
+    from txnwatch.store.db import normalise_url
 
-    def __init__(self, engine: Engine, name: str = LOCK_NAMESPACE,
-                 on_change: "callable[[bool], None] | None" = None) -> None:  # type: ignore[valid-type]
-        self._engine = engine
-        self._key = zlib.crc32(name.encode()) - 2**31  # a signed 32-bit key, stable across processes
-        self._conn: Connection | None = None
-        self._leader = False
-        self._degraded = False
-        self._lock = threading.Lock()
-        self._on_change = on_change
+    if not normalise_url(database_url).startswith("postgresql"):
+        return SingleInstance(clusters)
+    import socket
 
-    def is_leader(self) -> bool:
-        return self._leader
+    from txnwatch.fleet.leases import FleetLeases, FleetTiming, default_replica_id
+    from txnwatch.fleet.table import LeaseTable, lease_engine
 
-    def refresh(self) -> bool:
-        """Confirm the lease (the session is alive) or try to take it; never raises."""
-        with self._lock:
-            was = self._leader
-            try:
-                if self._leader and self._conn is not None:
-                    try:
-                        self._conn.execute(text("SELECT 1"))
-                    except Exception:
-                        self._drop_connection()  # the session died; ask again on a fresh one right away
-                if self._conn is None or not self._leader:
-                    self._leader = self._try_lock()
-                self._degraded = False
-            except Exception as exc:
-                self._drop_connection()
-                if self._leader and not self._degraded:
-                    self._degraded = True
-                    log.error("cannot reach the database to confirm the leader lock (%s); leading on until it "
-                              "answers again", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            if was != self._leader:
-                log.warning("this replica is now %s", "the leader" if self._leader else "a follower")
-                if self._on_change is not None:
-                    self._on_change(self._leader)
-            return self._leader
-
-    def _try_lock(self) -> bool:
-        if self._conn is None:
-            self._conn = self._engine.connect()
-        got = self._conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self._key}).scalar()
-        self._conn.commit()
-        return bool(got)
-
-    def release(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._leader:
-                try:
-                    self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self._key})
-                    self._conn.commit()
-                except Exception:
-                    log.debug("unlock failed; closing the session releases it anyway", exc_info=True)
-            self._leader = False
-            self._drop_connection()
-
-    def _drop_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.invalidate()
-                conn.close()
-            except Exception:
-                pass
-
-
-def leadership_for(engine: Engine) -> Leadership:
-    return AdvisoryLockLeadership(engine) if engine.dialect.name == "postgresql" else SingleInstance()
+    engine = lease_engine(database_url, lease_s=fleet.lease_seconds, renew_s=fleet.renew_seconds)
+    table = LeaseTable(engine, fleet.replica_id or default_replica_id(), socket.gethostname(),
+                       lease_s=fleet.lease_seconds, renew_s=fleet.renew_seconds)
+    return FleetLeases(table, clusters, FleetTiming(fleet.lease_seconds, fleet.renew_seconds, fleet.margin_seconds))

@@ -183,11 +183,12 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                          ["cluster", "transactional_id"])
     hanging_count = _gauge("txnwatch_hanging_transactions", "Hanging transactions currently detected.", ["cluster"])
     hanging_age = _gauge("txnwatch_hanging_transaction_age_seconds", "One series per hanging transaction.",
-                         ["cluster", "topic", "partition", "producer_id", "transactional_id", "reason"])
+                         ["cluster", "topic", "partition", "producer_id", "transactional_id", "reason",
+                          "start_offset"])
     stalled = _gauge("txnwatch_partition_lso_stalled", "1 while an LSO stall episode is active on the partition.",
                      PARTITION)
     stall_duration = _gauge("txnwatch_lso_stall_duration_seconds", "One series per active LSO stall.",
-                            ["cluster", "topic", "partition", "producer_id", "transactional_id"])
+                            ["cluster", "topic", "partition", "producer_id", "transactional_id", "start_offset"])
     stalls = _gauge("txnwatch_lso_stalls", "Active LSO stall episodes.", ["cluster"])
     transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
                            ["cluster", "from_state", "to_state"])
@@ -212,7 +213,7 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
         hanging_count.add_metric([name], len(findings.hanging))
         for h in findings.hanging:
             hanging_age.add_metric([name, h.tp.topic, str(h.tp.partition), str(h.producer_id), h.transactional_id or "",
-                                    h.reason.value], h.age_ms / 1000)
+                                    h.reason.value, str(h.txn_start_offset)], h.age_ms / 1000)
         active = {s.tp: s for s in findings.lso_stalls}
         stalls.add_metric([name], len(active))
         for tp in (view.snapshot.partitions if view.snapshot else {}):
@@ -220,7 +221,8 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
         for s in active.values():
             stall_duration.add_metric([name, s.tp.topic, str(s.tp.partition),
                                        "" if s.blocking_producer_id is None else str(s.blocking_producer_id),
-                                       s.blocking_transactional_id or ""], (s.last_seen_ms - s.started_ms) / 1000)
+                                       s.blocking_transactional_id or "", str(s.stalled_lso)],
+                                      (s.last_seen_ms - s.started_ms) / 1000)
     yield from (oldest_by_state, older_than, past_timeout, txn_age, txn_timeout, hanging_count, hanging_age, stalled,
                 stall_duration, stalls, transitions,
                 *events.values())

@@ -94,6 +94,33 @@ class RequestError:
     error_class: ErrorClass = ErrorClass.UNKNOWN
 
 
+class ClusterUnreachable(Exception):
+    """No broker of the cluster answered (raised by the Kafka layer); the collector reports the cluster as down."""
+
+    # Also readable without the type: a probe that succeeds later means the cluster is back.
+    cluster_unreachable = True
+
+    def __init__(self, cluster: str, reason: str) -> None:
+        super().__init__(f"cluster {cluster!r} unreachable: {reason}")
+        self.cluster = cluster
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOutcome:
+    """What an admin abort (``kafka-transactions.sh abort``) found and did; ``error`` says why nothing was written."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int | None
+    leader_id: int | None
+    txn_start_offset: int | None
+    dry_run: bool
+    aborted: bool
+    error: RequestError | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerVerification:
     """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.

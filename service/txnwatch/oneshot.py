@@ -16,8 +16,8 @@ from txnwatch.detect import DetectionSettings, hanging
 from txnwatch.model import ClusterSnapshot
 
 EXIT_CLEAN, EXIT_HANGING, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
-           "LastTimestamp", "Duration(min)", "TransactionalId", "Reason")
+HEADERS = ("Topic", "Partition", "Producer id", "Producer epoch", "Coordinator epoch", "Start offset",
+           "Last write", "Since last write", "Transactional id", "Reason")
 
 
 def find(snapshot: ClusterSnapshot, now_ms: int, max_timeout_ms: int | None) -> dict[str, Any]:
@@ -39,12 +39,18 @@ def find(snapshot: ClusterSnapshot, now_ms: int, max_timeout_ms: int | None) -> 
     }
 
 
-def render_table(result: dict[str, Any]) -> str:
-    rows = [HEADERS] + [tuple(str(v if v is not None else "-") for v in (
-        h["topic"], h["partition"], h["producer_id"], h["producer_epoch"], h["coordinator_epoch"], h["start_offset"],
-        h["last_timestamp_ms"], h["duration_minutes"], h["transactional_id"], h["reason"])) for h in result["hanging"]]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
-    lines = ["\t".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
+def render_table(result: dict[str, Any], now_ms: int | None = None, width: int | None = None) -> str:
+    """Kafka's find-hanging columns in words a person reads at 3 a.m., fitted to the terminal."""
+    from txnwatch import humanize, tables
+
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    rows = [(h["topic"], h["partition"], h["producer_id"], h["producer_epoch"], h["coordinator_epoch"],
+             h["start_offset"], humanize.timestamp(humanize.from_ms(h["last_timestamp_ms"])),
+             humanize.duration((now_ms - h["last_timestamp_ms"]) / 1000) if h["last_timestamp_ms"] else None,
+             h["transactional_id"], h["reason"]) for h in result["hanging"]]
+    lines = [tables.render(HEADERS, rows, width=width)] if rows else [
+        f"no hanging transaction on {result['cluster']} (transaction.max.timeout.ms "
+        f"{humanize.duration(result['max_transaction_timeout_ms'] / 1000)})"]
     for u in result["undetermined"]:
         lines.append(f"undetermined: {u['topic']}-{u['partition']} producer {u['producer_id']}: {u['why']}")
     return "\n".join(lines)
@@ -57,6 +63,7 @@ def run(connection: Any, fmt: str, max_timeout_ms: int | None) -> tuple[int, str
         snapshot = connection.poll()
     except ClusterUnreachable as exc:
         return EXIT_UNREACHABLE, str(exc)
-    result = find(snapshot, int(time.time() * 1000), max_timeout_ms)
-    text = json.dumps(result, indent=2) if fmt == "json" else render_table(result)
+    now_ms = int(time.time() * 1000)
+    result = find(snapshot, now_ms, max_timeout_ms)
+    text = json.dumps(result, indent=2) if fmt == "json" else render_table(result, now_ms)
     return (EXIT_HANGING if result["hanging"] else EXIT_CLEAN), text

@@ -12,13 +12,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.config import Settings
+from txnwatch.config import ClusterConfig, Settings
+from txnwatch.exposition import Exposition
 from txnwatch.leader import Leadership
+from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.state import LatestState
 from txnwatch.store.health import StoreHealth
 
@@ -42,6 +45,16 @@ class Service:
     stop: Callable[[], None] = _nothing
 
 
+class AbortTransaction(Protocol):
+    """The admin abort (WriteTxnMarkers, as ``kafka-transactions.sh abort``), wired to the Kafka layer by the root.
+
+    Raises :class:`~txnwatch.model.ClusterUnreachable`; the API needs no Kafka import to call it.
+    """
+
+    def __call__(self, cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                 coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome: ...
+
+
 @dataclass(frozen=True)
 class Runtime:
     settings: Settings
@@ -51,6 +64,8 @@ class Runtime:
     leadership: Leadership
     registry: CollectorRegistry
     store_health: StoreHealth
+    exposition: Exposition
+    abort_transaction: AbortTransaction
     services: tuple[Service, ...] = ()
     _started: list[Service] = field(default_factory=list, init=False, repr=False, compare=False)
 

@@ -18,11 +18,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC
 from typing import Protocol
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.detect import txnlog as detect_txnlog
@@ -49,31 +47,29 @@ OpenTail = Callable[[Mapping[int, int]], Tail]
 """positions -> a tail reading from there (or from the configured start where none is stored)."""
 
 
-def cluster_id_for(sessions: sessionmaker[Session], name: str, bootstrap_servers: str, now_ms: int) -> int:
-    """The cluster's row id; created if the collector has not written it yet."""
-    from datetime import datetime
+def cluster_id_for(sessions: sessionmaker[Session], name: str) -> int:
+    """The cluster's row id, registered by the store at start (with every configured cluster, in one transaction).
 
-    for _ in range(2):
-        with sessions.begin() as session:
-            found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
-            if found is not None:
-                return found
-            try:
-                cluster = m.Cluster(name=name, bootstrap_servers=bootstrap_servers, up=False,
-                                    created_at=datetime.fromtimestamp(now_ms / 1000, tz=UTC))
-                session.add(cluster)
-                session.flush()
-                return cluster.id
-            except IntegrityError:
-                pass  # the collector created it meanwhile; read it again
-    raise RuntimeError(f"could not register cluster {name!r}")
+    If the store could not register yet (database down at start), this raises and the tail retries later.
+    """
+    with sessions() as session:
+        found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
+    if found is None:
+        raise LookupError(f"cluster {name!r} is not registered yet; the store registers it with its first write")
+    return found
 
 
 class ClusterTail:
-    """Owns one cluster's tail, detector state and committed counters; only its thread touches them."""
+    """Owns one cluster's tail, detector state and committed counters; only its thread touches them.
+
+    ``leading()`` is this replica's term for the cluster (a lease epoch; falsy when it does not
+    hold it): a new term reloads everything from the database, and ``fence(session)`` makes each
+    write refuse to commit unless the term still holds, so two replicas never both advance the log.
+    """
 
     def __init__(self, name: str, bootstrap_servers: str, open_tail: OpenTail, sessions: sessionmaker[Session],
-                 state: LatestState, *, leading: Callable[[], bool] = lambda: True,
+                 state: LatestState, *, leading: Callable[[], object] = lambda: True,
+                 fence: Callable[[Session], None] = lambda session: None,
                  detection: DetectionSettings = DetectionSettings(), retry_s: float = 30.0,
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500) -> None:
@@ -83,6 +79,8 @@ class ClusterTail:
         self._sessions = sessions
         self._state = state
         self._leading = leading
+        self._fence = fence
+        self._term: object = None
         self._detection = detection
         self._retry_s = retry_s
         self._denied_reason = denied_reason
@@ -104,7 +102,11 @@ class ClusterTail:
 
     def step(self) -> int:
         """Read and apply one batch (or open the tail); returns how many records were applied."""
-        if not self._leading():
+        term = self._leading()
+        if self._tail is not None and term != self._term:
+            # A new term (or none): another replica may have advanced the stored positions meanwhile.
+            self._close()
+        if not term:
             if self._tail is not None or self._reason != "follower":
                 self._close()
                 self._reason = "follower"
@@ -113,6 +115,7 @@ class ClusterTail:
         now = self._clock()
         if self._tail is None and not self._open(now):
             return 0
+        self._term = term
         assert self._tail is not None
         try:
             records, problems = self._tail.read(self._read_timeout_ms)
@@ -126,6 +129,7 @@ class ClusterTail:
             next_state, findings = detect_txnlog.apply(self._log_state, records)
             try:
                 with self._sessions.begin() as session:
+                    self._fence(session)  # refused unless this replica still holds the cluster's lease
                     store_txnlog.write_batch(session, self._require_id(), positions, findings)
             except Exception as exc:
                 self._db_failed(exc, now)
@@ -156,6 +160,7 @@ class ClusterTail:
         if found:
             try:
                 with self._sessions.begin() as session:
+                    self._fence(session)
                     store_txnlog.write_anomalies(session, self._require_id(), found)
             except Exception as exc:
                 log.warning("cluster %s: could not store %d open-transaction anomalies (%s); will report them "
@@ -167,7 +172,7 @@ class ClusterTail:
 
     def _require_id(self) -> int:
         if self._cluster_id is None:
-            self._cluster_id = cluster_id_for(self._sessions, self.name, self._bootstrap, int(self._clock() * 1000))
+            self._cluster_id = cluster_id_for(self._sessions, self.name)
         return self._cluster_id
 
     def _open(self, now: float) -> bool:

@@ -7,14 +7,18 @@ returns a finished :class:`~txnwatch.runtime.Runtime`.
 
 Services start in the order of :func:`_services` and stop in reverse:
 
-1. leadership — take (or not) the lease before anything acts on it; released last,
-   after the current poll is finished and the outbox flushed;
+1. leadership — the per-cluster leases (txnwatch.fleet): a first round before anything
+   acts on them, then renewed on their own thread; given up last, after the current
+   poll is finished and the outbox flushed;
 2. store — register every configured cluster, in one transaction;
 3. alerting — retire incidents of clusters no longer configured, then deliver the outbox;
 4. transaction-log — one tail of ``__transaction_state`` per cluster (exact coordinator history;
    polling is the fallback where the log cannot be read);
-5. collector — the per-cluster polls and the side jobs (lease refresh, store flush, retention,
-   archiving the transition stream).
+5. collector — the polls of the clusters this replica holds and the side jobs (store flush;
+   retention, retired clusters and archiving the transition stream on the holder of the
+   housekeeping lease).
+
+Every per-cluster part asks the leases whether this replica holds its cluster now.
 
 Adding a service is one line in :func:`_services`.
 """
@@ -36,11 +40,14 @@ from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.collector import ClusterCollector, Collector, Sink
-from txnwatch.config import Settings
+from txnwatch.config import ClusterConfig, Settings
+from txnwatch.exposition import Exposition
+from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics import build_registry
 from txnwatch.metrics_sink import PollMetrics
+from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.runtime import Runtime, Service
 from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
@@ -61,26 +68,42 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
     health = StoreHealth()
-    leadership: Leadership = leadership_for(engine) if collect else SingleInstance()
+    names = [c.name for c in settings.clusters]
+    leadership: Leadership = leadership_for(settings.database_url, names, settings.fleet) if collect \
+        else SingleInstance(names)
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    services = _services(settings, engine, sessions, state, leadership, health, registry) if collect else ()
+    fastest_poll_s = min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
+    exposition = Exposition(registry, max_age_s=fastest_poll_s)
+    services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
+                if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
-                   registry=registry, store_health=health, services=services)
+                   registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
+                   services=services)
+
+
+def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome:
+    """The API's admin abort: one short-lived connection per call (rare, and never on the poll's connection)."""
+    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
+
+    with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
+        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
-              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry) -> tuple[Service, ...]:
+              leadership: Leadership, health: StoreHealth, registry: CollectorRegistry,
+              exposition: Exposition) -> tuple[Service, ...]:
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
                         exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
-    alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader,
-                                      client_url=f"http://{settings.api.host}:{settings.api.port}",
+    alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
+                                      client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
-                         PollMetrics(registry, [c.name for c in settings.clusters])]
+                         PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
     evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
@@ -88,37 +111,47 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         collectors.append((
             ClusterCollector(cluster.name, connect=partial(ClusterConnection, connection_settings),
                              evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),
-                             sinks=sinks, state=state, count_events=detect.event_counts, leading=leadership.is_leader),
+                             sinks=sinks, state=state, count_events=detect.event_counts,
+                             leading=partial(leadership.term, cluster.name)),
             settings.interval_for(cluster),
         ))
     collector = Collector(collectors)
-    refresh_s = max(1.0, min([settings.interval_for(c) for c in settings.clusters] or [5.0]) / 2)
-    collector.add_job(leadership.refresh, refresh_s, "leader:refresh")
+    housekeeping = partial(leadership.holds, HOUSEKEEPING)
     collector.add_job(recorder.flush, STORE_FLUSH_INTERVAL_S, "store:flush-buffer")
-    collector.add_job(_when(leadership.is_leader, partial(archive_then_purge, settings)),
+    collector.add_job(_when(housekeeping, partial(archive_then_purge, settings)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
-    tails = transaction_log_service(settings, sessions, state, leadership.is_leader)
+    tails = transaction_log_service(settings, sessions, state, leadership)
     if tails is not None:
-        collector.add_job(_when(leadership.is_leader, partial(archive_transitions, settings)),
+        collector.add_job(_when(housekeeping, partial(archive_transitions, settings)),
                           TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
+    retired_in: list[int | None] = [None]
+
+    def retire_clusters() -> None:
+        """Once per term of the housekeeping lease: resolve the incidents of clusters no longer configured."""
+        term = leadership.term(HOUSEKEEPING)
+        if term is not None and term != retired_in[0]:
+            alerting.retire_clusters(configured, datetime.now(timezone.utc))
+            retired_in[0] = term
+
+    collector.add_job(retire_clusters, STORE_FLUSH_INTERVAL_S, "alerting:retire-clusters")
 
     def start_alerting() -> None:
-        if leadership.is_leader():
-            alerting.retire_clusters(configured, datetime.now(timezone.utc))
+        retire_clusters()
         alerting.start()
 
     return (
-        Service("leadership", leadership.refresh, leadership.release),
+        Service("leadership", leadership.start, leadership.stop),
         Service("store", recorder.start),
         Service("alerting", start_alerting, alerting.stop),
         *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
+        Service("exposition", exposition.start, exposition.stop),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
     )
 
 
 def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
-                            leading: Callable[[], bool]) -> Any:
+                            leadership: Leadership) -> Any:
     """One tail of __transaction_state per cluster (exact history), unless turned off."""
     from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
     from txnwatch.kafka.txnlog import denied_reason
@@ -137,9 +170,12 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
         def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
             return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
 
+        def fence(session: Session, name: str = cluster.name) -> None:
+            leadership.fence(session, name)
+
         tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
-                                 leading=leading, detection=detection, retry_s=config.retry_seconds,
-                                 denied_reason=denied_reason))
+                                 leading=partial(leadership.term, cluster.name), fence=fence, detection=detection,
+                                 retry_s=config.retry_seconds, denied_reason=denied_reason))
     return TxnLogService(tails)
 
 

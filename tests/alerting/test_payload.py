@@ -37,9 +37,11 @@ def test_trigger_body_is_valid_events_v2() -> None:
                                "text": "Runbook: hanging_transaction"}]
 
 
-def test_relative_runbook_is_not_a_link_and_summary_is_capped() -> None:
+def test_relative_runbook_becomes_an_absolute_link_and_summary_is_capped() -> None:
     body = event_from_alert(alert(summary="x" * 5000), "trigger", "key")
-    assert "links" not in body and len(body["payload"]["summary"]) == 1024 and validate(body) is None
+    assert body["links"][0]["href"].startswith("https://") and body["links"][0]["href"].endswith(
+        "runbooks.md#kafkahangingtransaction")  # PagerDuty drops relative links
+    assert len(body["payload"]["summary"]) == 1024 and validate(body) is None
 
 
 def test_resolve_body_is_minimal() -> None:

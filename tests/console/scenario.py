@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -49,3 +50,22 @@ def console_client(directory: Path, **settings: Any) -> Iterator[TestClient]:
     finally:
         router.now = original
         runtime.engine.dispose()
+
+
+def rendered_hashes(client: TestClient) -> dict[str, str]:
+    """Per page, a hash of everything its screenshot shows: the HTML the server renders (chart options
+    included), the console's CSS and JS and the pinned library versions.  Pixels are not compared: fonts
+    and anti-aliasing differ between machines, the content does not."""
+    import hashlib
+
+    from txnwatch.console import assets
+
+    static = assets.VENDOR.parent
+    shared = b"".join((static / name).read_bytes() for name in ("console.css", "console.js"))
+    shared += json.dumps(assets._manifest(), sort_keys=True).encode()
+    hashes = {}
+    for name, path in PAGES.items():
+        response = client.get(path)
+        response.raise_for_status()
+        hashes[name] = hashlib.sha256(response.content + shared).hexdigest()
+    return hashes

@@ -131,3 +131,39 @@ def test_docs_render_offline(scene: Scene, browser: Browser, path: str, ready: s
         visit.page.wait_for_selector(ready, timeout=30_000)
         assert "txnwatch" in visit.page.content()
         visit.assert_clean()
+
+
+def test_cli_abort_dry_run_then_execute_ends_the_hanging_transaction(scene: Scene, tmp_path: Any) -> None:
+    """Last in the module: it ends the scene's hanging transaction.  `txnwatch abort` finds the producer from
+    the start offset the console shows, checks first (dry run), then writes the marker; both are audited."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    settings = scene.daemon.settings
+    config = tmp_path / "abort.yaml"
+    config.write_text(yaml.safe_dump({
+        "database_url": settings.database_url,
+        "clusters": [{"name": "lab", "bootstrap_servers": ",".join(settings.clusters[0].bootstrap_servers)}],
+        "api": {"admin_enabled": True, "admin_token": "cli-admin"}}))
+    base = [sys.executable, "-m", "txnwatch", "abort", "--config", str(config), "--topic", scene.topic,
+            "--partition", "0", "--start-offset", str(scene.hanging.first_offset)]
+    env = {"TXNWATCH_ADMIN_TOKEN": "cli-admin", "COLUMNS": "100", "PATH": "/usr/bin:/bin"}
+    dry = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
+    assert dry.returncode == 0, dry.stderr + dry.stdout
+    assert "would abort" in dry.stdout and "dry run" in dry.stdout
+    assert any(h["topic"] == scene.topic for h in scene.daemon.get("/api/v1/hanging").json()["items"])
+    done = subprocess.run([*base, "--execute"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "aborted" in done.stdout
+    wait_for(lambda: not [h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic],
+             60, what="the hanging episode to end after the abort")
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(settings.database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT actor, dry_run, outcome FROM admin_audit ORDER BY id")).all()
+    engine.dispose()
+    assert [(r[0], bool(r[1]), r[2]) for r in rows][-2:] == [("cli:admin-token", True, "would abort"),
+                                                           ("cli:admin-token", False, "aborted")]

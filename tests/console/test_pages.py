@@ -51,7 +51,11 @@ def test_now_page_names_what_hangs_with_the_abort_command_and_who_is_blocked(cli
     assert "Coordinator does not list this partition" in html  # the vocabulary's title of partition_not_listed
     assert "orders-consumer" in html and "records are invisible" in html
     assert 'href="/console/runbooks#kafkahangingtransaction"' in html
-    assert 'href="https://grafana.example.com/d/txnwatch-partitions?var-cluster=prod&amp;var-topic=orders"' in html
+    from txnwatch.console.router import PANELS
+
+    panel = PANELS["txnwatch-partitions"]["Hanging transactions"]
+    assert (f'href="https://grafana.example.com/d/txnwatch-partitions?var-cluster=prod&amp;var-topic=orders&amp;'
+            f'viewPanel={panel}"') in html
     assert "unreachable" in html and "NoBrokersAvailable" in html  # the staging cluster is down
 
 
@@ -119,3 +123,13 @@ def test_make_run_prints_the_console_url_first() -> None:
 
     lines = [line for line in banner(8080, "127.0.0.1:9092", Path("lab"), "demo-in").splitlines() if line.strip()]
     assert "http://127.0.0.1:8080/console" in lines[0]
+
+
+def test_grafana_links_name_panels_that_exist() -> None:
+    from txnwatch.console.router import HERE, PANELS
+
+    used = re.findall(r'grafana_link\(grafana, "([^"]+)"(?:, "([^"]+)")?', "".join(
+        p.read_text() for p in (HERE / "templates").glob("*.html")))
+    assert used
+    for uid, title in used:
+        assert uid in PANELS and (not title or title in PANELS[uid]), (uid, title)

@@ -37,9 +37,9 @@ from txnwatch.lab.topics import create_topic, unique_topic_name
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 #: (version, seconds of healthy Java traffic before the fence): the newest line gets a shorter run.
-VERSIONS = [pytest.param((DEFAULT_KAFKA_VERSION, 12), id=f"{DEFAULT_KAFKA_VERSION}-tv2"),
-            pytest.param((OLDER_KAFKA_VERSION, 12), id=f"{OLDER_KAFKA_VERSION}-tv1"),
-            pytest.param((NEWEST_KAFKA_VERSION, 8), id=f"{NEWEST_KAFKA_VERSION}-newest")]
+VERSIONS = [pytest.param((DEFAULT_KAFKA_VERSION, 8), id=f"{DEFAULT_KAFKA_VERSION}-tv2"),
+            pytest.param((OLDER_KAFKA_VERSION, 8), id=f"{OLDER_KAFKA_VERSION}-tv1"),
+            pytest.param((NEWEST_KAFKA_VERSION, 5), id=f"{NEWEST_KAFKA_VERSION}-newest")]
 #: txnwatch counter -> the reference's Totals field.
 COUNTERS = {"txnwatch_transaction_commits_total": "commits", "txnwatch_transaction_aborts_total": "aborts",
             "txnwatch_producer_epoch_bumps_total": "epoch_bumps", "txnwatch_producer_fencings_total": "fences",
@@ -115,7 +115,6 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         first = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=90),
                                     tmp_path, kafka_version=version)
         producers.append(first)
-        first.wait_for_output("records sent", 60)
         python = transactional_producer(lab.bootstrap_servers, python_id, 10_000)
         try:
             for i in range(6):
@@ -128,7 +127,7 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
                     python.commit_transaction()
         finally:
             python.close(timeout=5)
-        wait_for(lambda: _history(daemon, cluster, java_id)["commits"] >= 2 * healthy_s - 10, healthy_s + 60,
+        wait_for(lambda: _history(daemon, cluster, java_id)["commits"] >= 2 * healthy_s - 4, healthy_s + 60,
                  interval=1, what=f"~{healthy_s} s of Java commits")
         healthy = histories(coordinator_log(lab))
         # No false alarm: the coordinator log shows no fence, and txnwatch says nothing is wrong.
@@ -143,30 +142,47 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         assert _items(daemon, "/api/v1/lso-stalls", cluster) == []
         assert _items(daemon, "/api/v1/alerts", cluster) == []
 
-        # 2. A second instance with the same transactional id fences the first.
-        second = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=2),
-                                     tmp_path, kafka_version=version)
-        producers.append(second)
-        assert second.wait(90) == 0, second.output()[-2000:]
-        assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
+        # 2. A second instance with the same transactional id fences the first.  The first has a transaction
+        # open ~90 % of the time; if the second's InitProducerId lands in the gap between two of its
+        # transactions, the coordinator only bumps the epoch (no transaction to abort, so no fence in the log,
+        # and txnwatch must not count one either) and the first dies at its next write all the same.  Then
+        # the first is started again and fenced again, up to three times.
+        for attempt in range(3):
+            second = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=2),
+                                         tmp_path, kafka_version=version)
+            producers.append(second)
+            assert second.wait(90) == 0, second.output()[-2000:]
+            assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
+            records = coordinator_log(lab)
+            if histories(records)[java_id].fences or attempt == 2:
+                break
+            committed = _history(daemon, cluster, java_id)["commits"]
+            first = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=90),
+                                        tmp_path, kafka_version=version)
+            producers.append(first)
+            wait_for(lambda before=committed: _history(daemon, cluster, java_id)["commits"] > before, 60,
+                     what="the restarted first instance to commit")
 
         # Quiescent now: txnwatch's counters equal the coordinator log, read by Kafka's own DumpLogSegments.
-        def compare() -> tuple[dict[str, float | None], dict[str, int]]:
-            records = coordinator_log(lab)
+        def compare(records: list[Any]) -> tuple[dict[str, float | None], dict[str, int]]:
             totals = Totals.of(histories(records))
             expected = {name: getattr(totals, field) for name, field in COUNTERS.items()}
             expected["txnwatch_txnlog_records_total"] = len(records)
+            expected["txnwatch_txnlog_unknown_records_total"] = 0  # every record of every version decoded
             values = _metrics(daemon, cluster)
             return {name: _counter(values, name) for name in expected}, expected
 
-        deadline = time.monotonic() + 60
-        got, expected = compare()
+        deadline, tries = time.monotonic() + 60, 0
+        got, expected = compare(records)
         while got != expected and time.monotonic() < deadline:  # the tail may be a poll behind
-            time.sleep(2)
-            got, expected = compare()
+            time.sleep(1)
+            tries += 1
+            if tries % 5 == 0:  # the coordinator may have written since (e.g. a timeout abort): read it again
+                records = coordinator_log(lab)
+            got, expected = compare(records)
         assert got == expected
-        print(f"Kafka {version}: txnwatch = DumpLogSegments = {expected}")  # figures for the record (-s)
-        by_id = histories(coordinator_log(lab))
+        print(f"Kafka {version}: txnwatch = DumpLogSegments = {expected}, fence attempts {attempt + 1}")
+        by_id = histories(records)
         java = by_id[java_id]
         assert (java.fences, java.timeout_aborts) == (1, 0) and java.commits > 0
         assert (by_id[python_id].commits, by_id[python_id].aborts, by_id[python_id].fences) == (4, 2, 0)

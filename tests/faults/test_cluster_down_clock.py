@@ -61,7 +61,7 @@ def sessions(sqlite_url: str) -> Any:
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)
     sessions = make_sessionmaker(engine)
-    with sessions.begin() as session:
+    with sessions.begin() as session:  # as the daemon's store does at start
         register_clusters(session, {"c": "h:1"}, datetime.now(timezone.utc))
     yield sessions
     engine.dispose()

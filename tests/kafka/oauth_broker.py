@@ -1,4 +1,4 @@
-"""A single-node Kafka that authenticates SASL/OAUTHBEARER tokens against a local OIDC issuer, for the tests only.
+"""A local OIDC issuer, and the settings that make the secure test broker accept its tokens (SASL/OAUTHBEARER).
 
 The issuer is a small HTTP server on 127.0.0.1: ``POST /token`` (HTTPS, certificate from
 the test CA) runs the client-credentials grant and signs RS256 JWTs with PyJWT; ``GET
@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import subprocess
 import threading
 import time
 import uuid
@@ -30,8 +29,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from tests.kafka.secure_broker import _certificates, _free_ports, _wait_for_port
-from txnwatch.lab.jars import classpath, resolve_kafka_jars
+from tests.kafka.secure_broker import _certificates, _free_ports
 
 CLIENT_ID, CLIENT_SECRET, AUDIENCE = "txnwatch", "oidc-client-secret", "kafka"
 
@@ -53,12 +51,6 @@ class Issuer:
     @property
     def jwks_url(self) -> str:
         return f"{self.base_http}/jwks"
-
-
-@dataclass(frozen=True)
-class OAuthBroker:
-    bootstrap: str
-    issuer: Issuer
 
 
 def _handler(issuer: Issuer, key: rsa.RSAPrivateKey, kid: str) -> type[BaseHTTPRequestHandler]:
@@ -122,57 +114,18 @@ def oidc_issuer(directory: Path) -> Iterator[Issuer]:
             s.server_close()
 
 
-def _properties(directory: Path, issuer: Issuer, sasl: int, internal: int, controller: int) -> str:
+def broker_properties(issuer: Issuer) -> list[str]:
+    """OAUTHBEARER on the secure broker's SASL_PLAINTEXT listener, validated against ``issuer``'s JWKS."""
     prefix = "listener.name.sasl_plaintext.oauthbearer."
-    return "\n".join([
-        "process.roles=broker,controller",
-        "node.id=1",
-        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}",
-        (f"listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal},"
-         f"CONTROLLER://127.0.0.1:{controller}"),
-        f"advertised.listeners=SASL_PLAINTEXT://127.0.0.1:{sasl},INTERNAL://127.0.0.1:{internal}",
-        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "inter.broker.listener.name=INTERNAL",
-        "controller.listener.names=CONTROLLER",
-        "sasl.enabled.mechanisms=OAUTHBEARER",
+    return [
         f"{prefix}sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
         (f"{prefix}sasl.server.callback.handler.class="
          "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"),
         f"sasl.oauthbearer.jwks.endpoint.url={issuer.jwks_url}",
         f"sasl.oauthbearer.expected.audience={AUDIENCE}",
         f"sasl.oauthbearer.expected.issuer={issuer.base_http}",
-        f"log.dirs={directory / 'data'}",
-        "offsets.topic.replication.factor=1",
-        "transaction.state.log.replication.factor=1",
-        "transaction.state.log.min.isr=1",
-        "group.initial.rebalance.delay.ms=0",
-        "",
-    ])
+    ]
 
 
-@contextmanager
-def oauth_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[OAuthBroker]:
-    """The issuer and a broker that accepts only its tokens on the SASL_PLAINTEXT listener."""
-    cp = classpath(resolve_kafka_jars(kafka_version, quiet=True))
-    with oidc_issuer(directory) as issuer:
-        sasl, internal, controller = _free_ports(3)
-        config = directory / "server.properties"
-        config.write_text(_properties(directory, issuer, sasl, internal, controller))
-        cluster_id = subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"],
-                                    check=True, capture_output=True, text=True).stdout.strip()
-        subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config),
-                        "--standalone"], check=True, capture_output=True)
-        with open(directory / "broker.log", "wb") as log:
-            process = subprocess.Popen(
-                ["java", "-Xmx384m", f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url}",
-                 "-cp", cp, "kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            _wait_for_port(process, sasl, directory)
-            yield OAuthBroker(f"127.0.0.1:{sasl}", issuer)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+def broker_jvm_options(issuer: Issuer) -> list[str]:
+    return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.jwks_url}"]

@@ -10,7 +10,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,14 +125,21 @@ def _wait_for_port(process: subprocess.Popen[bytes], port: int, directory: Path,
 
 
 @contextmanager
-def secure_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[SecureBroker]:
+def secure_broker(directory: Path, kafka_version: str = "4.1.1", *, oauth_properties: Sequence[str] = (),
+                  jvm_options: Sequence[str] = ()) -> Iterator[SecureBroker]:
+    """``oauth_properties`` (from tests.kafka.oauth_broker) add OAUTHBEARER to the SASL listener."""
     if shutil.which("java") is None or shutil.which("openssl") is None:
         raise RuntimeError("needs java and openssl")
     cp = classpath(resolve_kafka_jars(kafka_version, quiet=True))
     _certificates(directory)
     sasl, ssl, internal, controller = _free_ports(4)
     config = directory / "server.properties"
-    config.write_text(_properties(directory, sasl, ssl, internal, controller))
+    properties = _properties(directory, sasl, ssl, internal, controller)
+    if oauth_properties:
+        properties = properties.replace("sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                                        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER")
+        properties += "\n".join(oauth_properties) + "\n"
+    config.write_text(properties)
     cluster_id = subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "random-uuid"],
                                 check=True, capture_output=True, text=True).stdout.strip()
     scram = [arg for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -140,7 +147,7 @@ def secure_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[Sec
     subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config),
                     "--standalone", *scram], check=True, capture_output=True)
     with open(directory / "broker.log", "wb") as log:
-        process = subprocess.Popen(["java", "-Xmx384m", "-cp", cp, "kafka.Kafka", str(config)],
+        process = subprocess.Popen(["java", "-Xmx384m", *jvm_options, "-cp", cp, "kafka.Kafka", str(config)],
                                    stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_for_port(process, sasl, directory)

@@ -131,8 +131,10 @@ def test_time_lag_is_exact_through_an_lso_stall(lab_cluster: Any, new_topic: Cal
     finally:
         stall.clear()
     assert all(lag_lso == 0 for lag_lso, _, _ in seen), seen  # nothing readable: the LSO holds the group
-    assert all(seconds is not None and abs(seconds - truth) < POLL_INTERVAL_S for _, seconds, truth in seen), seen
-    assert seen[-1][1] > seen[0][1] + 3 * POLL_INTERVAL_S, seen  # grows with the stall, not held down by it
+    measured = [seconds for _, seconds, _ in seen]
+    assert None not in measured, seen
+    assert all(abs((s or 0.0) - truth) < POLL_INTERVAL_S for s, (_, _, truth) in zip(measured, seen, strict=True)), seen
+    assert (measured[-1] or 0.0) > (measured[0] or 0.0) + 3 * POLL_INTERVAL_S, seen  # grows with the stall
     assert fetched == 1
 
 

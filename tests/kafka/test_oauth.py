@@ -89,7 +89,7 @@ def test_lifetime_from_the_jwt_exp_claim_when_expires_in_is_missing() -> None:
 ])
 def test_unusable_answers_are_errors_that_name_the_endpoint(answer: dict[str, Any]) -> None:
     provider = OidcTokenProvider(SETTINGS, clock=Clock(), request=lambda _: answer)
-    with pytest.raises(TokenError, match="idp.example"):
+    with pytest.raises(TokenError, match=r"idp\.example"):
         provider.token()
 
 

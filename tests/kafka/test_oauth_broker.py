@@ -1,5 +1,8 @@
 """SASL/OAUTHBEARER end to end: a real broker validating JWTs from a local OIDC issuer, watched by the daemon.
 
+The broker is the session's secure test broker (tests/kafka/conftest.py), whose SASL listener also
+enables OAUTHBEARER.
+
 txnwatch obtains its token by the client-credentials grant over HTTPS (the issuer's
 certificate from a private CA, given as sasl_oauth_ca_file), the broker checks it against
 the issuer's JWKS with Kafka's own validator, and the daemon polls the cluster and sees a
@@ -9,8 +12,7 @@ transaction that a producer, authenticated the same way, keeps open.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,7 +20,8 @@ from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.daemon import start_daemon, wait_for
-from tests.kafka.oauth_broker import CLIENT_ID, CLIENT_SECRET, OAuthBroker, oauth_broker
+from tests.kafka.conftest import SecureKafka
+from tests.kafka.oauth_broker import CLIENT_ID, CLIENT_SECRET, Issuer
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
 from txnwatch.logs import configure
@@ -27,10 +30,15 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SECRET_ENV = "TXNWATCH_TEST_OIDC_SECRET"
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
-    with oauth_broker(Path(tmp_path_factory.mktemp("oauth-kafka"))) as running:
-        yield running
+@dataclass(frozen=True)
+class OAuthBroker:
+    bootstrap: str
+    issuer: Issuer
+
+
+@pytest.fixture
+def broker(secure_kafka: SecureKafka) -> OAuthBroker:
+    return OAuthBroker(secure_kafka.broker.sasl_bootstrap, secure_kafka.issuer)
 
 
 def _oauth(broker: OAuthBroker, secret: str = CLIENT_SECRET) -> OAuthSettings:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.kafka.secure_broker import HOSTILE_PLAIN, USERS, SecureBroker, secure_broker
+from tests.kafka.conftest import SecureKafka
+from tests.kafka.secure_broker import HOSTILE_PLAIN, USERS, SecureBroker
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.model import ClusterSnapshot
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
-    with secure_broker(Path(tmp_path_factory.mktemp("secure-kafka"))) as running:
-        yield running
+@pytest.fixture
+def broker(secure_kafka: SecureKafka) -> SecureBroker:
+    return secure_kafka.broker
 
 
 def poll_until_up(settings: ClusterConnectionSettings, timeout: float = 60) -> ClusterSnapshot:

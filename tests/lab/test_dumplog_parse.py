@@ -28,7 +28,7 @@ def _raw_state_count(text: str, tid: str, state: str, number: int) -> int:
     return scala + json_
 
 
-@pytest.mark.parametrize("version, java", [
+@pytest.mark.parametrize(("version", "java"), [
     pytest.param("3.9.1", dict(commits=14, aborts=1, epoch_bumps=2, fences=1), id="3.9.1-tv1"),
     pytest.param("4.1.1", dict(commits=20, aborts=1, epoch_bumps=22, fences=1), id="4.1.1-tv2"),
     pytest.param("4.4.0", dict(commits=16, aborts=1, epoch_bumps=18, fences=1), id="4.4.0-tv2"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.lagmetrics import LagMetricOptions
+from txnwatch.lagmetrics import Granularity, LagMetricOptions
 from txnwatch.metrics import LagCollector
 from txnwatch.model import GroupSnapshot
 from txnwatch.state import ClusterView, LatestState
@@ -16,6 +18,7 @@ from txnwatch.state import ClusterView, LatestState
 def _registry(options: LagMetricOptions) -> CollectorRegistry:
     snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)),
                     groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
+    snap = replace(snap, first_unconsumed_ms={(TP, 80): -5_000})  # the first unconsumed record is 5 s old
     _, findings = detect.evaluate(detect.INITIAL, snap, 0)
     state = LatestState(["c"])
     state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
@@ -33,6 +36,7 @@ def test_partition_granularity_exports_kafka_exporter_series_and_topic_sums() ->
     assert r.get_sample_value("kafka_consumergroup_lag_sum", group) == 20
     assert r.get_sample_value("txnwatch_consumergroup_lag_lso", {**group, "partition": "0"}) == 10
     assert r.get_sample_value("txnwatch_consumergroup_topic_lag_lso", group) == 10
+    assert r.get_sample_value("txnwatch_consumergroup_lag_seconds", {**group, "partition": "0"}) == 5
 
 
 def test_topic_granularity_drops_per_partition_group_series_only() -> None:
@@ -53,3 +57,18 @@ def test_kafka_exporter_labels_are_configurable() -> None:
     # txnwatch's own families keep their cluster label whatever kafka_exporter's layout is.
     assert r.get_sample_value("txnwatch_consumergroup_lag_lso",
                               {"cluster": "c", "consumergroup": "g", "topic": "orders", "partition": "0"}) == 10
+
+
+def test_dashboards_query_only_lag_series_that_both_granularities_export() -> None:
+    from tests.deploy.tools import dashboard_exprs, dashboard_files, load_dashboard, promql_metric_names
+
+    every = {f.name for f in _registry(LagMetricOptions()).collect()}
+    exported = {}
+    granularity: Granularity
+    for granularity in ("partition", "topic"):
+        families = _registry(LagMetricOptions(granularity=granularity)).collect()
+        exported[granularity] = {f.name for f in families if f.samples}
+    queried = {name for path in dashboard_files() for _, expr in dashboard_exprs(load_dashboard(path))
+               for name in promql_metric_names(expr)} & every
+    assert queried, "the dashboards query no lag family at all"
+    assert queried <= exported["partition"] & exported["topic"], queried - exported["topic"]

@@ -33,6 +33,14 @@ class Condition:
     summary: str
     labels: Mapping[str, str] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
+    # Conditions with the same group share one root cause and page as one incident (alerting/grouping.py).
+    group: str | None = None
+
+
+def producer_group(cluster: str, producer_id: int) -> str:
+    """A producer id has at most one open transaction: its hanging partitions, the LSO stalls it causes and its
+    coordinator-side timeout or stuck Prepare* are one root cause."""
+    return f"{cluster}/pid={producer_id}"
 
 
 def partition_incident_key(rule: str, cluster: str, topic: str, partition: int, producer_id: int) -> str:

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
+from txnwatch.alerting.grouping import GROUP_DETAIL, ActiveIncident, fold
 from txnwatch.alerting.outbox import PAGERDUTY, enqueue
 from txnwatch.alerting.rules import effective_rules, rule_for
 from txnwatch.config import AlertRuleConfig
@@ -52,14 +53,17 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
     another replica led) restarts its ``for`` clock, since nobody watched it hold.
     """
     rules = effective_rules(rules)
-    current: dict[str, Condition] = {}
+    conditions = list(conditions)
     for condition in conditions:
         if condition.cluster != cluster:
             raise ValueError(f"condition for cluster {condition.cluster!r} passed to the evaluation of {cluster!r}")
-        current[condition.incident_key] = condition
     cluster_id = _cluster_id(session, cluster)
     active = {a.incident_key: a for a in session.scalars(
         select(m.Alert).where(m.Alert.cluster_id == cluster_id, m.Alert.state.in_(ACTIVE)).order_by(m.Alert.id))}
+    # One root cause, one incident: a disabled rule's condition is never a group's lead or member.
+    groupable = [c for c in conditions if rule_for(rules, c.rule).enabled]
+    current: dict[str, Condition] = {c.incident_key: c for c in conditions if not rule_for(rules, c.rule).enabled}
+    current.update({c.incident_key: c for c in fold(groupable, _active_groups(active.values()))})
     blind = any(c.rule == CLUSTER_DOWN for c in current.values())
     result = EvaluationResult()
 
@@ -102,6 +106,19 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
     if result.fired or result.resolved:
         log.info("alerts on %s: fired %s, resolved %s", cluster, result.fired, result.resolved)
     return result
+
+
+def _active_groups(alerts: Iterable[m.Alert]) -> dict[str, ActiveIncident]:
+    """group -> its open alert, a firing one before a pending one (the page already out keeps its key)."""
+    groups: dict[str, ActiveIncident] = {}
+    for alert in alerts:
+        group = (alert.details or {}).get(GROUP_DETAIL)
+        if not isinstance(group, str):
+            continue
+        known = groups.get(group)
+        if known is None or (alert.state == FIRING and not known.firing):
+            groups[group] = ActiveIncident(alert.incident_key, alert.rule, alert.state == FIRING)
+    return groups
 
 
 def retire_clusters(session: Session, configured: Iterable[str], now: datetime, *,

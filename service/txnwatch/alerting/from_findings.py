@@ -7,6 +7,7 @@ answer this time is carried over unchanged until a poll can decide it again.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from txnwatch.alerting.conditions import (
     cluster_incident_key,
     partition_incident_key,
     partition_stall_key,
+    producer_group,
     runbook_link,
     transaction_incident_key,
 )
@@ -66,6 +68,7 @@ class ConditionBuilder:
         conditions += [self._overdue(o) for o in findings.overdue]
         conditions += [self._stuck(s) for s in findings.stuck_prepare]
         conditions += [self._stall(s) for s in findings.lso_stalls]
+        conditions = [self._grouped(c) for c in conditions]
         check = findings.verification
         if check.checks and check.failures / check.checks > self.verification_failure_ratio:
             conditions.append(Condition(
@@ -76,6 +79,14 @@ class ConditionBuilder:
                  "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
                                      "without AddPartitionsToTxn (pre-KIP-890 clients)."}))
         return conditions
+
+    def _grouped(self, condition: Condition) -> Condition:
+        """Findings about one producer id are one root cause (alerting/grouping.py folds them into one incident)."""
+        details = condition.details
+        producer_id = details.get("blocking_producer_id") if condition.rule == LSO_STALL else details.get("producer_id")
+        if not isinstance(producer_id, int) or producer_id < 0:
+            return condition
+        return replace(condition, group=producer_group(self.cluster, producer_id))
 
     def _hanging_conditions(self, findings: Findings) -> list[Condition]:
         current = {(str(h.tp.topic), h.tp.partition, h.producer_id): self._hanging_condition(h) for h in findings.hanging}

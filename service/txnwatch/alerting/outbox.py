@@ -8,10 +8,12 @@ the events without a recorded 202 go out again.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal, Protocol
@@ -49,6 +51,16 @@ class Delivery:
     retry_after_seconds: float | None = None
 
 
+class SendGuard(Protocol):
+    """The fencing check of a fleet (txnwatch.fleet.leases): may this replica page for ``cluster`` now?
+
+    The context yields the seconds the send may take, or None to refuse it; the lease
+    is not given up while the context is open.
+    """
+
+    def send_window(self, cluster: str | None) -> AbstractContextManager[float | None]: ...
+
+
 class Notifier(Protocol):
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery: ...
 
@@ -71,6 +83,7 @@ class DispatchStats:
     retried: int = 0
     failed: int = 0
     waiting: int = 0  # pending rows left behind: not due yet, or queued behind an undelivered one
+    fenced: int = 0  # pending rows another replica holds the lease for (or this one lost it)
     pending: int = 0  # rows still pending after this run: left waiting, or tried and due again later
     oldest_pending_at: datetime | None = None  # created_at of the oldest of them
     settled_ids: set[int] = field(default_factory=set, repr=False, compare=False)
@@ -81,13 +94,14 @@ class OutboxDispatcher:
 
     def __init__(self, sessions: sessionmaker[Session], notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
                  backoff: Backoff = Backoff(), rng: random.Random | None = None,
-                 metrics: AlertingMetrics | None = None) -> None:
+                 metrics: AlertingMetrics | None = None, guard: SendGuard | None = None) -> None:
         self._sessions = sessions
         self._metrics = metrics or AlertingMetrics()
         self._notifiers = dict(notifiers)
         self._max_attempts = max_attempts
         self._backoff = backoff
         self._rng = rng or random.Random()
+        self._guard = guard
 
     def run_once(self, now: datetime, *, deadline: Callable[[], float] | None = None) -> DispatchStats:
         """Deliver what is due at ``now``; a resolve waits behind its pending trigger, whatever their due times.
@@ -110,13 +124,25 @@ class OutboxDispatcher:
                 if event.next_attempt_at > now or (left is not None and left <= 0):
                     stats.waiting += len(queue) - position
                     break
-                if not self._deliver(notifier, event, now, left, stats):
-                    stats.waiting += len(queue) - position - 1
-                    break
+                with self._window(event) as lease_left:
+                    if lease_left is None:  # not this replica's cluster, or its lease is gone: the holder pages
+                        stats.fenced += len(queue) - position
+                        break
+                    timeout = lease_left if left is None else min(left, lease_left)
+                    if not self._deliver(notifier, event, now, None if math.isinf(timeout) else timeout, stats):
+                        stats.waiting += len(queue) - position - 1
+                        break
         still_pending = [row.created_at for row in rows if row.id not in stats.settled_ids]
         stats.pending, stats.oldest_pending_at = len(still_pending), min(still_pending, default=None)
         self._metrics.outbox(stats.pending, stats.oldest_pending_at, now)
         return stats
+
+    def _window(self, event: m.OutboxEvent) -> AbstractContextManager[float | None]:
+        if self._guard is None:
+            return nullcontext(math.inf)
+        payload = event.payload or {}
+        cluster = payload.get("cluster") or (payload.get("labels") or {}).get("cluster")
+        return self._guard.send_window(cluster if isinstance(cluster, str) else None)
 
     def _deliver(self, notifier: Notifier, event: m.OutboxEvent, now: datetime, timeout: float | None,
                  stats: DispatchStats) -> bool:

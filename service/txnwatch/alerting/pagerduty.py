@@ -25,13 +25,25 @@ CLIENT = "txnwatch"
 BODY_LOG_MAX = 500
 
 
+# The project's runbooks, rendered by the git host: the absolute link a page carries when nothing closer to
+# the operator (console.runbook_url, or the console's copy under public_url) is configured.
+DEFAULT_RUNBOOK_URL = "https://github.com/txnwatch/txnwatch/blob/main/docs/runbooks.md"
+
+
 @dataclass(frozen=True)
 class EventContext:
-    """What the event needs besides the alert; from PagerDutyConfig."""
+    """What the event needs besides the alert; from PagerDutyConfig and the public URL.
+
+    ``client_url``: where on-call opens txnwatch (``public_url``); never the listen address, which
+    in Kubernetes is ``0.0.0.0``.  ``runbook_doc_url``: the runbooks document a relative
+    ``docs/runbooks.md#section`` resolves to, so every page links an absolute URL (PagerDuty drops
+    relative links).  ``runbook_base_url`` (older): a base the relative path is appended to.
+    """
 
     source: str = "txnwatch"
     client_url: str | None = None
     runbook_base_url: str | None = None
+    runbook_doc_url: str = DEFAULT_RUNBOOK_URL
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -70,11 +82,21 @@ def pagerduty_event(snapshot: Mapping[str, Any], action: str, routing_key: str,
         body["client_url"] = context.client_url
     runbook = details.get("runbook")
     if isinstance(runbook, str):
-        href = runbook if "://" in runbook or not context.runbook_base_url else \
-            context.runbook_base_url.rstrip("/") + "/" + runbook
+        href = runbook_href(runbook, context)
         if "://" in href:  # PagerDuty drops relative links
             body["links"] = [{"href": href, "text": f"Runbook: {snapshot['rule']}"}]
+            payload["custom_details"]["runbook_url"] = href
     return body
+
+
+def runbook_href(runbook: str, context: EventContext) -> str:
+    """An absolute runbook URL for a detail's ``docs/runbooks.md#section`` (or an absolute one as is)."""
+    if "://" in runbook:
+        return runbook
+    if context.runbook_base_url:
+        return context.runbook_base_url.rstrip("/") + "/" + runbook
+    _, _, anchor = runbook.partition("#")
+    return context.runbook_doc_url + (f"#{anchor}" if anchor else "")
 
 
 def event_from_alert(alert: m.Alert, action: str, routing_key: str,
@@ -96,11 +118,12 @@ class PagerDutyNotifier:
 
     @classmethod
     def from_config(cls, config: PagerDutyConfig, client_url: str | None = None,
-                    runbook_base_url: str | None = None) -> "PagerDutyNotifier":
+                    runbook_base_url: str | None = None,
+                    runbook_doc_url: str = DEFAULT_RUNBOOK_URL) -> "PagerDutyNotifier":
         if config.routing_key is None:
             raise ValueError("PagerDuty needs a routing key")
         return cls(config.routing_key, events_url=config.events_url, timeout_seconds=config.timeout_seconds,
-                   context=EventContext(config.source, client_url, runbook_base_url))
+                   context=EventContext(config.source, client_url, runbook_base_url, runbook_doc_url))
 
     def close(self) -> None:
         self._client.close()

@@ -9,20 +9,38 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.conditions import Condition
 from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clusters
 from txnwatch.alerting.metrics import AlertingMetrics
-from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop
-from txnwatch.alerting.pagerduty import PagerDutyNotifier
+from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop, SendGuard
+from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL, PagerDutyNotifier
+from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
 from txnwatch.alerting.rules import effective_rules
 from txnwatch.config import AlertRuleConfig, Settings
 
 log = logging.getLogger(__name__)
 
 GAP_POLLS = 5  # missed polls after which a pending alert's `for` starts over
+HOUSEKEEPING = "*"  # the fleet-wide lease (txnwatch.fleet.balance.HOUSEKEEPING)
+
+
+class Leases(SendGuard, Protocol):
+    """What alerting needs of the fleet's leases: the fencing checks for writes and sends."""
+
+    def fence(self, session: Session, cluster: str) -> None: ...
+
+
+def runbook_document_url(settings: Settings) -> str:
+    """The runbooks an operator can open: their own copy, else this txnwatch's console, else the project's."""
+    if settings.console.runbook_url:
+        return settings.console.runbook_url
+    if settings.public_url and settings.console.enabled:
+        return settings.public_url.rstrip("/") + "/console/runbooks"
+    return DEFAULT_RUNBOOK_URL
 
 
 class Alerting:
@@ -31,14 +49,17 @@ class Alerting:
     def __init__(self, sessions: sessionmaker[Session], rules: Mapping[str, AlertRuleConfig],
                  notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
                  leading: Callable[[], bool] = lambda: True, interval_seconds: float = 1.0,
-                 max_gap_seconds: float | None = None, metrics: AlertingMetrics | None = None) -> None:
+                 max_gap_seconds: float | None = None, metrics: AlertingMetrics | None = None,
+                 leases: Leases | None = None) -> None:
         self._sessions = sessions
         self.metrics = metrics or AlertingMetrics()
         self._rules = dict(rules)
         self._channels = tuple(notifiers)
         self._notifiers = dict(notifiers)
         self._max_gap = max_gap_seconds
-        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, metrics=self.metrics)
+        self._leases = leases
+        self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, metrics=self.metrics,
+                                           guard=leases)
         self.loop = OutboxLoop(self.dispatcher, interval_seconds=interval_seconds, active=leading)
 
     @property
@@ -48,24 +69,41 @@ class Alerting:
 
     @classmethod
     def from_settings(cls, settings: Settings, sessions: sessionmaker[Session], *,
-                      leading: Callable[[], bool] = lambda: True, client_url: str | None = None,
+                      leading: Callable[[], bool] = lambda: True, leases: Leases | None = None,
+                      client_url: str | None = None,
                       runbook_base_url: str | None = None,
                       extra_notifiers: Mapping[str, Notifier] | None = None,
                       metrics: AlertingMetrics | None = None) -> "Alerting":
         notifiers: dict[str, Notifier] = {}
         if settings.pagerduty.enabled:
-            notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(settings.pagerduty, client_url, runbook_base_url)
+            notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(
+                settings.pagerduty, client_url if client_url is not None else settings.public_url, runbook_base_url,
+                runbook_document_url(settings))
+        for channel, config in ((WEBHOOK, settings.notifiers.webhook), (SLACK, settings.notifiers.slack)):
+            if config.enabled and config.url is not None:
+                render = slack_body if channel == SLACK else webhook_body
+                notifiers[channel] = WebhookNotifier(config.url, render=render, timeout_seconds=config.timeout_seconds)
         notifiers.update(extra_notifiers or {})
         if not notifiers:
             log.info("alerting: no notifier enabled; alerts are tracked in the database and the API only")
         slowest_poll = max([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
         return cls(sessions, effective_rules(settings.alert_rules), notifiers,
                    max_attempts=settings.pagerduty.max_attempts, leading=leading,
-                   max_gap_seconds=GAP_POLLS * slowest_poll, metrics=metrics)
+                   max_gap_seconds=GAP_POLLS * slowest_poll, metrics=metrics, leases=leases)
 
     def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
-        """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged."""
+        """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged.
+
+        With leases, the transaction first checks this replica's lease epoch for the cluster
+        (and holds its row until commit): a replica that lost the lease writes nothing.
+        """
         with self._sessions.begin() as session:
+            if self._leases is not None:
+                try:
+                    self._leases.fence(session, cluster)
+                except Exception as exc:
+                    log.warning("alerts of %s not evaluated: %s", cluster, exc)
+                    return EvaluationResult()
             result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels,
                               max_gap_seconds=self._max_gap)
         if (result.fired or result.resolved) and self._channels:
@@ -74,6 +112,8 @@ class Alerting:
 
     def retire_clusters(self, configured: Iterable[str], now: datetime) -> list[str]:
         with self._sessions.begin() as session:
+            if self._leases is not None:
+                self._leases.fence(session, HOUSEKEEPING)
             return retire_clusters(session, configured, now, channels=self._channels)
 
     def start(self) -> None:

@@ -13,7 +13,7 @@ from txnwatch.runtime import Runtime
 from txnwatch.state import LatestState
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     return request.app.state.runtime
 
 

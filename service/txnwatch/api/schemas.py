@@ -35,6 +35,13 @@ class ClusterSummary(_Out):
     last_error: str | None = Field(description="Why the latest poll failed; null when it succeeded.")
     polls: int = Field(description="Polls recorded in the history (every replica).")
     failed_polls: int = Field(description="Recorded polls that failed, e.g. no broker reachable.")
+    history_mode: str = Field(default="polling", description="Where coordinator history (commits, aborts, "
+                              "fences, epoch bumps, timelines) comes from: `exact` = this replica reads "
+                              "__transaction_state record by record; `polling` = sampled by polls (fallback).")
+    history_mode_reason: str = Field(default="", description="Why the cluster is in that mode, e.g. the ACL "
+                                     "that denies reading __transaction_state.")
+    txnlog_lag_records: int | None = Field(default=None, description="Transaction log records not yet applied "
+                                           "(exact mode).")
 
 
 class ClusterDetail(ClusterSummary):

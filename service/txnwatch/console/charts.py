@@ -51,10 +51,14 @@ class Episode:
 
 
 def partition_offsets(points: Sequence[OffsetPoint], stalls: Sequence[Episode],
-                      hanging: Sequence[tuple[datetime, int, str]]) -> dict[str, Any]:
+                      hanging: Sequence[tuple[datetime, int, str]],
+                      window: tuple[datetime, datetime] | None = None) -> dict[str, Any]:
     """HWM vs LSO over time; stall episodes shaded and named by their blocking producer; hanging
-    transactions pinned at their start offset."""
+    transactions pinned at their start offset.  ``window`` fixes the time axis to the chosen range, so a
+    stall that began before the first sample still shows where it began."""
     option = _base("offset")
+    if window is not None:
+        option["xAxis"].update(min=ms(window[0]), max=ms(window[1]))
     lso_series: dict[str, Any] = {
         "name": "last stable offset (read_committed)", "type": "line", "step": "end", "showSymbol": False,
         "data": [[ms(p.at), p.last_stable_offset] for p in points],

@@ -64,12 +64,19 @@ def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
     return HTMLResponse(html)
 
 
-def grafana_link(base: str | None, uid: str, **variables: Any) -> str | None:
-    """A shipped dashboard (dashboards/build.py uids) with its variables set; None without a Grafana URL."""
+PANELS: dict[str, dict[str, int]] = json.loads((HERE / "grafana_panels.json").read_text())
+
+
+def grafana_link(base: str | None, uid: str, panel: str | None = None, **variables: Any) -> str | None:
+    """A shipped dashboard (dashboards/build.py uids), opened on ``panel`` (by title) when it has one, with its
+    variables set; None without a Grafana URL."""
     if not base:
         return None
-    query = urlencode({f"var-{k}": v for k, v in variables.items() if v is not None})
-    return f"{base.rstrip('/')}/d/{uid}?{query}"
+    query = {f"var-{k}": v for k, v in variables.items() if v is not None}
+    panel_id = PANELS.get(uid, {}).get(panel or "")
+    if panel_id is not None:
+        query["viewPanel"] = panel_id
+    return f"{base.rstrip('/')}/d/{uid}?{urlencode(query)}"
 
 
 _env.globals["grafana_link"] = grafana_link
@@ -154,7 +161,8 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
         [charts.OffsetPoint(s.sampled_at, s.high_watermark, s.last_stable_offset) for s in samples],
         [charts.Episode(s["started_at"], s["ended_at"] or at, _blocker(s)) for s in stalls],
         [(h["first_write_at"] or h["first_seen_at"], h["txn_start_offset"], f"hanging: producer {h['producer_id']}")
-         for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None])
+         for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None],
+        window=(since, at))
     latest = samples[-1] if samples else None
     return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,

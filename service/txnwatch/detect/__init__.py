@@ -13,7 +13,6 @@ One module per question:
 * :mod:`~txnwatch.detect.verification` — KIP-890-style verification time and failures;
 * :mod:`~txnwatch.detect.transitions` — coordinator history and derived events;
 * :mod:`~txnwatch.detect.lag` — read_committed consumer lag;
-* :mod:`~txnwatch.detect.errors` — KIP-1050 classes of wire error codes.
 
 Whatever the poll could not learn (a failed listing, a silent coordinator or
 partition leader) is *undetermined*: it neither raises nor clears an incident.
@@ -25,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
-from txnwatch.detect.errors import classify
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.detect.transitions import TxnEvent
 from txnwatch.detect.verification import VerificationCheck
@@ -42,7 +40,7 @@ from txnwatch.model import (
     Undetermined,
 )
 
-__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "TxnEvent", "VerificationCheck", "classify",
+__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "TxnEvent", "VerificationCheck",
            "evaluate", "event_counts", "resumed"]
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from txnwatch.detect.errors import BY_NAME
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import (
     ClusterSnapshot,
@@ -35,9 +34,8 @@ from txnwatch.model import (
     Undetermined,
 )
 
-
+#: Matched by name: the Kafka layer names every error (kafka-python's name for the wire code).
 _NOT_FOUND = "TRANSACTIONAL_ID_NOT_FOUND"
-_NOT_FOUND_CODE = BY_NAME[_NOT_FOUND].code
 
 
 def _listings_by_producer(snapshot: ClusterSnapshot) -> dict[int, list[ListedTransaction]]:
@@ -72,7 +70,7 @@ def _judge(snapshot: ClusterSnapshot, tp: TopicPartition, producer_id: int, list
         if coordinator in snapshot.unreachable_coordinators:
             verdicts.append((None, f"coordinator {coordinator} did not answer DescribeTransactions", listing))
         elif description is None:
-            if error is not None and (error.name == _NOT_FOUND or error.code == _NOT_FOUND_CODE):
+            if error is not None and error.name == _NOT_FOUND:
                 verdicts.append((HangingReason.UNKNOWN_TO_COORDINATOR, None, listing))
             else:
                 why = f"DescribeTransactions({txn_id}) failed: {error.name}" if error else f"{txn_id} not described"

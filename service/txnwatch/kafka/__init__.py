@@ -7,11 +7,11 @@ that answers nothing raises :class:`ClusterUnreachable`.  :class:`TransactionLog
 follows ``__transaction_state`` for exact coordinator transitions.
 """
 
-from txnwatch.kafka.abort import AbortOutcome
 from txnwatch.kafka.connection import ClusterConnection
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.txnlog import TransactionLogTail, TxnLogUnavailable
+from txnwatch.model import AbortOutcome
 
 __all__ = ["AbortOutcome", "ClusterConnection", "ClusterConnectionSettings", "ClusterUnreachable",
            "TransactionLogTail", "TxnLogUnavailable"]

@@ -9,27 +9,12 @@ A dry run stops after the check and reports what would be written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from txnwatch.kafka import batches, errors, parse
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.wire import Wire
-from txnwatch.model import RequestError, TopicPartition
-
-
-@dataclass(frozen=True, slots=True)
-class AbortOutcome:
-    """What an abort found and did; ``error`` says why nothing was (or would be) written."""
-
-    tp: TopicPartition
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int | None
-    leader_id: int | None
-    txn_start_offset: int | None
-    dry_run: bool
-    aborted: bool
-    error: RequestError | None = None
+from txnwatch.model import AbortOutcome, RequestError, TopicPartition
 
 
 async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, producer_id: int,

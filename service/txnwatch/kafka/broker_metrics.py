@@ -114,15 +114,15 @@ def scrape(urls: Mapping[str, str], timeout_ms: int) -> tuple[BrokerVerification
 def _scrape_one(broker: str, url: str, timeout_ms: int) -> BrokerVerification:
     timeout = httpx.Timeout(timeout_ms / 1000)
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-            with client.stream("GET", url, headers={"Accept": "text/plain"}) as response:
-                if response.status_code != 200:
-                    return BrokerVerification(broker, url, error=f"HTTP {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_BODY_BYTES:
-                        return BrokerVerification(broker, url, error=f"body over {MAX_BODY_BYTES} bytes")
+        with httpx.Client(timeout=timeout, follow_redirects=False) as client, \
+                client.stream("GET", url, headers={"Accept": "text/plain"}) as response:
+            if response.status_code != 200:
+                return BrokerVerification(broker, url, error=f"HTTP {response.status_code}")
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    return BrokerVerification(broker, url, error=f"body over {MAX_BODY_BYTES} bytes")
     except httpx.HTTPError as exc:
         return BrokerVerification(broker, url, error=f"{type(exc).__name__}: {exc}" if str(exc)
                                   else type(exc).__name__)

@@ -19,14 +19,14 @@ from typing import TypeVar
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-from txnwatch.kafka.abort import AbortOutcome, abort_transaction
+from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
-from txnwatch.model import ClusterSnapshot, TopicPartition
+from txnwatch.model import AbortOutcome, ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

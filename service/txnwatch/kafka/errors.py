@@ -10,39 +10,17 @@ from __future__ import annotations
 
 import kafka.errors as Errors
 
-from txnwatch.model import ErrorClass, RequestError
+from txnwatch.kafka.error_classes import classify
+from txnwatch.model import ClusterUnreachable, ErrorClass, RequestError
+
+__all__ = ["CORRUPT", "ClusterUnreachable", "broker_target", "corrupt", "error_class", "from_code", "from_exception"]
 
 CORRUPT = "CORRUPT_RESPONSE"
 
 
-class ClusterUnreachable(Exception):
-    """No broker of the cluster answered; the collector reports the cluster as down."""
-
-    # Read by the collector (which must not import kafka/): a probe that succeeds later means the cluster is back.
-    cluster_unreachable = True
-
-    def __init__(self, cluster: str, reason: str) -> None:
-        super().__init__(f"cluster {cluster!r} unreachable: {reason}")
-        self.cluster = cluster
-        self.reason = reason
-
-
 def error_class(code: int | None) -> ErrorClass:
-    """KIP-1050 class of a broker error code, as decided by ``txnwatch.detect.errors``.
-
-    The table lives with detection, the single owner of error semantics; this layer
-    only looks the class up, and tolerates the table not being installed.
-    """
-    if code is None:
-        return ErrorClass.UNKNOWN
-    try:
-        from txnwatch.detect.errors import classify
-    except ImportError:
-        return ErrorClass.UNKNOWN
-    try:
-        return ErrorClass(classify(code)[0])
-    except (ValueError, TypeError, LookupError):
-        return ErrorClass.UNKNOWN
+    """KIP-1050 class of a broker error code (:mod:`txnwatch.kafka.error_classes`); UNKNOWN without a code."""
+    return ErrorClass.UNKNOWN if code is None else classify(code)[0]
 
 
 def from_code(api: str, target: str, code: int, message: str | None = None) -> RequestError:

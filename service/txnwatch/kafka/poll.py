@@ -158,7 +158,8 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
             continue
         asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
                  for t in reply.call.request.topics for p in t.partitions}
-        found = records.parse_fetch(reply.response, asked)
+        found, problems = records.parse_fetch(reply.response, asked)
+        failures.extend(problems)
         dates.remember(found)
         answers.update({key: dated.timestamp_ms for key, dated in found.items()})
     return answers, failures

@@ -24,8 +24,9 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 
+from txnwatch.kafka import errors
 from txnwatch.kafka.batches import Call, by_node
-from txnwatch.model import GroupSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
 
 #: Fetch v12 is the last that names topics (v13+ uses topic ids).
 _FETCH_VERSION = 12
@@ -48,13 +49,18 @@ class Dated:
 
 
 def lagging(partitions: Mapping[TopicPartition, PartitionSnapshot], groups: Iterable[GroupSnapshot]) -> list[Key]:
-    """(partition, committed offset) of every group partition with records after its committed offset, most first."""
+    """(partition, committed offset) of every group partition with records after its committed offset, most first.
+
+    A committed offset below the log start (a long-stopped group) is left to the fallback estimate.
+    """
     lags: dict[Key, int] = {}
     for group in groups:
         for tp, committed in group.offsets.items():
             partition = partitions.get(tp)
             if partition is None or partition.high_watermark is None or committed is None or committed < 0:
                 continue
+            if partition.log_start_offset is not None and committed < partition.log_start_offset:
+                continue  # deleted by retention: the fetch would only answer OFFSET_OUT_OF_RANGE
             lag = partition.high_watermark - committed
             if lag > 0:
                 lags[(tp, committed)] = lag
@@ -121,21 +127,31 @@ def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None
     return calls
 
 
-def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> dict[Key, Dated]:
+def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> tuple[dict[Key, Dated], list[RequestError]]:
     """First data record at or after each fetch offset; partitions that errored or were cut short are left out."""
     found: dict[Key, Dated] = {}
+    problems: list[RequestError] = []
     for topic_data in response.responses:
         for data in topic_data.partitions:
             tp = TopicPartition(topic_data.topic, data.partition_index)
             offset = offsets.get(tp)
-            if offset is None or data.error_code != 0 or not data.records:
-                if offset is not None and data.error_code == 0 and data.high_watermark <= offset:
+            if offset is None:
+                continue
+            if data.error_code != 0:  # e.g. TOPIC_AUTHORIZATION_FAILED without Read: time lag falls back
+                problems.append(errors.from_code("Fetch", str(tp), data.error_code))
+                continue
+            if not data.records:
+                if data.high_watermark <= offset:
                     found[(tp, offset)] = Dated(None, data.high_watermark)
                 continue
-            dated = _first_data_record(MemoryRecords(bytes(data.records)), offset, data.high_watermark)
+            try:
+                dated = _first_data_record(MemoryRecords(bytes(data.records)), offset, data.high_watermark)
+            except Exception as exc:  # a record batch kafka-python cannot read costs this partition's date only
+                problems.append(errors.corrupt("Fetch", str(tp), f"{type(exc).__name__}: {exc}"))
+                continue
             if dated is not None:
                 found[(tp, offset)] = dated
-    return found
+    return found, problems
 
 
 def _first_data_record(records: MemoryRecords, offset: int, high_watermark: int) -> Dated | None:

@@ -100,13 +100,16 @@ def down(lab_dir: Optional[Path] = DirOption) -> None:
 
 
 @app.command()
-def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(False, "--json")) -> None:
+def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Show the lab's nodes, pids, ports and whether each process is running, frozen or dead."""
     info = _load(lab_dir).status()
     if as_json:
         typer.echo(json.dumps(info, indent=2))
         return
     typer.echo(f"Kafka {info['kafka_version']}  bootstrap {info['bootstrap_servers']}  dir {info['lab_dir']}")
+    typer.echo(f"  partition verification {'on' if info['partition_verification'] else 'off (pre-KIP-890)'}")
+    for broker, url in info["broker_metrics_urls"].items():
+        typer.echo(f"  broker {broker} JMX exporter {url}")
     for n in info["nodes"]:
         typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {str(n['pid']):>7}  "
                    f"port {n['port'] or '-':>5}  {n['state']}")
@@ -126,7 +129,8 @@ def bootstrap(lab_dir: Optional[Path] = DirOption) -> None:
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              name="kafka-transactions")
 def kafka_transactions(ctx: typer.Context, lab_dir: Optional[Path] = DirOption,
-                       bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server")) -> None:
+                       bootstrap_servers: Optional[str] = typer.Option(
+                           None, "--bootstrap-server", help="Any cluster instead of the lab.")) -> None:
     """Run Kafka's own kafka-transactions tool against the lab: list, describe, describe-producers,
     find-hanging, abort (arguments are passed through)."""
     from txnwatch.lab.reference import run_kafka_transactions
@@ -147,8 +151,8 @@ def workload(
     duration: Optional[float] = typer.Option(None, help="Seconds to run (default: until Ctrl-C)."),
     lab_dir: Optional[Path] = DirOption,
     bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
-    topic_prefix: Optional[str] = typer.Option(None),
-    verbose: bool = typer.Option(False, "-v"),
+    topic_prefix: Optional[str] = typer.Option(None, help="Prefix of the workload's topics (default: txnwatch-<scenario>)."),
+    verbose: bool = typer.Option(False, "-v", help="Log what the workload does (INFO)."),
     report_every: float = typer.Option(10.0, help="Seconds between progress lines."),
     background: bool = typer.Option(False, "--background", help="Detach; `lab down` or `lab workload-stop` "
                                                                 "stops it. Log: <lab dir>/workload-<scenario>.log"),
@@ -222,13 +226,23 @@ def _hold(fault, describe: str) -> None:
         typer.echo("cleared", err=True)
 
 
+PartitionOption = typer.Option(0, min=0, help="Partition of the topic.")
+
+
 @fault_app.command("hanging")
-def fault_hanging(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+def fault_hanging(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
                   hold: bool = typer.Option(False, help="Stay in the foreground and abort it on Ctrl-C.")) -> None:
     """A transactional batch the coordinator never heard of (stays until `txnwatch lab kafka-transactions abort`)."""
     from txnwatch.lab.faults import inject_hanging_transaction
 
-    fault = inject_hanging_transaction(_load(lab_dir).bootstrap_servers, topic, partition)
+    lab = _load(lab_dir)
+    try:
+        fault = inject_hanging_transaction(lab.bootstrap_servers, topic, partition)
+    except LabError as exc:
+        hint = "" if lab.settings.transactions.pre_kip_890 else (
+            " (this lab runs Kafka's default transaction.partition.verification.enable=true; "
+            "start one with `txnwatch lab up --pre-kip-890`)")
+        _fail(LabError(f"{exc}{hint}"))
     text = (f"hanging transaction on {topic}-{partition}: producer id {fault.producer_id} epoch "
             f"{fault.producer_epoch} first offset {fault.first_offset} (transactional id {fault.transactional_id})")
     if hold:
@@ -240,7 +254,7 @@ def fault_hanging(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirO
 
 
 @fault_app.command("lso-stall")
-def fault_lso_stall(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+def fault_lso_stall(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
                     timeout_ms: Optional[int] = typer.Option(None, help="transaction.timeout.ms (default: the lab's max).")) -> None:
     """Open a transaction and go silent until Ctrl-C (or until the coordinator times it out)."""
     from txnwatch.lab.faults import start_lso_stall
@@ -252,7 +266,7 @@ def fault_lso_stall(topic: str, partition: int = 0, lab_dir: Optional[Path] = Di
 
 
 @fault_app.command("coordinator-timeout")
-def fault_coordinator_timeout(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption,
+def fault_coordinator_timeout(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
                               timeout_ms: int = typer.Option(2000, help="The producer's transaction.timeout.ms.")) -> None:
     """Open a transaction with a short timeout, let the coordinator abort it and bump the epoch, then
     show what the late producer's commit gets (KIP-588)."""
@@ -265,7 +279,7 @@ def fault_coordinator_timeout(topic: str, partition: int = 0, lab_dir: Optional[
 
 
 @fault_app.command("fence")
-def fault_fence(topic: str, partition: int = 0, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_fence(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption) -> None:
     """Start a second producer with a running producer's transactional.id and show the zombie's fate."""
     from txnwatch.lab.faults import fence_producer
 
@@ -283,6 +297,7 @@ def fault_freeze(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
 
 @fault_app.command("thaw")
 def fault_thaw(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+    """SIGCONT a frozen broker."""
     _load(lab_dir).thaw_broker(node_id)
     typer.echo(f"node {node_id} resumed")
 
@@ -297,6 +312,7 @@ def fault_stop(node_id: int, lab_dir: Optional[Path] = DirOption,
 
 @fault_app.command("start")
 def fault_start(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+    """Start a stopped broker again (waits until the proxy follows it)."""
     lab = _load(lab_dir)
     try:
         lab.start_broker(node_id)
@@ -323,7 +339,7 @@ def fault_latency(ms: float, node_id: Optional[int] = typer.Option(None, "--node
 
 
 @fault_app.command("cut")
-def fault_cut(node_id: Optional[int] = typer.Option(None, "--node"), lab_dir: Optional[Path] = DirOption,
+def fault_cut(node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."), lab_dir: Optional[Path] = DirOption,
               block: bool = typer.Option(False, help="Also refuse new connections until `fault clear-network`.")) -> None:
     """Drop clients' connections to a broker."""
     reply = _load(lab_dir).proxy.cut(node_id, block=block)
@@ -331,7 +347,9 @@ def fault_cut(node_id: Optional[int] = typer.Option(None, "--node"), lab_dir: Op
 
 
 @fault_app.command("clear-network")
-def fault_clear_network(node_id: Optional[int] = typer.Option(None, "--node"), lab_dir: Optional[Path] = DirOption) -> None:
+def fault_clear_network(node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."),
+                        lab_dir: Optional[Path] = DirOption) -> None:
+    """Remove latency and cuts, and accept connections again."""
     _load(lab_dir).proxy.clear(node_id)
     typer.echo("network faults cleared")
 

@@ -34,7 +34,12 @@ from typing import Any
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
-    DEFAULT_KAFKA_VERSION, classpath, require_tool, resolve_kafka_jars, resolve_tools_jars, tools_version,
+    DEFAULT_KAFKA_VERSION,
+    classpath,
+    require_tool,
+    resolve_kafka_jars,
+    resolve_tools_jars,
+    tools_version,
 )
 from txnwatch.lab.reference import tools_log_opts
 
@@ -135,8 +140,8 @@ def parse_dump(output: str) -> list[CoordinatorRecord]:
             value = _parse_payload(match.group("payload"))
         except (ValueError, KeyError, TypeError) as exc:
             raise LabError(f"DumpLogSegments printed a record this parser cannot read ({exc!r}):\n{line}") from exc
-        base = {"log_partition": partition, "offset": int(match.group("offset")),
-                "create_time_ms": int(match.group("ts")), "transactional_id": tid}
+        base: dict[str, Any] = {"log_partition": partition, "offset": int(match.group("offset")),
+                                "create_time_ms": int(match.group("ts")), "transactional_id": tid}
         records.append(CoordinatorRecord(**base, **value) if value is not None
                        else CoordinatorRecord(**base, state=None))
     return records
@@ -234,7 +239,7 @@ class Totals:
     timeout_aborts: int
 
     @classmethod
-    def of(cls, by_id: dict[str, IdHistory], ids: set[str] | None = None) -> "Totals":
+    def of(cls, by_id: dict[str, IdHistory], ids: set[str] | None = None) -> Totals:
         chosen = [h for tid, h in by_id.items() if ids is None or tid in ids]
         return cls(*(sum(getattr(h, name) for h in chosen) for name in
                      ("commits", "aborts", "epoch_bumps", "fences", "producer_id_changes", "timeout_aborts")))

@@ -139,7 +139,7 @@ class JavaProducer:
         `transaction_timeout_ms`."""
         stop({self._proc.pid: PRODUCER_PERFORMANCE}, timeout=timeout_s, children={self._proc.pid: self._proc})
 
-    def __enter__(self) -> "JavaProducer":
+    def __enter__(self) -> JavaProducer:
         return self
 
     def __exit__(self, *exc: object) -> None:

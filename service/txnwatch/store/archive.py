@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import posixpath
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
@@ -35,7 +35,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, literal, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import ColumnElement
 
@@ -192,7 +192,9 @@ def _remove_orphans(fs: pafs.FileSystem, root: str, table: str, state: TableStat
 
 def _select(spec: ArchiveTable) -> Any:
     model = spec.model
-    cols = [getattr(model, f.name) for f in spec.schema]
+    # Columns only some sources have (the transaction log's offsets on "transitions") are null for the others.
+    cols = [getattr(model, f.name, None) if hasattr(model, f.name) else literal(None).label(f.name)
+            for f in spec.schema]
     return (select(m.Cluster.name, *cols)
             .join(m.Cluster, m.Cluster.id == model.cluster_id)  # type: ignore[attr-defined]
             .order_by(model.id))  # type: ignore[attr-defined]
@@ -213,7 +215,7 @@ def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
 
 
 def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[Any],
-                 state: TableState) -> int:
+                 state: TableState, prefix: str = "part") -> int:
     time_index = 1 + spec.schema.get_field_index(spec.time_column)
     buckets: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for row in rows:
@@ -224,7 +226,7 @@ def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[
         table = pa.Table.from_pydict(columns, schema=spec.schema)
         directory = posixpath.join(root, partition_dir(spec.name, cluster, day))
         fs.create_dir(directory, recursive=True)
-        name = f"part-{bucket[0][1]:012d}-{bucket[-1][1]:012d}.parquet"
+        name = f"{prefix}-{bucket[0][1]:012d}-{bucket[-1][1]:012d}.parquet"
         pq.write_table(table, posixpath.join(directory, name), filesystem=fs, compression="zstd")
         state.files[posixpath.join(partition_dir(spec.name, cluster, day), name)] = len(bucket)
     return len(buckets)
@@ -278,29 +280,82 @@ def export_history(engine: Engine, archive_uri: str, tables: Mapping[str, Archiv
         fs, root = open_archive(archive_uri)
         fs.create_dir(root, recursive=True)
         manifest = read_manifest(fs, root)
-        return [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
+        results = [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
+        if "transitions" in tables:
+            # The transaction log's stream joins the polled transitions: one archive table, one result.
+            stream = export_stream(engine, fs, root, manifest, chunk_rows, settle)
+            results = [replace(r, rows=r.rows + stream.rows, files=r.files + stream.files)
+                       if r.table == "transitions" else r for r in results]
+        return results
 
 
 _EXPORT_LOCK = threading.Lock()
 
 
+STREAM_BOOKKEEPING = "txnlog_stream"  # manifest entry holding only the last exported stream id
+
+
+def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest,
+                  chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> ExportResult:
+    """The transaction log's staged stream (``txnlog_stream``) into the archive's ``transitions`` table,
+    as ``log-part-*`` files beside the polled transitions, with its log offsets.  Incremental by id,
+    stopping at rows staged less than ``settle`` ago (ids are handed out before commit)."""
+    from txnwatch.store.txnlog_models import TxnLogStream as S
+
+    spec = TABLES["transitions"]
+    book, state = manifest.table(STREAM_BOOKKEEPING), manifest.table("transitions")
+    cutoff_ms = int((datetime.now(timezone.utc) - settle).timestamp() * 1000)
+    rows = files = 0
+    while True:
+        with engine.connect() as conn:
+            chunk = conn.execute(
+                select(m.Cluster.name, S.id, S.transactional_id, S.at_ms, S.from_state, S.to_state, S.producer_id,
+                       S.producer_epoch, S.prev_producer_id, S.prev_producer_epoch, S.timeout_ms, S.start_ms,
+                       S.partitions, S.events, S.duration_ms, S.log_partition, S.log_offset,
+                       S.client_transaction_version, S.staged_at_ms)
+                .join(m.Cluster, m.Cluster.id == S.cluster_id)
+                .where(S.id > book.last_id).order_by(S.id).limit(chunk_rows)).all()
+        if not chunk:
+            break
+        recent = next((i for i, r in enumerate(chunk) if r.staged_at_ms >= cutoff_ms), None)
+        settled = chunk if recent is None else chunk[:recent]
+        if settled:
+            converted = [(r.name, r.id, r.transactional_id, _from_ms(r.at_ms), r.from_state, r.to_state,
+                          r.producer_id, r.producer_epoch, r.prev_producer_id, r.prev_producer_epoch, r.timeout_ms,
+                          _from_ms(r.start_ms), r.partitions.split(",") if r.partitions else [],
+                          r.events.split(",") if r.events else [], r.duration_ms, r.log_partition, r.log_offset,
+                          r.client_transaction_version) for r in settled]
+            files += _write_chunk(fs, root, spec, converted, state, prefix="log-part")
+            rows += len(settled)
+            book.last_id = settled[-1].id
+            write_manifest(fs, root, manifest)
+        if recent is not None:
+            break
+    return ExportResult(STREAM_BOOKKEEPING, rows, files, 0)
+
+
+def _from_ms(value: int | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, tz=timezone.utc)
+
+
 def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session], archive_uri: str,
-                                  hot: timedelta, batch: int = 5_000) -> int:
-    """The transaction log's full transition stream is staged in ``txn_transitions``; once a row is
-    in the archive (its id at or below the manifest's ``last_id``) and older than ``hot``, it leaves
-    the database.  Returns how many rows were purged."""
-    export_history(engine, archive_uri, tables={"transitions": TABLES["transitions"]})
+                                  hot: timedelta, batch: int = 20_000, settle: timedelta = DEFAULT_SETTLE) -> int:
+    """The transaction log's full transition stream is staged in ``txnlog_stream``; once a row is in the
+    archive (its id at or below the manifest's bookkeeping ``last_id``) and was staged longer than ``hot``
+    ago, it leaves the database.  Returns how many rows were purged."""
+    from txnwatch.store.txnlog_models import TxnLogStream as S
+
+    export_history(engine, archive_uri, tables={"transitions": TABLES["transitions"]}, settle=settle)
     fs, root = open_archive(archive_uri)
-    archived = read_manifest(fs, root).table("transitions").last_id
-    cutoff = datetime.now(timezone.utc) - hot
-    X = m.TransactionTransition
+    archived = read_manifest(fs, root).table(STREAM_BOOKKEEPING).last_id
+    cutoff_ms = int((datetime.now(timezone.utc) - hot).timestamp() * 1000)
     purged = 0
     while True:
         with sessions.begin() as session:
-            ids = list(session.scalars(select(X.id).where(X.id <= archived, X.log_offset.is_not(None),
-                                                          X.observed_at < cutoff).limit(batch)))
+            ids = list(session.scalars(select(S.id).where(S.id <= archived, S.staged_at_ms < cutoff_ms)
+                                       .order_by(S.id).limit(batch)))
             if ids:
-                session.execute(delete(X).where(X.id.in_(ids)))
+                session.execute(delete(S).where(S.id.in_(ids)))
         purged += len(ids)
         if len(ids) < batch:
             return purged

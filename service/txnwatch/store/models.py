@@ -144,10 +144,6 @@ class TransactionTransition(Base):
     partitions: Mapped[list[str]] = mapped_column(JSON, default=list)
     events: Mapped[list[str]] = mapped_column(JSON, default=list)
     duration_ms: Mapped[int | None]
-    #: Set for transitions read from __transaction_state (exact); None for ones inferred between polls.
-    log_partition: Mapped[int | None] = mapped_column(Integer)
-    log_offset: Mapped[int | None]
-    client_transaction_version: Mapped[int | None] = mapped_column(Integer)
 
 
 class PartitionOffsetSample(Base):

@@ -132,3 +132,39 @@ class TxnLogAggregate(Base):
     duration_ms_sum: Mapped[int] = mapped_column(default=0)
     duration_count: Mapped[int] = mapped_column(default=0)
     duration_ms_max: Mapped[int] = mapped_column(default=0)
+
+
+class TxnLogStream(Base):
+    """The full transition stream, staged: one row per applied record, exported to the Parquet archive
+    (table ``txnlog``) and purged once archived and older than ``transaction_log.hot_transitions_minutes``.
+
+    Plain columns only (epoch milliseconds, comma-joined lists): a busy cluster stages tens of
+    thousands of rows a second, and these go to the driver without per-value conversions.
+    """
+
+    __tablename__ = "txnlog_stream"
+    __table_args__ = (
+        Index("ix_txnlog_stream_txn", "cluster_id", "transactional_id", "at_ms"),
+        Index("ix_txnlog_stream_staged", "staged_at_ms"),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    cluster_id: Mapped[int] = _cluster_fk()
+    log_partition: Mapped[int] = mapped_column(Integer)
+    log_offset: Mapped[int]
+    at_ms: Mapped[int]
+    staged_at_ms: Mapped[int]
+    transactional_id: Mapped[str] = mapped_column(String(512))
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    producer_id: Mapped[int]
+    producer_epoch: Mapped[int] = mapped_column(Integer)
+    prev_producer_id: Mapped[int | None]
+    prev_producer_epoch: Mapped[int | None] = mapped_column(Integer)
+    timeout_ms: Mapped[int]
+    start_ms: Mapped[int | None]
+    partitions: Mapped[str] = mapped_column(Text, default="")
+    events: Mapped[str] = mapped_column(Text, default="")
+    duration_ms: Mapped[int | None]
+    client_transaction_version: Mapped[int] = mapped_column(Integer, default=0)
+    detail: Mapped[str | None] = mapped_column(Text)

@@ -8,7 +8,7 @@ ones from the Parquet archive, where the stream goes once archived.
 from __future__ import annotations
 
 import posixpath
-from datetime import datetime
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
@@ -44,18 +44,47 @@ def with_log_state(row: queries.TxnRow | None, logged: t.TxnLogId | None, cluste
     return queries.TxnRow(SimpleNamespace(**fields), cluster, row.hanging if row is not None else False)  # type: ignore[arg-type]
 
 
+_FIELDS = ("id", "observed_at", "from_state", "to_state", "producer_id", "producer_epoch", "prev_producer_id",
+           "prev_producer_epoch", "timeout_ms", "txn_started_at", "partitions", "events", "duration_ms",
+           "log_partition", "log_offset", "client_transaction_version")
+
+
+def _ts(ms: int | None) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def _from_stream(r: t.TxnLogStream) -> SimpleNamespace:
+    return SimpleNamespace(
+        id=r.id, observed_at=_ts(r.at_ms), from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
+        producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
+        timeout_ms=r.timeout_ms, txn_started_at=_ts(r.start_ms), partitions=r.partitions.split(",") if r.partitions
+        else [], events=r.events.split(",") if r.events else [], duration_ms=r.duration_ms,
+        log_partition=r.log_partition, log_offset=r.log_offset, client_transaction_version=r.client_transaction_version)
+
+
+def _from_polled(r: m.TransactionTransition) -> SimpleNamespace:
+    return SimpleNamespace(**{f: getattr(r, f, None) for f in _FIELDS})
+
+
+def _key(r: SimpleNamespace) -> tuple[Any, ...]:
+    """Log rows are one per record (partition, offset); polled rows one per row id."""
+    return ("log", r.log_partition, r.log_offset) if r.log_offset is not None else ("poll", r.id)
+
+
 def timeline(session: Session, cluster_id: int, cluster: str, transactional_id: str, limit: int,
-             archive_uri: str | None) -> list[Any]:
-    """Newest first: database rows, then archived ones older than those (deduplicated by row id)."""
-    rows: list[Any] = list(queries.transitions(session, cluster_id, transactional_id, limit))
-    if len(rows) >= limit or archive_uri is None:
-        return rows
-    seen = {r.id for r in rows}
-    archived = [r for r in archived_transitions(archive_uri, cluster, transactional_id) if r.id not in seen]
-    archived.sort(key=lambda r: (r.observed_at, r.id), reverse=True)
-    merged = rows + archived
-    merged.sort(key=lambda r: (r.observed_at, r.id), reverse=True)
-    return merged[:limit]
+             archive_uri: str | None) -> list[SimpleNamespace]:
+    """Newest first: the staged log stream and polled transitions from the database, completed by older
+    ones from the archive when those are not enough."""
+    S = t.TxnLogStream
+    rows = [_from_stream(r) for r in session.scalars(
+        select(S).where(S.cluster_id == cluster_id, S.transactional_id == transactional_id)
+        .order_by(S.at_ms.desc(), S.id.desc()).limit(limit))]
+    rows += [_from_polled(r) for r in queries.transitions(session, cluster_id, transactional_id, limit)]
+    if len(rows) < limit and archive_uri is not None:
+        seen = {_key(r) for r in rows}
+        rows += [r for r in archived_transitions(archive_uri, cluster, transactional_id) if _key(r) not in seen]
+    rows.sort(key=lambda r: (r.observed_at, r.log_offset if r.log_offset is not None else -1, r.id), reverse=True)
+    return rows[:limit]
 
 
 def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) -> list[SimpleNamespace]:
@@ -63,7 +92,7 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from txnwatch.store.archive import TABLES, open_archive, read_manifest
+    from txnwatch.store.archive import open_archive, read_manifest
 
     try:
         fs, root = open_archive(archive_uri)
@@ -72,7 +101,6 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
         return []
     prefix = f"transitions/cluster={quote(cluster, safe='')}/"
     out: list[SimpleNamespace] = []
-    names = TABLES["transitions"].schema.names
     for path in sorted(manifest.table("transitions").files):
         if not path.startswith(prefix):
             continue
@@ -82,7 +110,7 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
         except (OSError, ValueError):
             continue
         for row in table.to_pylist():
-            out.append(SimpleNamespace(**{n: row.get(n) for n in names}))
+            out.append(SimpleNamespace(**{f: row.get(f) for f in _FIELDS}))
     return out
 
 

@@ -88,6 +88,8 @@ def test_lagging_partitions_come_most_lagging_first_once_per_offset() -> None:
     parts = {p.tp: p for p in (partition(hwm=50, lso=50), partition(tp=TP1, hwm=500, lso=500))}
     groups = (GroupSnapshot("a", None, None, {TP: 40, TP1: 10}), GroupSnapshot("b", None, None, {TP: 40, TP1: 500}))
     assert records.lagging(parts, groups) == [(TP1, 10), (TP, 40)]
+    retained = {TP: replace(parts[TP], log_start_offset=45)}
+    assert records.lagging(retained, groups) == []  # below the log start: nothing to fetch
 
 
 def test_last_commit_is_the_poll_that_first_saw_the_offset_and_unknown_before_a_change() -> None:

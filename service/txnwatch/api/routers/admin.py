@@ -2,33 +2,32 @@
 
 Off unless ``api.admin_enabled``; needs the admin bearer token; a dry run unless the
 caller says otherwise; every call, dry or not, allowed or refused by Kafka, is audited.
+The guard, the Kafka call and the audit are txnwatch.admin's, shared with `txnwatch abort`.
 """
 
 from __future__ import annotations
 
-import hmac
-from datetime import datetime, timezone
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
+from txnwatch.admin import AbortTarget, AdminRefused, audit, call_kafka, check_admin, cluster_config
 from txnwatch.api.deps import RuntimeDep, SessionDep
-from txnwatch.store.models import AdminAudit
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
 
 def require_admin(runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None) -> str:
-    api = runtime.settings.api
-    if not api.admin_enabled or api.admin_token is None:
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "admin actions are disabled (api.admin_enabled: false)")
     scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.encode(), api.admin_token.get_secret_value().encode()):
+    try:
+        return check_admin(runtime.settings, token if scheme.lower() == "bearer" else None)
+    except AdminRefused as exc:
+        if exc.disabled:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "admin bearer token missing or wrong",
-                            headers={"WWW-Authenticate": 'Bearer realm="txnwatch-admin"'})
-    return "admin-token"
+                            headers={"WWW-Authenticate": 'Bearer realm="txnwatch-admin"'}) from None
 
 
 class AbortRequest(BaseModel):
@@ -65,29 +64,14 @@ class AbortResponse(BaseModel):
                         503: {"description": "Cluster unreachable"}})
 async def abort(body: AbortRequest, runtime: RuntimeDep, session: SessionDep,
                 actor: Annotated[str, Depends(require_admin)]) -> AbortResponse:
-    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
-    from txnwatch.model import TopicPartition
-
-    config = next((c for c in runtime.settings.clusters if c.name == body.cluster), None)
+    config = cluster_config(runtime.settings, body.cluster)
     if config is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {body.cluster!r}")
-    tp = TopicPartition(body.topic, body.partition)
-
-    def call():  # type: ignore[no-untyped-def]
-        with ClusterConnection(ClusterConnectionSettings.from_config(config)) as conn:
-            return conn.abort_transaction(tp, body.producer_id, body.producer_epoch, body.coordinator_epoch,
-                                          dry_run=body.dry_run)
-
-    try:
-        result = await run_in_threadpool(call)
-        outcome = ("aborted" if result.aborted else "would abort" if result.error is None
-                   else f"{result.error.name}: {result.error.message}")
-    except ClusterUnreachable as exc:
-        result, outcome = None, f"cluster unreachable: {exc}"
-    audit = AdminAudit(at=datetime.now(timezone.utc), actor=actor, action="abort_transaction", cluster=body.cluster,
-                       target=body.model_dump(exclude={"cluster", "dry_run"}), dry_run=body.dry_run, outcome=outcome)
-    session.add(audit)
-    session.commit()
+    target = AbortTarget(body.cluster, body.topic, body.partition, body.producer_id, body.producer_epoch,
+                         body.coordinator_epoch)
+    result: Any
+    result, outcome = await run_in_threadpool(call_kafka, runtime.abort_transaction, config, target, body.dry_run)
+    audit_id = audit(session, actor=actor, target=target, dry_run=body.dry_run, outcome=outcome)
     if result is None:
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, outcome, headers={"Retry-After": "10"})
     if result.error is not None:
@@ -96,4 +80,4 @@ async def abort(body: AbortRequest, runtime: RuntimeDep, session: SessionDep,
                          producer_id=body.producer_id, producer_epoch=body.producer_epoch,
                          coordinator_epoch=result.coordinator_epoch, leader_id=result.leader_id,
                          txn_start_offset=result.txn_start_offset, dry_run=body.dry_run, aborted=result.aborted,
-                         outcome=outcome, audit_id=audit.id)
+                         outcome=outcome, audit_id=audit_id)

@@ -34,9 +34,13 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
         up, last_poll, last_error = False, None, None
     successes = [t for t in (record.last_success_at if record else None,
                              _ms(view.last_success_at_ms) if view else None) if t is not None]
+    history = view.history if view is not None else None
     return ClusterSummary(name=config.name, bootstrap_servers=list(config.bootstrap_servers), up=up,
                           last_poll_at=last_poll, last_success_at=max(successes, default=None),
-                          last_error=last_error, polls=counts.total, failed_polls=counts.failed)
+                          last_error=last_error, polls=counts.total, failed_polls=counts.failed,
+                          history_mode=history.mode if history else "polling",
+                          history_mode_reason=history.reason if history else "",
+                          txnlog_lag_records=history.lag_records if history else None)
 
 
 @router.get("", response_model=list[ClusterSummary], summary="Watched Kafka clusters and their poll status",

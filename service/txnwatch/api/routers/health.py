@@ -32,9 +32,12 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
     if runtime.store_health.error:
         reasons.append(f"database writes failing: {runtime.store_health.error}")
     leading = runtime.leadership.is_leader()
-    polls = _last_polls(runtime) if leading else _last_polls_from_db(runtime, reasons)
+    held = {c.name for c in runtime.settings.clusters if runtime.leadership.holds(c.name)}
+    own = _last_polls(runtime)
+    others = _last_polls_from_db(runtime) if len(held) < len(runtime.settings.clusters) else {}
     now_ms = int(time.time() * 1000)
     for cluster in runtime.settings.clusters:
+        polls = own if cluster.name in held else others
         last_success_ms, last_error = polls.get(cluster.name, (None, None))
         stale_after_ms = int(3 * runtime.settings.interval_for(cluster) * 1000) + 30_000
         why = f" ({last_error})" if last_error else ""
@@ -42,18 +45,20 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
             reasons.append(f"cluster {cluster.name}: not polled successfully yet{why}")
         elif now_ms - last_success_ms > stale_after_ms:
             reasons.append(f"cluster {cluster.name}: last successful poll {(now_ms - last_success_ms) // 1000}s ago{why}")
+    # Polling is a working fallback, not a reason to be unready; say which mode each cluster is in.
+    history = {v.name: {"mode": v.history.mode, "reason": v.history.reason} for v in runtime.state.views()}
     body = {"status": "ready" if not reasons else "not ready", "role": "leader" if leading else "follower",
-            "reasons": reasons}
+            "clusters_held": sorted(held), "reasons": reasons, "history": history}
     return JSONResponse(body, status_code=200 if not reasons else 503)
 
 
 def _last_polls(runtime: Runtime) -> dict[str, tuple[int | None, str | None]]:
-    """The leader knows its own polls, even while the database is down."""
+    """A holder knows its own clusters' polls, even while the database is down."""
     return {v.name: (v.last_success_at_ms, v.last_error) for v in runtime.state.views()}
 
 
-def _last_polls_from_db(runtime: Runtime, reasons: list[str]) -> dict[str, tuple[int | None, str | None]]:
-    """A follower judges the leader's polls by what the leader wrote."""
+def _last_polls_from_db(runtime: Runtime) -> dict[str, tuple[int | None, str | None]]:
+    """Clusters another replica holds are judged by what their holder wrote."""
     try:
         with runtime.sessions() as session:
             rows = session.execute(select(Cluster.name, Cluster.last_success_at, Cluster.last_error)).all()

@@ -9,10 +9,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.routers.params import ClusterFilter, ReadSession, json_response, now
 from txnwatch.api.deps import StateDep
+from txnwatch.api.routers.params import ClusterFilter, ReadSession, json_response, now
 from txnwatch.api.schemas import (
-    BrokerVerificationOut, BrokerVerificationSummary, ErrorOut, VerificationReport, VerificationStats,
+    BrokerVerificationOut,
+    BrokerVerificationSummary,
+    ErrorOut,
+    VerificationReport,
+    VerificationStats,
 )
 from txnwatch.model import BrokerVerification
 from txnwatch.state import ClusterView

@@ -1,5 +1,9 @@
 """KIP-1050 error classes for the errors transactional producers and txnwatch's polls meet.
 
+It lives with the Kafka layer, the only code that imports kafka-python: the wire
+codes come from there, and every :class:`~txnwatch.model.RequestError` leaves this
+layer with its class already set.  Detection matches on error *names* only.
+
 Classes follow KIP-1050's exception table: retriable errors the client retries alone
 (refresh-retriable after a metadata refresh: Java's InvalidMetadataException family,
 which includes NetworkException), abortable (TransactionAbortableException), fatal ones
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 import kafka.errors as kafka_errors
 
 from txnwatch.model import ErrorClass
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kafka.errors as kafka_errors
 import pytest
 
-from txnwatch.detect.errors import _TABLE, BY_CODE, BY_NAME, classify
+from txnwatch.kafka.error_classes import _TABLE, BY_CODE, BY_NAME, classify
 from txnwatch.model import ErrorClass
 
 

@@ -1,0 +1,295 @@
+"""The transaction-log tail's hot path: decode, apply, store, and how far it trails the log.
+
+Figures (printed, never asserted; the issue's goals beside them):
+
+1. records decoded and applied per second on one core (goal >= 100,000/s, i.e.
+   >= 25,000 transaction-version-2 transactions/s at four records each), and the same
+   with the database write of each batch (SQLite file, or ``--database-url``);
+2. how far the daemon trails the log at 10,000 transactions/s (goal <= 2 s): the real
+   ClusterTail (decode -> apply -> one database transaction per batch) fed by a log
+   that releases records at their scheduled time; trailing = commit time minus the
+   record's scheduled arrival, p50/p99/max;
+3. RSS against the number of live transactional ids in the tail's state.
+
+Records are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
+here: a TV2 producer writes Ongoing, Ongoing (second partition), PrepareCommit with a
+bumped epoch and CompleteCommit per transaction.
+
+    python benchmarks/txnlog.py                 # ~1 min
+    python benchmarks/txnlog.py --quick         # smaller, ~15 s
+    python benchmarks/txnlog.py --profile       # plus where decode+apply spend their time
+    python benchmarks/txnlog.py --database-url postgresql+psycopg://...
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+
+from txnwatch.detect import txnlog as d
+from txnwatch.kafka.txnlog import decode_record
+from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+
+STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
+          TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
+RECORDS_PER_TXN = 4
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_key(tid: str) -> bytes:
+    raw = tid.encode()
+    return struct.pack(">hh", 0, len(raw)) + raw
+
+
+def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, list[int]], last_ms: int,
+                 start_ms: int, tv: int = 2) -> bytes:
+    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it."""
+    body = struct.pack(">hqhib", 1, pid, epoch, 60_000, STATUS[state])
+    body += _uvarint(len(partitions) + 1)
+    for topic, ids in partitions.items():
+        raw = topic.encode()
+        body += _uvarint(len(raw) + 1) + raw + _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", i) for i in ids)
+        body += b"\x00"
+    body += struct.pack(">qq", last_ms, start_ms)
+    tags = b"\x02\x02" + struct.pack(">h", tv)
+    return body + b"\x01" + tags
+
+
+def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
+               per_second: float | None = None) -> Iterator[tuple[float, bytes, bytes, int]]:
+    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each."""
+    keys = [encode_key(f"bench-app-{i:06d}") for i in range(ids)]
+    epochs = [0] * ids
+    gap = 1.0 / per_second if per_second else 0.0
+    for n in range(transactions):
+        i = n % ids
+        at = start_ms + n
+        epoch = epochs[i]
+        parts_one, parts_two = {"orders": [i % 12]}, {"orders": [i % 12], "payments": [i % 6]}
+        arrival = n * gap
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at), i % 50
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at), i % 50
+        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at), i % 50
+        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at), i % 50
+        epochs[i] = epoch + 1
+
+
+def decode_all(raw: list[tuple[float, bytes, bytes, int]]) -> list[TxnLogRecord]:
+    out = []
+    for offset, (_, key, value, part) in enumerate(raw):
+        rec = decode_record(key, value, part, offset, None)
+        assert not isinstance(rec, RequestError)
+        out.append(rec)
+    return out
+
+
+def throughput(raw: list[tuple[float, bytes, bytes, int]], batch: int) -> dict[str, float]:
+    gc.collect()
+    t0 = time.process_time()
+    records = decode_all(raw)
+    t1 = time.process_time()
+    state = d.TxnLogState()
+    for i in range(0, len(records), batch):
+        state, findings = d.apply(state, records[i:i + batch])
+    t2 = time.process_time()
+    assert findings.counts.get("records") and sum(s.commits for s in state.ids.values()) == len(raw) // 4
+    return {"decode": len(raw) / (t1 - t0), "apply": len(raw) / (t2 - t1), "both": len(raw) / (t2 - t0)}
+
+
+def _sessions(url: str | None) -> tuple[object, object, str]:
+    from txnwatch.store.db import make_engine, make_sessionmaker
+    from txnwatch.store.migrate import upgrade
+
+    if url is None:
+        url = f"sqlite:///{tempfile.mkdtemp(prefix='txnlog-bench-')}/bench.db"
+    upgrade(url)
+    engine = make_engine(url)
+    return engine, make_sessionmaker(engine), url
+
+
+def _register(sessions: object, name: str) -> int:
+    from datetime import UTC, datetime
+
+    from txnwatch.store.clusters import register_clusters
+
+    with sessions.begin() as session:  # type: ignore[attr-defined]
+        return register_clusters(session, {name: "h:9092"}, datetime.now(UTC))[name]
+
+
+def with_store(raw: list[tuple[float, bytes, bytes, int]], batch: int, url: str | None) -> float:
+    from txnwatch.store import txnlog as store_txnlog
+    engine, sessions, _ = _sessions(url)
+    cid = _register(sessions, "bench")
+    t0 = time.perf_counter()
+    state = d.TxnLogState()
+    for i in range(0, len(raw), batch):
+        chunk = raw[i:i + batch]
+        records = [r for r in (decode_record(k, v, p, i + n, None) for n, (_, k, v, p) in enumerate(chunk))
+                   if not isinstance(r, RequestError)]
+        state, findings = d.apply(state, records)
+        positions = {p: i + n + 1 for n, (_, _, _, p) in enumerate(chunk)}
+        with sessions.begin() as session:  # type: ignore[attr-defined]
+            store_txnlog.write_batch(session, cid, positions, findings)
+    elapsed = time.perf_counter() - t0
+    engine.dispose()  # type: ignore[attr-defined]
+    return len(raw) / elapsed
+
+
+class ScheduledLog:
+    """A log whose records become readable at their scheduled time (the Kafka boundary, simulated)."""
+
+    def __init__(self, raw: list[tuple[float, bytes, bytes, int]], started: float) -> None:
+        self._raw, self._started, self._next = raw, started, 0
+        self.released: list[float] = []
+
+    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+        now = time.perf_counter() - self._started
+        end = self._next
+        while end < len(self._raw) and self._raw[end][0] <= now and end - self._next < 20_000:
+            end += 1
+        if end == self._next:
+            time.sleep(min(0.005, timeout_ms / 1000))
+            return [], []
+        out = []
+        for offset in range(self._next, end):
+            _, key, value, part = self._raw[offset]
+            rec = decode_record(key, value, part, offset, None)
+            assert not isinstance(rec, RequestError)
+            out.append(rec)
+        self._next = end
+        return out, []
+
+    def positions(self) -> dict[int, int]:
+        return {0: self._next}
+
+    def end_offsets(self) -> dict[int, int]:
+        return {0: len(self._raw)}
+
+    def close(self) -> None:
+        pass
+
+    @property
+    def done(self) -> bool:
+        return self._next == len(self._raw)
+
+
+def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict[str, float]:
+    """Real ClusterTail + database on a log written at ``rate_txn_s``: how long from write to commit."""
+    from txnwatch.state import LatestState
+    from txnwatch.store import txnlog as store_txnlog
+    from txnwatch.txnlog_service import ClusterTail
+
+    raw = list(tv2_stream(ids, int(rate_txn_s * seconds), per_second=rate_txn_s))
+    engine, sessions, _ = _sessions(url)
+    _register(sessions, "bench")
+    lags: list[float] = []
+    original = store_txnlog.write_batch
+
+    started = time.perf_counter()
+    log = ScheduledLog(raw, started)
+
+    def timed_write(session, cluster_id, positions, findings, *a, **kw):
+        original(session, cluster_id, positions, findings, *a, **kw)
+        session.commit()
+        now = time.perf_counter() - started
+        first = positions[0] - len(findings.transitions)
+        lags.append(now - raw[first][0])   # the oldest record of the batch waited longest
+        lags.append(now - raw[positions[0] - 1][0])
+
+    store_txnlog.write_batch = timed_write
+    try:
+        tail = ClusterTail("bench", "h", lambda positions: log, sessions, LatestState(["bench"]),  # type: ignore[arg-type]
+                           read_timeout_ms=5)
+        deadline = started + seconds * 4 + 30
+        while not log.done and time.perf_counter() < deadline:
+            tail.step()
+    finally:
+        store_txnlog.write_batch = original
+        engine.dispose()  # type: ignore[attr-defined]
+    lags.sort()
+    return {"p50": statistics.median(lags), "p99": lags[int(len(lags) * 0.99)], "max": lags[-1],
+            "behind_at_end": len(raw) - log.positions()[0], "batches": len(lags) / 2}
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def rss_by_ids(counts: list[int]) -> list[tuple[int, float]]:
+    out = []
+    for n in counts:
+        gc.collect()
+        before = rss_mb()
+        records = [TxnLogRecord(f"rss-app-{i:07d}", i % 50, i, 0, TxnLogKind.VALUE, TxnState.COMPLETE_COMMIT, None,
+                                i, 3, 60_000, (), 1_800_000_000_000 + i, 1_800_000_000_000, None, None, 2)
+                   for i in range(n)]
+        state, _ = d.apply(d.TxnLogState(), records)
+        del records
+        gc.collect()
+        out.append((n, rss_mb() - before))
+        del state
+        gc.collect()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
+    parser.add_argument("--batch", type=int, default=10_000, help="records per applied batch (the tail's max poll)")
+    args = parser.parse_args()
+    transactions = 25_000 if args.quick else 100_000
+    raw = list(tv2_stream(5_000, transactions))
+    print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")
+    best = max((throughput(raw, args.batch) for _ in range(3)), key=lambda r: r["both"])
+    print(f"   decode {best['decode']:>10,.0f} records/s")
+    print(f"   apply  {best['apply']:>10,.0f} records/s")
+    print(f"   both   {best['both']:>10,.0f} records/s = {best['both'] / RECORDS_PER_TXN:,.0f} transactions/s   "
+          f"(goal >= 100,000 records/s: {best['both'] / 100_000:.2f}x)")
+    stored = with_store(raw[: len(raw) // (2 if args.quick else 4)], args.batch, args.database_url)
+    print(f"   with the database write per batch: {stored:,.0f} records/s = {stored / RECORDS_PER_TXN:,.0f} "
+          "transactions/s")
+    seconds = 5.0 if args.quick else 15.0
+    print(f"== trailing the log at 10,000 transactions/s ({RECORDS_PER_TXN * 10_000:,} records/s) for {seconds:.0f} s")
+    lag = trailing(10_000, seconds, 5_000, args.database_url)
+    print(f"   write-to-commit p50 {lag['p50']:.2f} s, p99 {lag['p99']:.2f} s, max {lag['max']:.2f} s over "
+          f"{lag['batches']:.0f} batches; records behind at the end: {lag['behind_at_end']:,.0f}   "
+          f"(goal p99 <= 2 s: {'met' if lag['p99'] <= 2 else 'missed'})")
+    counts = [10_000, 100_000] if args.quick else [10_000, 100_000, 500_000]
+    print("== RSS of the tail's state against live transactional ids")
+    for n, mb in rss_by_ids(counts):
+        print(f"   {n:>8,} ids: +{mb:7.1f} MB  ({mb * 1e6 / n:,.0f} bytes/id)")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.enable()
+        throughput(raw[:200_000], args.batch)
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""/metrics serves the render made after a poll, as bytes, gzip when asked; a scrape never renders it again."""
+
+from __future__ import annotations
+
+import gzip
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from txnwatch.api.app import create_app
+from txnwatch.api.routers.metrics import accepts_gzip
+from txnwatch.config import load_settings
+from txnwatch.wiring import build_runtime
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    pytest.param(None, False, id="absent"),
+    pytest.param("identity", False, id="identity-only"),
+    pytest.param("gzip", True, id="prometheus-sends-this"),
+    pytest.param("deflate, gzip;q=0.5", True, id="with-q"),
+    pytest.param("gzip;q=0", False, id="refused-with-q0"),
+    pytest.param("br, *", True, id="wildcard"),
+])
+def test_gzip_negotiation(header: str | None, expected: bool) -> None:
+    assert accepts_gzip(header) is expected
+
+
+def test_scrapes_serve_the_poll_render_and_gzip_on_request() -> None:
+    settings = load_settings(None, database_url="sqlite://", clusters=[dict(name="c", bootstrap_servers="127.0.0.1:9")])
+    runtime = build_runtime(settings, collect=False)
+    exposition = runtime.exposition
+    with TestClient(create_app(runtime, manage_lifecycle=False)) as client:
+        exposition.start()
+        try:
+            deadline = time.monotonic() + 30
+            while exposition.cached(False) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            rendered = exposition.cached(False)
+            assert rendered is not None and b"txnwatch_cluster_up" in rendered
+            renders = []
+            original = exposition.render
+            exposition.render = lambda: renders.append(1) or original()  # type: ignore[method-assign]  # count renders
+            plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
+            zipped = client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+            assert renders == [], "a scrape rendered the registry instead of serving the poll's render"
+            assert plain.headers.get("content-encoding") is None and plain.content == rendered
+            assert zipped.headers["content-encoding"] == "gzip" and zipped.content == rendered  # httpx decodes it
+            assert "Accept-Encoding" in zipped.headers["vary"]
+            assert len(exposition.cached(True) or b"") < len(rendered)
+            assert gzip.decompress(exposition.cached(True) or b"") == rendered
+            exposition.on_poll("c", None, None, "down", 0)  # a poll finished: rendered again, by the thread
+            deadline = time.monotonic() + 30
+            while not renders and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert renders
+        finally:
+            exposition.stop()
+    runtime.engine.dispose()

@@ -1,0 +1,187 @@
+"""The tail's atomic bookkeeping: positions and what was derived from them commit together.
+
+A fake log (the Kafka boundary) and real databases: writes fail at random points, the
+tail reloads from what was committed, and the end result must equal applying every
+record exactly once.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.detect import txnlog as d
+from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.state import LatestState
+from txnwatch.store import txnlog as store_txnlog
+from txnwatch.store import txnlog_models as t
+from txnwatch.store.clusters import register_clusters
+from txnwatch.store.db import make_sessionmaker
+from txnwatch.txnlog_service import ClusterTail, cluster_id_for
+
+E, ON, PC, CC, PA, CA = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT,
+                         TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
+
+
+def registered(engine: Engine) -> sessionmaker[Session]:
+    """A session factory over the database with cluster "c" registered, as the store does at start."""
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        register_clusters(session, {"c": "h:9092"}, datetime.now(UTC))
+    return sessions
+
+
+def the_log(ids: int = 6, transactions: int = 25) -> dict[int, list[TxnLogRecord]]:
+    """TV2 producers on two coordinator partitions: commits, every fifth an abort, one fence each at the end."""
+    log: dict[int, list[TxnLogRecord]] = {0: [], 1: []}
+    for n in range(ids):
+        tid, part = f"app-{n}", n % 2
+        records = log[part]
+
+        def add(state: TxnState, epoch: int, at: int, start: int | None, tid: str = tid, part: int = part,
+                records: list[TxnLogRecord] = records, pid: int = 100 + n) -> None:
+            records.append(TxnLogRecord(tid, part, len(records), at, TxnLogKind.VALUE, state, None, pid, epoch,
+                                        10_000, (("o", 0),) if state in (ON, PC, PA) else (), at, start, None, None,
+                                        2))
+
+        add(E, 0, 1_000, None)
+        epoch, at = 0, 1_000
+        for i in range(transactions):
+            at += 100
+            add(ON, epoch, at, at)
+            end = (PA, CA) if i % 5 == 4 else (PC, CC)
+            add(end[0], epoch + 1, at + 5, at)
+            add(end[1], epoch + 1, at + 6, at)
+            epoch += 1
+        add(ON, epoch, at + 200, at + 200)
+        add(PA, epoch + 1, at + 250, at + 200)
+        add(CA, epoch + 1, at + 260, at + 200)
+        add(E, epoch + 2, at + 300, None)
+    return log
+
+
+class FakeTail:
+    def __init__(self, log: Mapping[int, list[TxnLogRecord]], positions: Mapping[int, int], rng: random.Random) -> None:
+        self._log, self._next, self._rng = log, {p: positions.get(p, 0) for p in log}, rng
+
+    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+        out: list[TxnLogRecord] = []
+        for p, records in sorted(self._log.items()):
+            take = records[self._next[p]:self._next[p] + self._rng.randint(0, 9)]
+            out.extend(take)
+            self._next[p] += len(take)
+        return out, []
+
+    def positions(self) -> dict[int, int]:
+        return dict(self._next)
+
+    def end_offsets(self) -> dict[int, int]:
+        return {p: len(r) for p, r in self._log.items()}
+
+    def close(self) -> None:
+        pass
+
+
+class FlakySessions:
+    """A sessionmaker whose transactions sometimes fail just before they would commit."""
+
+    def __init__(self, sessions: sessionmaker[Session], rng: random.Random, failure_rate: float) -> None:
+        self._sessions, self._rng, self._rate = sessions, rng, failure_rate
+        self.failures = 0
+
+    def __call__(self) -> Session:
+        return self._sessions()
+
+    @contextmanager
+    def begin(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+            if self._rng.random() < self._rate:
+                self.failures += 1
+                raise OSError("connection lost before commit")
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) -> None:
+    rng = random.Random(seed)
+    log = the_log()
+    sessions = registered(engine)
+    flaky = FlakySessions(sessions, rng, failure_rate=0.3)
+    clock = [1_000.0]
+    tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), flaky,  # type: ignore[arg-type]
+                       LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0)
+    ends = {p: len(r) for p, r in log.items()}
+    for _ in range(5_000):
+        tail.step()
+        clock[0] += 10
+        with sessions() as session:
+            cid = cluster_id_for(sessions, "c")
+            if store_txnlog.load(session, cid).positions == ends:
+                break
+    assert flaky.failures > 0
+    _, expected = d.apply(d.TxnLogState(), [r for p in sorted(log) for r in log[p]])
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cid)
+        staged = session.scalar(select(func.count()).select_from(t.TxnLogStream)
+                                .where(t.TxnLogStream.cluster_id == cid))
+        offsets = set(session.execute(select(t.TxnLogStream.log_partition, t.TxnLogStream.log_offset)).all())
+        aggregated = session.execute(select(func.sum(t.TxnLogAggregate.commits),
+                                            func.sum(t.TxnLogAggregate.fences))
+                                     .where(t.TxnLogAggregate.cluster_id == cid)).one()
+    assert resumed.positions == ends
+    assert Counter(resumed.counters) == Counter({k: v for k, v in expected.counts.items() if v})
+    assert resumed.counters["commit"] == 6 * 20 and resumed.counters["fenced"] == 6
+    assert staged == sum(ends.values()) == len(offsets)  # every record staged once
+    assert tuple(aggregated) == (6 * 20, 6)
+    state = resumed.state.ids["app-3"]
+    assert (state.state, state.commits, state.aborts, state.fences) == (E, 20, 6, 1)
+
+
+def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:
+    """Stopping between a TV2 abort and the InitProducerId that proves the fence must still count the fence."""
+    sessions = registered(engine)
+    log = {0: the_log(ids=1, transactions=2)[0]}
+    cut = len(log[0]) - 1  # everything but the fencing instance's Empty
+    first = ClusterTail("c", "h", lambda p: FakeTail({0: log[0][:cut]}, p, random.Random(0)), sessions,
+                        LatestState(["c"]), read_timeout_ms=0)
+    for _ in range(50):
+        first.step()
+    second = ClusterTail("c", "h", lambda p: FakeTail(log, p, random.Random(0)), sessions, LatestState(["c"]),
+                         read_timeout_ms=0)
+    for _ in range(50):
+        second.step()
+    with sessions() as session:
+        counters: dict[str, Any] = store_txnlog.load(session, cluster_id_for(sessions, "c")).counters
+    assert counters["fenced"] == 1 and counters["commit"] == 2
+
+
+def test_stream_goes_to_the_archive_and_the_timeline_still_shows_it(engine: Engine, tmp_path: Any) -> None:
+    from datetime import timedelta
+
+    from txnwatch.store.archive import export_transitions_then_purge
+    from txnwatch.store.txnlog_queries import timeline
+
+    sessions = registered(engine)
+    log = the_log(ids=2, transactions=3)
+    tail = ClusterTail("c", "h", lambda p: FakeTail(log, p, random.Random(3)), sessions, LatestState(["c"]),
+                       read_timeout_ms=0)
+    for _ in range(60):
+        tail.step()
+    cid = cluster_id_for(sessions, "c")
+    with sessions() as session:
+        hot = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
+    purged = export_transitions_then_purge(engine, sessions, str(tmp_path), hot=timedelta(0), settle=timedelta(0))
+    assert purged == sum(len(r) for r in log.values())
+    with sessions() as session:
+        assert session.scalar(select(func.count()).select_from(t.TxnLogStream)) == 0
+        archived = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
+    assert len(hot) == len(log[1]) and [vars(r) for r in archived] == [vars(r) for r in hot]
+    assert archived[0].to_state == "Empty" and "fenced" in archived[0].events
