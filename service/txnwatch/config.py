@@ -353,6 +353,8 @@ class FleetConfig(_Strict):
 class RetentionConfig(_Strict):
     days: float = Field(default=14, gt=0)
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
+    archive_days: float | None = Field(default=None, gt=0, description="Archive retention: date partitions older "
+                                       "than this are removed from the Parquet archive; unset keeps them.")
 
 
 class TransactionLogConfig(_Strict):

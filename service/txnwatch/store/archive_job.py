@@ -32,6 +32,7 @@ _ENV = {
     "database_url": "TXNWATCH_ARCHIVE_JOB_DATABASE_URL",
     "archive_dir": "TXNWATCH_ARCHIVE_JOB_ARCHIVE_DIR",
     "retention_days": "TXNWATCH_ARCHIVE_JOB_RETENTION_DAYS",
+    "archive_days": "TXNWATCH_ARCHIVE_JOB_ARCHIVE_DAYS",
     "hot_minutes": "TXNWATCH_ARCHIVE_JOB_HOT_MINUTES",
     "log_level": "TXNWATCH_ARCHIVE_JOB_LOG_LEVEL",
     "log_format": "TXNWATCH_ARCHIVE_JOB_LOG_FORMAT",
@@ -48,6 +49,7 @@ def run_in_child(job: str, settings: Settings) -> bool:
         _ENV["database_url"]: settings.database_url,
         _ENV["archive_dir"]: settings.retention.archive_dir,
         _ENV["retention_days"]: repr(settings.retention.days),
+        _ENV["archive_days"]: "" if settings.retention.archive_days is None else repr(settings.retention.archive_days),
         _ENV["hot_minutes"]: repr(settings.transaction_log.hot_transitions_minutes),
         _ENV["log_level"]: settings.log_level,
         _ENV["log_format"]: settings.log_format,
@@ -65,8 +67,8 @@ def run_in_child(job: str, settings: Settings) -> bool:
     return done.returncode == 0
 
 
-def _history(database_url: str, archive_dir: str, retention_days: float) -> None:
-    from txnwatch.store.archive import export_history
+def _history(database_url: str, archive_dir: str, retention_days: float, archive_days: float | None) -> None:
+    from txnwatch.store.archive import export_history, prune_archive
     from txnwatch.store.db import make_engine, make_sessionmaker
     from txnwatch.store.retention import purge
 
@@ -76,6 +78,11 @@ def _history(database_url: str, archive_dir: str, retention_days: float) -> None
         purge(make_sessionmaker(engine), datetime.now(timezone.utc), retention_days)
     finally:
         engine.dispose()
+    if archive_days is not None:
+        try:
+            prune_archive(archive_dir, archive_days)
+        except Exception:
+            log.exception("archive retention on %s failed; retrying at the next run", archive_dir)
 
 
 def _transitions(database_url: str, archive_dir: str, hot_minutes: float) -> None:
@@ -107,7 +114,9 @@ def main(argv: list[str]) -> int:
     url, archive_dir = os.environ[_ENV["database_url"]], os.environ[_ENV["archive_dir"]]
     try:
         if job == "history":
-            _history(url, archive_dir, float(os.environ[_ENV["retention_days"]]))
+            archive_days = os.environ.get(_ENV["archive_days"]) or None
+            _history(url, archive_dir, float(os.environ[_ENV["retention_days"]]),
+                     float(archive_days) if archive_days is not None else None)
         else:
             _transitions(url, archive_dir, float(os.environ[_ENV["hot_minutes"]]))
     except Exception:
