@@ -146,3 +146,25 @@ def test_followers_do_not_poll_and_each_term_starts_from_the_state_read_for_it()
     leading[0] = True
     c.poll_once()
     assert poller.calls == 3 and c._detector_state == 11
+
+
+def test_a_new_epoch_is_a_new_term_and_a_lost_cluster_leaves_no_stale_view() -> None:
+    """Leases: losing the cluster and winning it back between two ticks still restarts detection from the
+    store (the epoch changed), and a replica that lost the cluster stops exporting it (its view is reset)."""
+    state, sink = LatestState(["c"]), RecordingSink()
+    epoch: list[int | None] = [1]
+    poller = FakePoller("c")
+    starts = iter([0, 100])
+    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
+                         leading=lambda: epoch[0])
+    c.poll_once()
+    polled = state.get("c")
+    assert c._detector_state == 1 and polled is not None and polled.last_poll_at_ms is not None
+    epoch[0] = 3  # lost epoch 1, another replica held 2, this one won 3: all between two ticks
+    c.poll_once()
+    assert c._detector_state == 101
+    epoch[0] = None
+    c.poll_once()
+    view = state.get("c")
+    assert view is not None and view.last_poll_at_ms is None and view.snapshot is None
+    assert poller.calls == 2

@@ -46,12 +46,14 @@ class ClusterCollector(Collector):
         last = _gauge("txnwatch_last_successful_poll_timestamp_seconds", "Unix time of the latest successful poll.",
                       ["cluster"])
         for view in self._state.views():
+            if view.last_poll_at_ms is None:  # not polled by this replica (yet): another one may hold the cluster
+                continue
             up.add_metric([view.name], 1.0 if view.up else 0.0)
             if view.last_poll_duration_ms is not None:
                 duration.add_metric([view.name], view.last_poll_duration_ms / 1000)
             if view.last_success_at_ms is not None:
                 last.add_metric([view.name], view.last_success_at_ms / 1000)
-        leader = _gauge("txnwatch_leader", "1 if this replica polls and notifies (leader election).", [])
+        leader = _gauge("txnwatch_leader", "1 if this replica holds the lease of at least one cluster (polls and pages for it).", [])
         leader.add_metric([], 1.0 if self._is_leader() else 0.0)
         yield from (up, duration, last, leader)
 

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from tests.alerting.fake_pagerduty import validate
-from txnwatch.alerting.conditions import abort_at_offset_command, abort_command, cluster_down, partition_incident_key, runbook_link
-from txnwatch.alerting.pagerduty import EventContext, classify, event_from_alert, pagerduty_event
-from txnwatch.alerting.snapshot import dedup_key
+from txnwatch.alerting.conditions import (
+    abort_at_offset_command,
+    abort_command,
+    cluster_down,
+    partition_incident_key,
+    runbook_link,
+)
+from txnwatch.alerting.pagerduty import EventContext, classify, pagerduty_event
+from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
 from txnwatch.store import models as m
 
 NOW = datetime(2026, 11, 23, 1, 0, tzinfo=timezone.utc)
+
+
+def event_from_alert(alert: m.Alert, action: str, routing_key: str,
+                     context: EventContext = EventContext()) -> dict[str, Any]:
+    """The body the notifier sends for an outbox row: the row's payload is the alert's snapshot."""
+    return pagerduty_event(alert_snapshot(alert), action, routing_key, context)
 
 
 def alert(**overrides: object) -> m.Alert:

@@ -141,6 +141,7 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
     assert clusters["prod-eu"].sasl_password.get_secret_value() == "eu-password"
     assert clusters["prod-us"].sasl_password.get_secret_value() == "us-password"
     assert settings.pagerduty.routing_key.get_secret_value() == "R0UT1NGKEY0000000000000000000000"
+    assert (settings.fleet.lease_seconds, settings.fleet.margin_seconds) == (20, 4)  # two replicas share the clusters
     assert "s3cret" not in cm["data"]["config.yaml"] and "eu-password" not in cm["data"]["config.yaml"]
 
 
@@ -241,6 +242,8 @@ BAD_VALUES = [
       "--set", "config.clusters[0].security_protocol=KERBEROS"], "security_protocol"),
     (["--set", "secrets.databaseUrl=mysql://x"], "databaseUrl"),
     (["--set", "replicaCount=2"], "replicaCount > 1 needs PostgreSQL"),
+    (["--set", "config.fleet.lease_seconds=1"], "lease_seconds"),
+    (["--set", "config.fleet.lease=15"], "lease"),
     (["--set", "pipeline.enabled=true"], "pipeline.enabled needs a shared history archive"),
     (["--set", "config.pagerduty.enabled=true"], "secrets.pagerdutyRoutingKey"),
     (["--set", "config.database_url=postgresql://u:p@h/db"], "secrets.databaseUrl"),

@@ -8,10 +8,10 @@ record exactly once.
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -185,3 +185,22 @@ def test_stream_goes_to_the_archive_and_the_timeline_still_shows_it(engine: Engi
         archived = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
     assert len(hot) == len(log[1]) and [vars(r) for r in archived] == [vars(r) for r in hot]
     assert archived[0].to_state == "Empty" and "fenced" in archived[0].events
+
+
+def test_archive_retention_drops_old_days_from_the_manifest_and_the_disk(engine: Engine, tmp_path: Any) -> None:
+    from datetime import timedelta
+
+    from txnwatch.store.archive import export_transitions_then_purge, open_archive, prune_archive, read_manifest
+
+    sessions = registered(engine)
+    tail = ClusterTail("c", "h", lambda p: FakeTail(the_log(ids=1, transactions=2), p, random.Random(3)), sessions,
+                       LatestState(["c"]), read_timeout_ms=0)
+    for _ in range(30):
+        tail.step()
+    export_transitions_then_purge(engine, sessions, str(tmp_path), hot=timedelta(0), settle=timedelta(0))
+    fs, root = open_archive(str(tmp_path))
+    files = list(read_manifest(fs, root).table("transitions").files)
+    assert files and all("date=1970-01-01" in f for f in files)  # the synthetic log's coordinator times
+    assert prune_archive(str(tmp_path), keep_days=30) == len(files)
+    assert read_manifest(fs, root).table("transitions").files == {}
+    assert not list(tmp_path.rglob("*.parquet"))

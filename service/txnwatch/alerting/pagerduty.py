@@ -14,7 +14,7 @@ import httpx
 from pydantic import SecretStr
 
 from txnwatch.alerting.outbox import Delivery
-from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.alerting.snapshot import dedup_key
 from txnwatch.config import PagerDutyConfig
 from txnwatch.store import models as m
 from txnwatch.vocabulary import Severity
@@ -97,11 +97,6 @@ def runbook_href(runbook: str, context: EventContext) -> str:
         return context.runbook_base_url.rstrip("/") + "/" + runbook
     _, _, anchor = runbook.partition("#")
     return context.runbook_doc_url + (f"#{anchor}" if anchor else "")
-
-
-def event_from_alert(alert: m.Alert, action: str, routing_key: str,
-                     context: EventContext = EventContext()) -> dict[str, Any]:
-    return pagerduty_event(alert_snapshot(alert), action, routing_key, context)
 
 
 class PagerDutyNotifier:

@@ -22,12 +22,13 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch import humanize
+from txnwatch.api.deps import read_session
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
-from txnwatch.api.routers.params import now, read_session
+from txnwatch.api.routers.params import now
 from txnwatch.api.routers.security import COOKIE, require_reader, token_ok
 from txnwatch.console import assets, charts, runbooks
 from txnwatch.runtime import Runtime
-from txnwatch.store import context, queries
+from txnwatch.store import context, queries, txnlog_queries
 from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS
 
 HERE = Path(__file__).resolve().parent
@@ -129,20 +130,27 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
                      limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> HTMLResponse:
     runtime = _runtime(request)
     cid = _cluster_id(session, runtime, cluster)
-    row = queries.get_transaction(session, cid, transactional_id) if "\x00" not in transactional_id else None
-    if row is None:
+    row = logged = None
+    if "\x00" not in transactional_id:
+        row = queries.get_transaction(session, cid, transactional_id)
+        logged = txnlog_queries.logged_id(session, cid, transactional_id)
+    if row is None and logged is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"transactional id {transactional_id!r} is unknown on "
                                                        f"cluster {cluster!r}")
+    row = txnlog_queries.with_log_state(row, logged, cluster)
     at = now()
-    newest_first = queries.transitions(session, cid, transactional_id, limit)
+    # The timeline the API serves: the coordinators' own log (exact) and polled transitions, newest first.
+    newest_first = txnlog_queries.timeline(session, cid, cluster, transactional_id, limit,
+                                           runtime.settings.retention.archive_dir)
     points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
               for t in reversed(newest_first)]
+    # The log and a poll may both report one fence: count each new (producer id, epoch) once.
+    fences = len({(p.producer_id, p.producer_epoch) for p in points if "fenced" in p.events})
     incidents = IncidentBuilder(session, runtime.settings, at)
     hanging = [incidents.hanging(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)]
     return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
                  txn=row.txn, hanging=hanging, transitions=newest_first, truncated=len(newest_first) >= limit,
-                 option=charts.transaction_timeline(points, at),
-                 fences=sum(1 for p in points if "fenced" in p.events))
+                 option=charts.transaction_timeline(points, at), fences=fences)
 
 
 @router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)

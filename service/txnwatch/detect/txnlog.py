@@ -82,6 +82,10 @@ ANOMALIES = frozenset({TIMEOUT_ABORT, FENCED, PRODUCER_ID_CHANGE, EXPIRED, ILLEG
 COUNTED = (COMMIT, ABORT, EPOCH_BUMP, PRODUCER_ID_CHANGE, TIMEOUT_ABORT, FENCED, INIT_PRODUCER_ID, EXPIRED, ILLEGAL,
            UNKNOWN_RECORD, UNKNOWN_STATE, UNKNOWN_FIELDS)
 BUCKET_MS = 60_000
+_NAME = {state: state.value for state in TxnState}
+#: "transition:<from>:<to>" counter keys, built once (the hot path names one per record).
+_TRANSITION_KEY = {(a, b): f"transition:{_NAME[a] if a is not None else 'None'}:{_NAME[b]}"
+                   for a in (None, *TxnState) for b in TxnState}
 
 
 class IdState(NamedTuple):
@@ -190,7 +194,7 @@ def apply(state: TxnLogState, records: Iterable[TxnLogRecord]) -> tuple[TxnLogSt
                 to_state = UNKNOWN.value
                 detail = f"{rec.problem}; raw value {(rec.raw_value or b'').hex()[:512]}"
             transitions.append(LogTransition(
-                tid, at, rec.log_partition, rec.offset, prev.state.value if prev else None, to_state,
+                tid, at, rec.log_partition, rec.offset, _NAME[prev.state] if prev else None, to_state,
                 prev.producer_id if prev else -1, prev.producer_epoch if prev else -1,
                 prev.producer_id if prev else None, prev.producer_epoch if prev else None,
                 prev.timeout_ms if prev else 0, prev.start_ms if prev else None, (), events, None,
@@ -280,13 +284,13 @@ def apply(state: TxnLogState, records: Iterable[TxnLogRecord]) -> tuple[TxnLogSt
                 rec.problem, f"transaction status {rec.raw_status}" if rec.raw_status is not None else None,
                 ", ".join(f"tagged field {tag} = {raw.hex()[:256]}" for tag, raw in rec.unknown_tags) or None)))
         transitions.append(LogTransition(
-            tid, at, rec.log_partition, rec.offset, prev.state.value if prev else None,
-            cur.value if cur is not UNKNOWN else f"Unknown({rec.raw_status})",
+            tid, at, rec.log_partition, rec.offset, _NAME[prev.state] if prev else None,
+            _NAME[cur] if cur is not UNKNOWN else f"Unknown({rec.raw_status})",
             pid, epoch, prev.producer_id if prev else None, prev.producer_epoch if prev else None,
             rec.timeout_ms, rec.start_ms, rec.partitions, events, duration, tv, detail))
-        if events or prev is None or prev.state is not cur:
+        if events:
             _count(counts, buckets, at, events, duration, bump)
-        key = f"transition:{prev.state.value if prev else 'None'}:{cur.value}"
+        key = _TRANSITION_KEY[(prev.state if prev else None, cur)]
         counts[key] = counts.get(key, 0) + 1
     counts["records"] = counts.get("records", 0) + n
     return (TxnLogState(ids, state.reported),

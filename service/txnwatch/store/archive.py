@@ -20,9 +20,11 @@ last export are remembered in the manifest and picked up when they close.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
+import re
 import threading
 import uuid
 from collections import defaultdict
@@ -359,3 +361,29 @@ def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session
         purged += len(ids)
         if len(ids) < batch:
             return purged
+
+
+_DAY = re.compile(r"/date=(\d{4}-\d{2}-\d{2})/")
+
+
+def prune_archive(archive_uri: str, keep_days: float, now: datetime | None = None) -> int:
+    """Archive retention: drop date partitions older than ``keep_days`` from the manifest, then their files
+    (manifest first, so a crash in between leaves orphans the next export removes, never a listed hole)."""
+    cutoff = ((now or datetime.now(timezone.utc)) - timedelta(days=keep_days)).date()
+    with _EXPORT_LOCK:
+        fs, root = open_archive(archive_uri)
+        manifest = read_manifest(fs, root)
+        doomed = []
+        for state in manifest.tables.values():
+            for path in list(state.files):
+                found = _DAY.search("/" + path)
+                if found and datetime.strptime(found.group(1), "%Y-%m-%d").date() < cutoff:
+                    del state.files[path]
+                    doomed.append(path)
+        if not doomed:
+            return 0
+        write_manifest(fs, root, manifest)
+        for path in doomed:
+            with contextlib.suppress(OSError):  # already gone
+                fs.delete_file(posixpath.join(root, path))
+        return len(doomed)

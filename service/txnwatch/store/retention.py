@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from txnwatch.store import models as m
+from txnwatch.store import txnlog_models as t
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ RULES: tuple[_Rule, ...] = (
           (~select(m.OutboxEvent.id).where(m.OutboxEvent.alert_id == m.Alert.id,
                                            m.OutboxEvent.status == "pending").exists(),)),
     _Rule(m.AdminAudit, m.AdminAudit.at),
+    # The transaction-log tail's anomalies and per-minute aggregates (its stream has its own, shorter window).
+    _Rule(t.TxnLogAnomaly, t.TxnLogAnomaly.at),
+    _Rule(t.TxnLogAggregate, t.TxnLogAggregate.bucket_start),
 )
 
 

@@ -8,16 +8,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.api.deps import ClusterFilter, ReadSession
 from txnwatch.api.routers.convert import from_row
-from txnwatch.api.routers.params import (
-    ClusterFilter,
-    CursorParam,
-    Limit,
-    ReadSession,
-    decode_cursor,
-    json_response,
-    next_cursor,
-)
+from txnwatch.api.routers.params import CursorParam, Limit, decode_cursor, json_response, next_cursor
 from txnwatch.api.schemas import AlertOut, AlertPage, ErrorOut
 from txnwatch.store import queries
 

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 
 from fastapi import APIRouter, Response
 
-from txnwatch.api.routers.params import PathCluster, ReadSession, RuntimeNow, cluster_ref, json_response
+from txnwatch.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
+from txnwatch.api.routers.params import json_response
 from txnwatch.api.schemas import ClusterDetail, ClusterSummary, ErrorOut
 from txnwatch.config import ClusterConfig
 from txnwatch.state import ClusterView
@@ -47,7 +48,7 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
             description="Every configured cluster, whether its latest poll reached it, and since when it has "
                         "been failing. A cluster that is down keeps its last known transactions and offsets "
                         "in the other endpoints; check `last_success_at` before trusting them.")
-def list_clusters(session: ReadSession, runtime: RuntimeNow) -> list[ClusterSummary]:
+def list_clusters(session: ReadSession, runtime: RuntimeDep) -> list[ClusterSummary]:
     records = queries.cluster_records(session)
     counts = queries.poll_counts(session)
     summaries = []
@@ -62,7 +63,7 @@ def list_clusters(session: ReadSession, runtime: RuntimeNow) -> list[ClusterSumm
             description="Poll status plus counts of open transactions, open hanging-transaction episodes, "
                         "stalled LSOs and firing alerts.",
             responses={404: {"model": ErrorOut, "description": "No cluster of that name is configured."}})
-def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeNow) -> Response:
+def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) -> Response:
     cluster = cluster_ref(session, name)
     config = next(c for c in runtime.settings.clusters if c.name == cluster.name)
     record = queries.cluster_records(session, [cluster.name]).get(cluster.name)

@@ -4,19 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
+from txnwatch.api.deps import ClusterFilter, PathCluster, ReadSession, cluster_ref, not_found
 from txnwatch.api.routers.convert import from_row
-from txnwatch.api.routers.params import (
-    ClusterFilter,
-    CursorParam,
-    Limit,
-    PathCluster,
-    ReadSession,
-    cluster_ref,
-    decode_cursor,
-    json_response,
-    next_cursor,
-    not_found,
-)
+from txnwatch.api.routers.params import CursorParam, Limit, decode_cursor, json_response, next_cursor
 from txnwatch.api.schemas import (
     ConsumerGroupDetail,
     ConsumerGroupPage,

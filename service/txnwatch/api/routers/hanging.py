@@ -7,18 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.api.deps import ClusterFilter, ReadSession, RuntimeDep
 from txnwatch.api.incidents import IncidentBuilder
-from txnwatch.api.routers.params import (
-    ClusterFilter,
-    CursorParam,
-    Limit,
-    ReadSession,
-    RuntimeNow,
-    decode_cursor,
-    json_response,
-    next_cursor,
-    now,
-)
+from txnwatch.api.routers.params import CursorParam, Limit, decode_cursor, json_response, next_cursor, now
 from txnwatch.api.schemas import ErrorOut, HangingPage
 from txnwatch.store import queries
 
@@ -36,7 +27,7 @@ router = APIRouter(prefix="/hanging", tags=["hanging transactions"])
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_hanging(
     session: ReadSession,
-    runtime: RuntimeNow,
+    runtime: RuntimeDep,
     clusters: ClusterFilter,
     include_resolved: Annotated[bool, Query(description="Also episodes that have ended.")] = False,
     limit: Limit = 100,

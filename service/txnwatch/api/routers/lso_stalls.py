@@ -7,13 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.api.deps import ClusterFilter, ReadSession, RuntimeDep
 from txnwatch.api.incidents import IncidentBuilder
 from txnwatch.api.routers.params import (
-    ClusterFilter,
     CursorParam,
     Limit,
-    ReadSession,
-    RuntimeNow,
     UtcDatetime,
     decode_cursor,
     json_response,
@@ -38,7 +36,7 @@ DEFAULT_LOOKBACK = timedelta(hours=24)
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_lso_stalls(
     session: ReadSession,
-    runtime: RuntimeNow,
+    runtime: RuntimeDep,
     clusters: ClusterFilter,
     since: Annotated[UtcDatetime | None, Query(description="Include episodes that ended at or after this time "
                                                "(ISO 8601; naive means UTC). Default: 24 hours ago.")] = None,

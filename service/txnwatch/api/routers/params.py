@@ -1,7 +1,8 @@
-"""What the routers share: pagination cursors, cluster scope, time bounds, the read session, rendering.
+"""What the routers' parameters share: pagination cursors, time bounds, text values, rendering.
 
 Every rejection is a 422 in FastAPI's own shape (``detail[].loc`` names the
 parameter), including the checks FastAPI cannot express, so clients parse one format.
+The dependencies (runtime, sessions, cluster scope) are in :mod:`txnwatch.api.deps`.
 """
 
 from __future__ import annotations
@@ -9,18 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Query, Request, Response, status
+from fastapi import Query, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel
-from sqlalchemy.orm import Session
-
-from txnwatch.runtime import Runtime
-from txnwatch.store import queries
 
 MAX_LIMIT = 1000
 
@@ -106,27 +102,6 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-# --- request context --------------------------------------------------------------------------------
-# Own dependencies rather than deps.py's: those are sync, and each sync dependency costs a threadpool hop
-# per request; at hundreds of requests/s the hops were a measurable share of the CPU per request.
-
-
-async def current_runtime(request: Request) -> Runtime:
-    return request.app.state.runtime  # type: ignore[no-any-return]
-
-
-def read_session(request: Request) -> Iterator[Session]:
-    """A session that only reads, in autocommit: no BEGIN/ROLLBACK round trips around each request.
-    Each statement still sees committed data; the API never needs a snapshot across its statements."""
-    with request.app.state.runtime.sessions() as session:
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-        yield session
-
-
-RuntimeNow = Annotated[Runtime, Depends(current_runtime)]
-ReadSession = Annotated[Session, Depends(read_session)]
-
-
 def json_response(model: type[BaseModel], data: dict[str, Any]) -> Response:
     """Validate plain data against the response model and serialise it, both inside pydantic-core.
 
@@ -135,74 +110,3 @@ def json_response(model: type[BaseModel], data: dict[str, Any]) -> Response:
     still documents the body.
     """
     return Response(model.model_validate(data).model_dump_json(), media_type="application/json")
-
-
-# --- cluster scope ---------------------------------------------------------------------------------------
-
-
-def _unknown_cluster(name: str, configured: Sequence[str]) -> HTTPException:
-    known = ", ".join(configured) or "none"
-    return HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {name!r}; known: {known}")
-
-
-@dataclass(frozen=True)
-class ClusterScope:
-    """Which clusters a request covers; ``ids`` holds those already in the database."""
-
-    names: tuple[str, ...]
-    ids: dict[str, int]
-    explicit: bool
-
-    @property
-    def id_list(self) -> tuple[int, ...]:
-        return tuple(self.ids.values())
-
-
-@dataclass(frozen=True)
-class ClusterSelection:
-    """Configured clusters a request asked for (validated, 404 otherwise), before the database is asked."""
-
-    names: tuple[str, ...]
-    explicit: bool
-
-    def resolve(self, session: Session) -> ClusterScope:
-        return ClusterScope(self.names, queries.cluster_ids(session, self.names), self.explicit)
-
-
-async def cluster_selection(runtime: RuntimeNow,
-                            cluster: Annotated[str | None, Query(max_length=63, description="Only this cluster "
-                                                                 "(its configured name); default: all clusters.")]
-                            = None) -> ClusterSelection:
-    configured = [c.name for c in runtime.settings.clusters]
-    if cluster is not None and cluster not in configured:
-        raise _unknown_cluster(cluster, configured)
-    return ClusterSelection((cluster,) if cluster is not None else tuple(configured), explicit=cluster is not None)
-
-
-ClusterFilter = Annotated[ClusterSelection, Depends(cluster_selection)]
-
-
-@dataclass(frozen=True)
-class ClusterRef:
-    """A cluster named in the path; ``id`` is None until its first poll is recorded."""
-
-    name: str
-    id: int | None
-
-
-async def path_cluster_name(runtime: RuntimeNow, cluster: str) -> str:
-    configured = [c.name for c in runtime.settings.clusters]
-    if cluster not in configured:
-        raise _unknown_cluster(cluster, configured)
-    return cluster
-
-
-PathCluster = Annotated[str, Depends(path_cluster_name)]
-
-
-def cluster_ref(session: Session, name: str) -> ClusterRef:
-    return ClusterRef(name, queries.cluster_ids(session, [name]).get(name))
-
-
-def not_found(message: str) -> HTTPException:
-    return HTTPException(status.HTTP_404_NOT_FOUND, message)

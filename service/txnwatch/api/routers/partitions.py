@@ -6,17 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.api.deps import ClusterFilter, ReadSession
 from txnwatch.api.routers.convert import from_row, gap
-from txnwatch.api.routers.params import (
-    TOPIC_PATTERN,
-    ClusterFilter,
-    CursorParam,
-    Limit,
-    ReadSession,
-    decode_cursor,
-    json_response,
-    next_cursor,
-)
+from txnwatch.api.routers.params import TOPIC_PATTERN, CursorParam, Limit, decode_cursor, json_response, next_cursor
 from txnwatch.api.schemas import ErrorOut, PartitionOut, PartitionPage
 from txnwatch.store import queries
 

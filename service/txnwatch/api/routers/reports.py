@@ -8,11 +8,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
-from txnwatch.api.deps import SessionDep, known_cluster
+from txnwatch.api.deps import PathCluster, ReadSession
 from txnwatch.api.routers.params import invalid
+from txnwatch.api.schemas import ErrorOut
 from txnwatch.store import rollups
 
-router = APIRouter(prefix="/reports", tags=["reports"])
+router = APIRouter(prefix="/reports", tags=["reports"],
+                   responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 Period = Literal["hour", "day"]
 
 
@@ -88,13 +90,12 @@ class Window:
                     else datetime.max.replace(tzinfo=timezone.utc))
 
 
-Cluster = Annotated[str, Depends(known_cluster)]
 WindowDep = Annotated[Window, Depends()]
 
 
 @router.get("/{cluster}/transactions", response_model=list[TransactionRollupOut],
             summary="Transaction counts, duration percentiles, commit/abort/timeout/fence rates")
-def transactions(cluster: Cluster, window: WindowDep, session: SessionDep, period: Period = "day",
+def transactions(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
                  txn_prefix: str | None = None,
                  topic: Annotated[str | None, Query(description="A topic, or * (default) for all topics together.")] = "*"
                  ) -> list[TransactionRollupOut]:
@@ -104,7 +105,7 @@ def transactions(cluster: Cluster, window: WindowDep, session: SessionDep, perio
 
 @router.get("/{cluster}/topics", response_model=list[TopicRollupOut],
             summary="LSO stall minutes, max HWM−LSO, hanging transactions and verification health per topic")
-def topics(cluster: Cluster, window: WindowDep, session: SessionDep, period: Period = "day",
+def topics(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
            topic: str | None = None) -> list[TopicRollupOut]:
     return [TopicRollupOut.model_validate(r) for r in
             rollups.topic_rollups(session, cluster, window.start, window.end, period, topic)]
@@ -112,14 +113,14 @@ def topics(cluster: Cluster, window: WindowDep, session: SessionDep, period: Per
 
 @router.get("/{cluster}/lag", response_model=list[LagRollupOut],
             summary="read_committed lag (against the LSO) percentiles per group and topic")
-def lag(cluster: Cluster, window: WindowDep, session: SessionDep, period: Period = "day",
+def lag(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
         group_id: str | None = None) -> list[LagRollupOut]:
     return [LagRollupOut.model_validate(r) for r in
             rollups.lag_rollups(session, cluster, window.start, window.end, period, group_id)]
 
 
 @router.get("/{cluster}/offenders", response_model=list[OffenderOut], summary="Top offenders per day and kind")
-def offenders(cluster: Cluster, window: WindowDep, session: SessionDep, kind: str | None = None,
+def offenders(cluster: PathCluster, window: WindowDep, session: ReadSession, kind: str | None = None,
               limit: Annotated[int, Query(ge=1, le=100)] = 10) -> list[OffenderOut]:
     return [OffenderOut.model_validate(r) for r in
             rollups.top_offenders(session, cluster, window.start, window.end, kind, limit)]

@@ -8,22 +8,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.api.deps import ClusterFilter, PathCluster, ReadSession, RuntimeDep, cluster_ref, not_found
 from txnwatch.api.incidents import IncidentBuilder
 from txnwatch.api.routers.convert import from_row, gap
 from txnwatch.api.routers.params import (
     TOPIC_PATTERN,
-    ClusterFilter,
     CursorParam,
     Limit,
-    PathCluster,
-    ReadSession,
-    RuntimeNow,
     Text,
-    cluster_ref,
     decode_cursor,
     json_response,
     next_cursor,
-    not_found,
     now,
 )
 from txnwatch.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition, TxnLogHistory
@@ -100,7 +95,7 @@ def get_transaction(
     name: PathCluster,
     transactional_id: str,
     session: ReadSession,
-    runtime: RuntimeNow,
+    runtime: RuntimeDep,
     timeline_limit: Annotated[int, Query(ge=1, le=1000, description="Most recent transitions to return.")] = 100,
 ) -> Response:
     cluster = cluster_ref(session, name)

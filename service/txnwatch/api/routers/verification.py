@@ -9,8 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.api.deps import StateDep
-from txnwatch.api.routers.params import ClusterFilter, ReadSession, json_response, now
+from txnwatch.api.deps import ClusterFilter, ReadSession, StateDep
+from txnwatch.api.routers.params import json_response, now
 from txnwatch.api.schemas import (
     BrokerVerificationOut,
     BrokerVerificationSummary,
