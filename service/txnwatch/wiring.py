@@ -45,6 +45,7 @@ from txnwatch.exposition import Exposition
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.lagmetrics import LagMetricOptions
 from txnwatch.leader import Leadership, SingleInstance, leadership_for
+from txnwatch.logbudget import describe, expected
 from txnwatch.metrics import build_registry
 from txnwatch.metrics_sink import PollMetrics
 from txnwatch.model import AbortOutcome, TopicPartition
@@ -196,9 +197,9 @@ def archive_transitions(settings: Settings, engine: Engine, sessions: sessionmak
     try:
         export_transitions_then_purge(engine, sessions, settings.retention.archive_dir,
                                       timedelta(minutes=settings.transaction_log.hot_transitions_minutes))
-    except Exception:
-        log.exception("archiving the transition stream to %s failed; it stays in the database until it succeeds",
-                      settings.retention.archive_dir)
+    except Exception as exc:  # a database outage is expected: one line; anything else is a bug: its traceback
+        log.error("archiving the transition stream to %s failed (%s); it stays in the database until it succeeds",
+                  settings.retention.archive_dir, describe(exc), exc_info=None if expected(exc) else exc)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:
@@ -229,9 +230,9 @@ def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmake
 
     try:
         export_history(engine, settings.retention.archive_dir)
-    except Exception:
-        log.exception("archiving history to %s failed; keeping it in the database until it succeeds",
-                      settings.retention.archive_dir)
+    except Exception as exc:  # a database outage is expected: one line; anything else is a bug: its traceback
+        log.error("archiving history to %s failed (%s); keeping it in the database until it succeeds",
+                  settings.retention.archive_dir, describe(exc), exc_info=None if expected(exc) else exc)
         return
     purge(sessions, datetime.now(timezone.utc), settings.retention.days)
     if settings.retention.archive_days is not None:
