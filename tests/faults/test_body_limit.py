@@ -7,6 +7,7 @@ A real `txnwatch run` process and a raw-socket client on loopback: the body is s
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -64,10 +65,8 @@ def stream_chunked(port: int, path: str, total_mib: int, headers: str = "", *,
                 break
             sent += len(CHUNK)
         else:
-            try:
+            with contextlib.suppress(OSError):  # the server may already have answered and hung up
                 sock.sendall(b"0\r\n\r\n")
-            except OSError:
-                pass  # the server already answered and hung up
         reader.join(timeout=60)
     finally:
         sock.close()
@@ -119,7 +118,7 @@ def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:  #
     assert proc.poll() is None
 
 
-@pytest.mark.parametrize("path,headers", [
+@pytest.mark.parametrize(("path", "headers"), [
     pytest.param("/api/v1/admin/abort", "", id="admin-disabled-no-token"),
     pytest.param("/api/v1/clusters", "Authorization: Bearer wrong\r\n", id="read-route-wrong-token"),
     pytest.param("/no/such/route", "", id="unknown-route"),

@@ -74,7 +74,7 @@ def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pag
 def test_a_webhook_without_url_is_a_config_error() -> None:
     from txnwatch.config import ConfigError, load_settings
 
-    with pytest.raises(ConfigError, match="notifiers.slack: enabled needs url"):
+    with pytest.raises(ConfigError, match=r"notifiers\.slack: enabled needs url"):
         load_settings(None, notifiers={"slack": {"enabled": True}})
 
 

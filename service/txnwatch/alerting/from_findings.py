@@ -20,8 +20,8 @@ from txnwatch.alerting.conditions import (
     TRANSACTION_TIMEOUT_EXCEEDED,
     VERIFICATION_FAILURE_RATE,
     Condition,
-    abort_command,
     abort_at_offset_command,
+    abort_command,
     cluster_down,
     cluster_incident_key,
     partition_incident_key,
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session, sessionmaker
 
-    from txnwatch.config import AlertRuleConfig
     from txnwatch.alerting.service import Alerting
+    from txnwatch.config import AlertRuleConfig
 
 
 def _age(ms: int) -> str:
