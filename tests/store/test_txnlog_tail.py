@@ -109,8 +109,8 @@ class FlakySessions:
                 raise OSError("connection lost before commit")
 
 
-@pytest.mark.parametrize("seed", [7])
-def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "tick_s"), [(7, 10.0), (11, 0.25)])  # a commit per fetch; several per commit
+def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int, tick_s: float) -> None:
     rng = random.Random(seed)
     log = the_log()
     sessions = registered(engine)
@@ -121,7 +121,7 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
     ends = {p: len(r) for p, r in log.items()}
     for _ in range(5_000):
         tail.step()
-        clock[0] += 10
+        clock[0] += tick_s
         with sessions() as session:
             cid = cluster_id_for(sessions, "c")
             if store_txnlog.load(session, cid).positions == ends:
@@ -145,6 +145,48 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
     assert dict(resumed.state.ids) == dict(replayed.ids)  # every field round-trips through the database
     state = resumed.state.ids["app-3"]
     assert (state.state, state.commits, state.aborts, state.fences) == (E, 20, 6, 1)
+
+
+def test_fetches_within_a_second_commit_once_with_one_row_per_id(engine: Engine,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One id touched hundreds of times between two commits is written once, with positions in the same commit."""
+    sessions = registered(engine)
+    log = {0: the_log(ids=1, transactions=100)[0]}
+    writes: list[tuple[int, int, dict[int, int]]] = []
+    original = store_txnlog.write_batch
+
+    def counted(session: Session, cluster_id: int, positions: Mapping[int, int], findings: d.TxnLogFindings,
+                *args: Any, **kwargs: Any) -> None:
+        writes.append((len(findings.changed), len(findings.transitions), dict(positions)))
+        original(session, cluster_id, positions, findings, *args, **kwargs)
+
+    monkeypatch.setattr(store_txnlog, "write_batch", counted)
+
+    class Steady(FakeTail):
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            take = self._log[0][self._next[0]:self._next[0] + 7]
+            self._next[0] += len(take)
+            return take, []
+
+    clock = [1_000.0]
+    tail = ClusterTail("c", "h", lambda p: Steady(log, p, random.Random(0)), sessions, LatestState(["c"]),
+                       clock=lambda: clock[0], read_timeout_ms=0)
+    for _ in range(30):
+        tail.step()  # the clock stands still: after the first batch (the periodic check), nothing commits
+    assert len(writes) == 1
+    with sessions() as session:
+        assert store_txnlog.load(session, cluster_id_for(sessions, "c")).positions == {0: 7}
+    clock[0] += 1.0
+    tail.step()  # a second later everything applied so far commits at once, as one row for the one id
+    assert len(writes) == 2 and writes[1][:2] == (1, 31 * 7 - 7) and writes[1][2] == {0: 31 * 7}
+    while tail.step():
+        pass  # ...and when the log is drained, the rest commits at the next empty read
+    assert writes[-1][2] == {0: len(log[0])} and all(changed == 1 for changed, _, _ in writes)
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cluster_id_for(sessions, "c"))
+    replayed, found = d.apply(d.TxnLogState(), log[0])
+    assert dict(resumed.state.ids) == dict(replayed.ids)
+    assert Counter(resumed.counters) == Counter({k: v for k, v in found.counts.items() if v})
 
 
 def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:

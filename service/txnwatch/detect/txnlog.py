@@ -40,7 +40,7 @@ records: :func:`check_open` reports them against a clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -295,6 +295,35 @@ def apply(state: TxnLogState, records: Iterable[TxnLogRecord]) -> tuple[TxnLogSt
     counts["records"] = counts.get("records", 0) + n
     return (TxnLogState(ids, state.reported),
             TxnLogFindings(tuple(transitions), counts, changed, buckets))
+
+
+def merge(batches: Sequence[TxnLogFindings]) -> TxnLogFindings:
+    """What applying the batches' records one after another found, as if applied in one batch.
+
+    The tail applies every fetch at once but stores at most about once a second: counts and
+    per-minute aggregates add up (the maximum duration takes the larger), transitions keep log
+    order, and an id changed in several keeps only its latest state, so one id touched a
+    thousand times between two commits costs one row write.
+    """
+    if len(batches) == 1:
+        return batches[0]
+    counts: dict[str, int] = {}
+    changed: dict[str, IdState | None] = {}
+    buckets: dict[int, dict[str, int]] = {}
+    transitions: list[LogTransition] = []
+    for found in batches:
+        transitions.extend(found.transitions)
+        changed.update(found.changed)
+        for key, value in found.counts.items():
+            counts[key] = counts.get(key, 0) + value
+        for start, values in found.buckets.items():
+            bucket = buckets.setdefault(start, {})
+            for key, value in values.items():
+                if key == "duration_ms_max":
+                    bucket[key] = max(bucket.get(key, 0), value)
+                else:
+                    bucket[key] = bucket.get(key, 0) + value
+    return TxnLogFindings(tuple(transitions), counts, changed, buckets)
 
 
 def _count(counts: dict[str, int], buckets: dict[int, dict[str, int]], at_ms: int, events: tuple[str, ...],

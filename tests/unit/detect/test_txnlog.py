@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -126,6 +127,28 @@ def test_apply_in_batches_equals_apply_at_once() -> None:
         state, part = d.apply(state, records[i:i + 4])
         total.update(part.counts)
     assert total == Counter(whole.counts)
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from([E, ON, PC, PA, CC, CA, TxnState.PREPARE_EPOCH_FENCE]),
+                          st.integers(0, 3), st.integers(0, 90_000), st.booleans()), max_size=40),
+       st.lists(st.integers(0, 40), max_size=6))
+def test_merged_batches_equal_one_batch(steps: list[tuple[str, TxnState, int, int, bool]], cuts: list[int]) -> None:
+    """What the tail commits once a second (several fetches merged) is what applying them at once finds."""
+    records, at = [], 1_000
+    for i, (tid, s, epoch, gap, expire) in enumerate(steps):
+        at += gap
+        records.append(TxnLogRecord(tid, 0, i, at, TxnLogKind.TOMBSTONE) if expire
+                       else rec(s, epoch, at, at - gap // 2, tv=2, tid=tid, offset=i))
+    _, whole = d.apply(d.TxnLogState(), records)
+    state, parts, bounds = d.TxnLogState(), [], sorted({0, len(records), *(c for c in cuts if c < len(records))})
+    for lo, hi in pairwise(bounds):
+        state, part = d.apply(state, records[lo:hi])
+        parts.append(part)
+    merged = d.merge(parts) if parts else d.TxnLogFindings()
+    assert merged.transitions == whole.transitions
+    assert {k: v for k, v in merged.counts.items() if v} == {k: v for k, v in whole.counts.items() if v}
+    assert dict(merged.changed) == dict(whole.changed)  # one row per id: its latest state, or None when expired
+    assert {b: dict(v) for b, v in merged.buckets.items()} == {b: dict(v) for b, v in whole.buckets.items()}
 
 
 def test_check_open_reports_stuck_prepare_and_long_transactions_once() -> None:
