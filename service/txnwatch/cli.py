@@ -13,18 +13,21 @@ import sys
 from datetime import datetime, timezone
 from importlib import import_module
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 # httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
 # installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
 # optional `from ._main import main` into the ImportError it is written to handle.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None in sys.modules blocks an import, by design
 
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402
 
 from txnwatch import __version__, exitcodes  # noqa: E402
 from txnwatch.extras import MissingExtra  # noqa: E402
+
+if TYPE_CHECKING:
+    from txnwatch.config import Settings
 
 #: name -> (module whose `app` is the sub-command, one-line help shown by `txnwatch --help`)
 LAZY_SUBCOMMANDS = {
@@ -89,7 +92,7 @@ def fail(message: str, code: int = exitcodes.USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _settings(path: Path | None, **overrides: object):  # type: ignore[no-untyped-def]
+def _settings(path: Path | None, **overrides: object) -> Settings:
     from txnwatch.config import ConfigError, load_settings
 
     try:
