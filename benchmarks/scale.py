@@ -17,7 +17,7 @@ next to the goals (poll <= 5 s, RSS <= 1 GB on 2 cores); nothing is asserted.
     .venv/bin/python benchmarks/scale.py --partitions 20000 --group-partitions 20000 --ids 10000
 
 --profile uses pyinstrument when installed (``pip install pyinstrument``, an optional benchmark
-tool, not a dependency), else the standard library's cProfile.
+tool: ``pip install -e '.[bench]'``), else the standard library's cProfile.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
         at = now + polls * 15_000
         replies = answers(at, partitions, group_partitions, ids)
         try:
-            from pyinstrument import Profiler  # optional benchmark tool
+            from pyinstrument import Profiler  # type: ignore[import-not-found,unused-ignore]  # optional: [bench]
             profiler = Profiler(interval=0.001)
             profiler.start()
             poll(state, detector, replies, at)
