@@ -6,9 +6,9 @@ from logging.config import fileConfig
 
 from alembic import context
 from txnwatch.store import (
+    lease_models,  # noqa: F401  (fleet tables for autogenerate)
     rollup_models,  # noqa: F401  (rollup tables for autogenerate)
     txnlog_models,  # noqa: F401  (transaction-log tables for autogenerate)
-    lease_models,  # noqa: F401  (fleet tables for autogenerate)
 )
 from txnwatch.store.db import make_engine, normalise_url
 from txnwatch.store.models import Base, UtcDateTime

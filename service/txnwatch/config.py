@@ -310,7 +310,7 @@ class WebhookConfig(_Strict):
     timeout_seconds: float = Field(default=10, gt=0, le=120)
 
     @model_validator(mode="after")
-    def _url(self) -> "WebhookConfig":
+    def _url(self) -> WebhookConfig:
         if self.enabled and (self.url is None or not self.url.get_secret_value().startswith(("http://", "https://"))):
             raise ValueError("enabled needs url (http:// or https://)")
         return self
@@ -339,7 +339,7 @@ class FleetConfig(_Strict):
     replica_id: str | None = Field(default=None, max_length=100, description="Name in the lease tables; default host-pid-random.")
 
     @model_validator(mode="after")
-    def _timing(self) -> "FleetConfig":
+    def _timing(self) -> FleetConfig:
         if self.lease_seconds <= self.renew_seconds + self.margin_seconds:
             raise ValueError(f"lease_seconds ({self.lease_seconds:g}) must exceed renew_seconds + margin_seconds "
                              f"({self.renew_seconds + self.margin_seconds:g}), or a healthy holder would drop its "

@@ -11,9 +11,10 @@ here, so no consumer has to remember Kafka's conventions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 # Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
 from txnwatch.vocabulary import HangingReason as HangingReason
@@ -42,7 +43,7 @@ class TxnState(StrEnum):
     UNKNOWN = "Unknown"
 
     @classmethod
-    def parse(cls, raw: str | None) -> "TxnState":
+    def parse(cls, raw: str | None) -> TxnState:
         """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
         if not raw:
             return cls.UNKNOWN

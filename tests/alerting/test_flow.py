@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.fake_pagerduty import FakePagerDuty
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import ROUTING_KEY, alerts, at, dispatcher, hanging, outbox, rules, step
 from txnwatch.store.db import make_sessionmaker
 

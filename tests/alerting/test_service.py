@@ -10,8 +10,8 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.fake_pagerduty import FakePagerDuty
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import ROUTING_KEY, at, hanging, outbox
 from txnwatch.alerting import Alerting, OutboxDispatcher
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier

@@ -19,7 +19,6 @@ from txnwatch.api.app import create_app
 from txnwatch.runtime import Runtime
 from txnwatch.wiring import build_runtime
 
-
 # The live-state endpoints of this suite; other routers under /api/v1 (admin, pipeline reports) have
 # their own tests and only get the no-5xx property here.
 OURS = "^/api/v1/(clusters|transactions|hanging|lso-stalls|partitions|consumer-groups|verification|alerts)(/|$)"

@@ -119,7 +119,7 @@ def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:  #
     assert proc.poll() is None
 
 
-@pytest.mark.parametrize("path,headers", [
+@pytest.mark.parametrize(("path", "headers"), [
     pytest.param("/api/v1/admin/abort", "", id="admin-disabled-no-token"),
     pytest.param("/api/v1/clusters", "Authorization: Bearer wrong\r\n", id="read-route-wrong-token"),
     pytest.param("/no/such/route", "", id="unknown-route"),

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 
 from txnwatch.api.app import create_app
 from txnwatch.config import Settings
-from txnwatch.wiring import build_runtime
 from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import build_runtime
 
 EDGES = {
     "date": ["9999-12-31", "0001-01-01", "2024-02-30", "10000-01-01"],

@@ -44,7 +44,7 @@ def page(alerting: Alerting, pd: FakePagerDuty) -> dict[str, object]:
     pytest.param({"public_url": PUBLIC, "console": {"runbook_url": "https://wiki.example/runbooks"}}, PUBLIC,
                  "https://wiki.example/runbooks#kafkahangingtransaction", id="own-runbooks"),
 ])
-def test_every_page_links_absolute_urls(sessions: sessionmaker[Session], pagerduty: FakePagerDuty,  # noqa: F811
+def test_every_page_links_absolute_urls(sessions: sessionmaker[Session], pagerduty: FakePagerDuty,
                                         extra: dict[str, object], client: str | None, runbook: str) -> None:
     trigger = page(Alerting.from_settings(settings(pagerduty.url, **extra), sessions), pagerduty)
     assert trigger.get("client_url") == client
@@ -63,7 +63,7 @@ def test_the_daemon_never_sends_its_listen_address_as_client_url(tmp_path: Path)
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:  # noqa: F811
+def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
     alerting = Alerting.from_settings(settings(pagerduty.url, notifiers={
         "webhook": {"enabled": True, "url": pagerduty.base + "/hooks/generic"},
         "slack": {"enabled": True, "url": pagerduty.base + "/hooks/slack/T0/SECRET"}}), sessions)
@@ -74,7 +74,7 @@ def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pag
 def test_a_webhook_without_url_is_a_config_error() -> None:
     from txnwatch.config import ConfigError, load_settings
 
-    with pytest.raises(ConfigError, match="notifiers.slack: enabled needs url"):
+    with pytest.raises(ConfigError, match=r"notifiers\.slack: enabled needs url"):
         load_settings(None, notifiers={"slack": {"enabled": True}})
 
 

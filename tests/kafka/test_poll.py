@@ -122,7 +122,7 @@ def cluster_with(txn_count: int, partitions_per_broker: int = 4) -> FakeCluster:
     return FakeCluster(leaders=leaders, txns=txns, groups=groups)
 
 
-@pytest.mark.parametrize("txn_count, partitions_per_broker", [(1, 1), (500, 200)])
+@pytest.mark.parametrize(("txn_count", "partitions_per_broker"), [(1, 1), (500, 200)])
 def test_three_rounds_one_request_per_broker_and_question(txn_count: int, partitions_per_broker: int) -> None:
     wire = FakeWire(cluster_with(txn_count, partitions_per_broker))
     collected = run(wire)

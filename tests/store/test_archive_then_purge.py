@@ -8,10 +8,9 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from txnwatch.config import load_settings
-from txnwatch.wiring import build_runtime
 from txnwatch.store import models as m
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import archive_then_purge
+from txnwatch.wiring import archive_then_purge, build_runtime
 
 
 def seed_old_transition(runtime) -> None:  # type: ignore[no-untyped-def]

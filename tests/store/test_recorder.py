@@ -7,8 +7,14 @@ import shutil
 from sqlalchemy import Engine, func, select
 
 from tests.fixtures.postgres_server import start_postgres
-from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
-                            TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    PartitionSnapshot,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import upgrade
@@ -70,8 +76,8 @@ def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None
         server.start_existing()
         assert rec.flush(), health.error
         assert health.ok and health.error is None and rec.buffered == 0
-        hwms = [row for row in make_sessionmaker(engine)().scalars(
-            select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at))]
+        hwms = list(make_sessionmaker(engine)().scalars(
+            select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at)))
         assert hwms == [10, 13, 14, 15]
         engine.dispose()
     finally:

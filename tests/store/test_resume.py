@@ -7,8 +7,14 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
-from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
-                            TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    PartitionSnapshot,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 from txnwatch.store import resume
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.queries import cluster_ids

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 # The built-in rule names and their runbooks are spelled once, in txnwatch.vocabulary.
 from txnwatch.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN

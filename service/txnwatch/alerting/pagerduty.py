@@ -114,7 +114,7 @@ class PagerDutyNotifier:
     @classmethod
     def from_config(cls, config: PagerDutyConfig, client_url: str | None = None,
                     runbook_base_url: str | None = None,
-                    runbook_doc_url: str = DEFAULT_RUNBOOK_URL) -> "PagerDutyNotifier":
+                    runbook_doc_url: str = DEFAULT_RUNBOOK_URL) -> PagerDutyNotifier:
         if config.routing_key is None:
             raise ValueError("PagerDuty needs a routing key")
         return cls(config.routing_key, events_url=config.events_url, timeout_seconds=config.timeout_seconds,

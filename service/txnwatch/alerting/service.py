@@ -18,8 +18,8 @@ from txnwatch.alerting.evaluator import EvaluationResult, evaluate, retire_clust
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, OutboxLoop, SendGuard
 from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL, PagerDutyNotifier
-from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
 from txnwatch.alerting.rules import effective_rules
+from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
 from txnwatch.config import AlertRuleConfig, Settings
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Alerting:
                       client_url: str | None = None,
                       runbook_base_url: str | None = None,
                       extra_notifiers: Mapping[str, Notifier] | None = None,
-                      metrics: AlertingMetrics | None = None) -> "Alerting":
+                      metrics: AlertingMetrics | None = None) -> Alerting:
         notifiers: dict[str, Notifier] = {}
         if settings.pagerduty.enabled:
             notifiers[PAGERDUTY] = PagerDutyNotifier.from_config(

@@ -40,8 +40,17 @@ from txnwatch.model import (
     Undetermined,
 )
 
-__all__ = ["DetectionSettings", "DetectorState", "Findings", "INITIAL", "TxnEvent", "VerificationCheck",
-           "evaluate", "event_counts", "resumed"]
+__all__ = [
+    "INITIAL",
+    "DetectionSettings",
+    "DetectorState",
+    "Findings",
+    "TxnEvent",
+    "VerificationCheck",
+    "evaluate",
+    "event_counts",
+    "resumed",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +104,7 @@ class Findings:
     lso_stalls: tuple[LsoStall, ...] = ()
     lso_stalls_opened: tuple[LsoStall, ...] = ()
     lso_stalls_ended: tuple[LsoStall, ...] = ()
-    verification: VerificationCheck = VerificationCheck(0, 0, ())
+    verification: VerificationCheck = VerificationCheck(0, 0, ())  # noqa: RUF009  # frozen: one shared empty value is safe
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
     exporter_lags: tuple[exporter.ExporterLag, ...] = ()

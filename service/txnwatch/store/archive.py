@@ -28,7 +28,7 @@ import re
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -203,7 +203,7 @@ def _select(spec: ArchiveTable) -> Any:
 
 
 def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
-            chunk_rows: int) -> Iterator[list[Any]]:
+            chunk_rows: int) -> Iterator[Sequence[Any]]:
     """Keyset pagination by id: memory stays at one chunk whatever the table's size."""
     model_id = spec.model.id  # type: ignore[attr-defined]
     after = -1
@@ -216,7 +216,7 @@ def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
         after = rows[-1][1]
 
 
-def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[Any],
+def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: Sequence[Any],
                  state: TableState, prefix: str = "part") -> int:
     time_index = 1 + spec.schema.get_field_index(spec.time_column)
     buckets: dict[tuple[str, str], list[Any]] = defaultdict(list)

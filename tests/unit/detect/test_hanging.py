@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
 from txnwatch.detect import hanging
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import HangingReason, ListedTransaction, RequestError, TxnState
-
-from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
 
 S = DetectionSettings()
 OLD = MAX_TIMEOUT + 1  # "now" such that a write at t=0 is older than the max timeout

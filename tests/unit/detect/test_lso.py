@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tests.unit.detect.builders import TP1, partition, producer, snapshot, txn
 from txnwatch.detect import lso
 from txnwatch.detect.settings import DetectionSettings
-
-from tests.unit.detect.builders import TP1, partition, producer, snapshot, txn
 
 S = DetectionSettings(lso_stall_ms=30_000, verification_grace_ms=10_000)
 

@@ -7,11 +7,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 from txnwatch import detect
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import LsoStall, TxnState
-
-from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000)
 
