@@ -53,7 +53,7 @@ def _render_item(type_: str, obj: object, autogen_context: object) -> str | bool
     return False
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection) -> None:  # type: ignore[no-untyped-def]  # Alembic hands over an untyped connection
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

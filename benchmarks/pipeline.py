@@ -79,7 +79,7 @@ def main() -> int:
         spark.stop()
         if len(sizes) == 2 and all(times.values()):
             small, large = sizes
-            ratio = times[large] / times[small]  # type: ignore[operator]
+            ratio = times[large] / times[small]  # type: ignore[operator]  # both timings exist by then
             print(f"time ratio {large:,}/{small:,} rows: {ratio:.2f} (linear = {large / small:.1f})")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -100,7 +100,7 @@ def test_database_down_is_503_and_recovers(outage_server: PostgresServer) -> Non
         runtime.engine.dispose()
 
 
-def test_broken_sqlite_database_is_503(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_broken_sqlite_database_is_503(tmp_path) -> None:
     """A SQLite file that vanished and cannot be recreated (its directory is now a file)."""
     folder = tmp_path / "db"
     url = f"sqlite:///{folder / 'txnwatch.db'}"

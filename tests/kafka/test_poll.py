@@ -69,8 +69,8 @@ class FakeCluster:
                      "earliest": lambda tp: 0}[call.variant]
             return a.list_offsets({tp: value(tp) for tp in asked})
         if call.api == "ListGroups":
-            rows = [(g, "Stable", "consumer") for g, (c, _) in self.groups.items() if c == node]
-            shared = [(g, "Stable", "share", "share") for g, c in self.share_groups.items() if c == node]
+            rows: list[tuple[str, ...]] = [(g, "Stable", "consumer") for g, (c, _) in self.groups.items() if c == node]
+            shared: list[tuple[str, ...]] = [(g, "Stable", "share", "share") for g, c in self.share_groups.items() if c == node]
             return a.list_groups(rows + shared)
         if call.api == "OffsetFetch":
             return a.offset_fetch({g.group_id: self.groups[g.group_id][1] for g in request.groups})

@@ -15,7 +15,7 @@ from txnwatch.model import HangingReason
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _render_script():  # type: ignore[no-untyped-def]
+def _render_script():
     spec = importlib.util.spec_from_file_location("render_vocabulary", ROOT / "scripts" / "render_vocabulary.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

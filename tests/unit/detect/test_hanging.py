@@ -143,4 +143,4 @@ def test_only_ongoing_transactions_can_be_overdue() -> None:
 def test_silent_leader_names_the_producers_last_seen_open_there() -> None:
     snap = snapshot(partitions=(partition(producers=None),))
     found, undetermined = hanging.find_hanging(snap, OLD, S, {TP: frozenset({7, 9})})
-    assert found == [] and sorted(u.producer_id for u in undetermined) == [7, 9]
+    assert found == [] and sorted(u.producer_id or 0 for u in undetermined) == [7, 9]

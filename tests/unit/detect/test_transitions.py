@@ -11,7 +11,7 @@ O, PC, PA, CC, CA, E = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREP
                         TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
 
 
-def events(prev, cur, now=1_000):  # type: ignore[no-untyped-def]
+def events(prev, cur, now=1_000):
     return transitions.derive_events(prev, cur, now)
 
 
