@@ -15,14 +15,19 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import typer
-from typer.core import TyperGroup
+# httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
+# installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
+# optional `from ._main import main` into the ImportError it is written to handle.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[assignment]
+
+import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
+
+from txnwatch import __version__, exitcodes  # noqa: E402
+from txnwatch.extras import MissingExtra  # noqa: E402
 
 if TYPE_CHECKING:
     from txnwatch.config import Settings
-
-from txnwatch import __version__, exitcodes
-from txnwatch.extras import MissingExtra
 
 #: name -> (module whose `app` is the sub-command, one-line help shown by `txnwatch --help`)
 LAZY_SUBCOMMANDS = {

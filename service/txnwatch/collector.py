@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from txnwatch.logbudget import FailureStreak
 from txnwatch.model import ClusterSnapshot
 from txnwatch.state import ClusterView, LatestState
 
@@ -106,6 +107,9 @@ class ClusterCollector:
         self._term: object = None
         self._poll_id = 0
         self._probe_failed = False  # since the last full-poll failure; its success means "the cluster is back"
+        # One line per state change and a reminder, not a line (or a traceback) per failed poll: see logbudget.py.
+        self._down = FailureStreak(log, f"cluster {name}: polls")
+        self._sink_streaks: dict[str, FailureStreak] = {}
 
     def poll_once(self) -> None:
         """One scheduled tick; returns early while backing off or while another replica holds the cluster.
@@ -158,6 +162,7 @@ class ClusterCollector:
             findings=findings, counters=counters,
         )
         self._retry_at = 0.0
+        self._down.ok(extra=self._log_context())
         self._notify(snapshot, findings, None, now_ms)
 
     def _back_early(self, now: float) -> bool:
@@ -175,11 +180,13 @@ class ClusterCollector:
             still_down = getattr(sink, "on_still_down", None)
             if still_down is None:
                 continue
+            streak = self._sink_streak(sink)
             try:
                 still_down(self.name, standing, int(now * 1000))
             except Exception as exc:
-                log.warning("cluster %s: %s failed to take the still-down tick: %s", self.name, type(sink).__name__,
-                            exc, extra=self._log_context())
+                streak.failed(exc, extra=self._log_context())
+            else:
+                streak.ok(extra=self._log_context())
         return False
 
     def _probe(self) -> str | None:
@@ -203,8 +210,9 @@ class ClusterCollector:
         # "No broker answered" counts as a failed probe, so the first probe that succeeds ends the backoff;
         # any other failure (the cluster answered, the poll still broke) waits the backoff out.
         self._probe_failed = bool(getattr(exc, "cluster_unreachable", False))
-        log.warning("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay,
-                    extra=self._log_context())
+        self._down.failed(exc, extra=self._log_context())
+        log.debug("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay,
+                  extra=self._log_context())
         self._state.update(
             self.name, up=False, polls=(view.polls if view else 0) + 1,
             failed_polls=(view.failed_polls if view else 0) + 1, consecutive_failures=failures,
@@ -217,11 +225,19 @@ class ClusterCollector:
 
     def _notify(self, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None:
         for sink in self._sinks:
+            streak = self._sink_streak(sink)
             try:
                 sink.on_poll(self.name, snapshot, findings, error, now_ms)
-            except Exception:
-                log.exception("cluster %s: %s failed to take this poll", self.name, type(sink).__name__,
-                              extra=self._log_context())
+            except Exception as exc:  # e.g. the database is down: the sink's own state says so, one line here
+                streak.failed(exc, extra=self._log_context())
+            else:
+                streak.ok(extra=self._log_context())
+
+    def _sink_streak(self, sink: object) -> FailureStreak:
+        name = type(sink).__name__
+        if name not in self._sink_streaks:
+            self._sink_streaks[name] = FailureStreak(log, f"cluster {self.name}: {name}")
+        return self._sink_streaks[name]
 
     def _log_context(self) -> dict[str, object]:
         """Fields the JSON log format carries, so one poll's lines can be found together."""
@@ -258,8 +274,22 @@ class Collector:
         self._scheduler.start()
 
     def add_job(self, func: Callable[[], object], seconds: float, job_id: str) -> None:
-        """Side jobs (retention, outbox delivery) share the scheduler but not the cluster threads' timing."""
-        self._scheduler.add_job(func, "interval", seconds=seconds, id=job_id, name=job_id, next_run_time=_now())
+        """Side jobs (retention, outbox delivery) share the scheduler but not the cluster threads' timing.
+
+        A side job that fails (the database is down) logs one line per streak instead of APScheduler's
+        traceback on every run.
+        """
+        streak = FailureStreak(log, f"job {job_id}")
+
+        def guarded() -> None:
+            try:
+                func()
+            except Exception as exc:
+                streak.failed(exc)
+            else:
+                streak.ok()
+
+        self._scheduler.add_job(guarded, "interval", seconds=seconds, id=job_id, name=job_id, next_run_time=_now())
 
     def stop(self, wait: bool = True) -> None:
         if self._scheduler.running:

@@ -89,6 +89,9 @@ class ClusterConfig(_Strict):
     ssl_keyfile: Path | None = None
     ssl_check_hostname: bool = True
     request_timeout_ms: int = Field(default=10_000, ge=100, le=300_000)
+    connect_timeout_ms: int = Field(default=5_000, ge=100, le=300_000, description="How long the first "
+                                    "connection (TCP, TLS, SASL, metadata) may take before the cluster is "
+                                    "reported unreachable.")
     topics_include: list[str] = Field(default_factory=lambda: [".*"])
     topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)

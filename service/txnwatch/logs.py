@@ -36,7 +36,9 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # kafka-python logs every reconnect at WARNING/ERROR; txnwatch reports cluster health itself.
-    logging.getLogger("kafka").setLevel(max(logging.getLevelName(level), logging.ERROR))
+    # A broker outage made it log an ERROR per connection attempt: silenced unless debugging (the collector
+    # logs each cluster's down/up transitions itself, see logbudget.py).
+    logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # httpx logs whole request URLs at INFO, and webhook URLs carry their secret.

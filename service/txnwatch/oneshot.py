@@ -48,9 +48,9 @@ def render_table(result: dict[str, Any], now_ms: int | None = None, width: int |
              h["start_offset"], humanize.timestamp(humanize.from_ms(h["last_timestamp_ms"])),
              humanize.duration((now_ms - h["last_timestamp_ms"]) / 1000) if h["last_timestamp_ms"] else None,
              h["transactional_id"], h["reason"]) for h in result["hanging"]]
-    lines = [tables.render(HEADERS, rows, width=width)] if rows else [
-        f"no hanging transaction on {result['cluster']} (transaction.max.timeout.ms "
-        f"{humanize.duration(result['max_transaction_timeout_ms'] / 1000)})"]
+    limit = humanize.duration(result["max_transaction_timeout_ms"] / 1000)
+    none = f"no hanging transaction on {result['cluster']} (transaction.max.timeout.ms {limit})"
+    lines = [tables.render(HEADERS, rows, width=width) if rows else none]
     for u in result["undetermined"]:
         lines.append(f"undetermined: {u['topic']}-{u['partition']} producer {u['producer_id']}: {u['why']}")
     return "\n".join(lines)

@@ -94,15 +94,14 @@ class Runtime:
 
 
 def ensure_schema(settings: Settings) -> None:
-    """SQLite (the embedded default) migrates itself; PostgreSQL is migrated by `txnwatch migrate` (a Helm hook)."""
-    from alembic.script import ScriptDirectory
+    """SQLite (the embedded default) migrates itself; PostgreSQL is migrated by `txnwatch migrate` (a Helm hook).
 
-    from txnwatch.store.migrate import alembic_config, current, upgrade
+    Done in a child process (txnwatch.store.schema_check) so Alembic and Mako never stay resident in the daemon.
+    """
+    from txnwatch.store.schema_check import NOT_AT_HEAD, READY, check_in_child
 
-    if settings.database_url.startswith("sqlite"):
-        upgrade(settings.database_url)
-        return
-    head = ScriptDirectory.from_config(alembic_config(settings.database_url)).get_current_head()
-    have = current(settings.database_url)
-    if have != head:
-        raise SchemaNotReady(f"database schema is at {have or 'nothing'}, expected {head}: run `txnwatch migrate`")
+    status, reason = check_in_child(settings.database_url)
+    if status == NOT_AT_HEAD:
+        raise SchemaNotReady(reason)
+    if status != READY:
+        raise RuntimeError(reason or f"the schema check exited {status}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 
@@ -20,12 +21,33 @@ class StartupError(Exception):
         self.exit_code = exit_code
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """Take the API's port first, before the database and Kafka: a port in use is told at once, with its own
+    exit code, instead of after the start-up work (uvicorn alone would exit 3, like an unreachable cluster)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"api.host {host!r} cannot be resolved: {exc.strerror}", exitcodes.USAGE) from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; another process may hold the "
+                           f"port: choose another with --port, api.port or TXNWATCH_API__PORT",
+                           exitcodes.PORT_UNAVAILABLE) from exc
+    return sock
+
+
 def serve(settings: Settings) -> None:
     from txnwatch.api.app import create_app
     from txnwatch.runtime import SchemaNotReady, ensure_schema
     from txnwatch.wiring import build_runtime
 
     logs.configure(settings.log_level, settings.log_format)
+    listener = bind(settings.api.host, settings.api.port)
     try:
         ensure_schema(settings)
     except SchemaNotReady as exc:
@@ -36,5 +58,9 @@ def serve(settings: Settings) -> None:
     app = create_app(runtime)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
              settings.api.host, settings.api.port, len(settings.clusters))
-    uvicorn.run(app, host=settings.api.host, port=settings.api.port, log_config=None,
-                access_log=False, timeout_graceful_shutdown=20)
+    config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_config=None,
+                            access_log=False, timeout_graceful_shutdown=20)
+    server = uvicorn.Server(config)
+    server.run(sockets=[listener])
+    if not server.started:
+        raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)

@@ -55,7 +55,6 @@ from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
-from txnwatch.store.retention import purge
 
 RETENTION_INTERVAL_S = 3600
 TRANSITIONS_ARCHIVE_INTERVAL_S = 60
@@ -119,12 +118,12 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector = Collector(collectors)
     housekeeping = partial(leadership.holds, HOUSEKEEPING)
     collector.add_job(recorder.flush, STORE_FLUSH_INTERVAL_S, "store:flush-buffer")
-    collector.add_job(_when(housekeeping, partial(archive_then_purge, settings, engine, sessions)),
+    collector.add_job(_when(housekeeping, partial(archive_then_purge, settings)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
     tails = transaction_log_service(settings, sessions, state, leadership)
     if tails is not None:
-        collector.add_job(_when(housekeeping, partial(archive_transitions, settings, engine, sessions)),
+        collector.add_job(_when(housekeeping, partial(archive_transitions, settings)),
                           TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
     retired_in: list[int | None] = [None]
 
@@ -180,25 +179,12 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
     return TxnLogService(tails)
 
 
-def archive_transitions(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
-    """The full transition stream leaves the database once archived and older than the hot window."""
-    from datetime import timedelta
+def archive_transitions(settings: Settings) -> None:
+    """The full transition stream leaves the database once archived and older than the hot window
+    (in a child process: see txnwatch.store.archive_job)."""
+    from txnwatch.store.archive_job import run_in_child
 
-    from txnwatch.extras import MissingExtra, require
-
-    try:
-        require("pyarrow")
-    except MissingExtra as exc:
-        log.error("transition stream: %s; it stays in the database until it is installed", exc)
-        return
-    from txnwatch.store.archive import export_transitions_then_purge
-
-    try:
-        export_transitions_then_purge(engine, sessions, settings.retention.archive_dir,
-                                      timedelta(minutes=settings.transaction_log.hot_transitions_minutes))
-    except Exception:
-        log.exception("archiving the transition stream to %s failed; it stays in the database until it succeeds",
-                      settings.retention.archive_dir)
+    run_in_child("transitions", settings)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:
@@ -216,31 +202,12 @@ def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.Detec
         return detect.INITIAL
 
 
-def archive_then_purge(settings: Settings, engine: Engine, sessions: sessionmaker[Session]) -> None:
-    """History leaves the database only once it is in the Parquet archive the pipeline reads."""
-    from txnwatch.extras import MissingExtra, require
+def archive_then_purge(settings: Settings) -> None:
+    """History leaves the database only once it is in the Parquet archive the pipeline reads
+    (in a child process, so pyarrow never weighs on the daemon: see txnwatch.store.archive_job)."""
+    from txnwatch.store.archive_job import run_in_child
 
-    try:
-        require("pyarrow")
-    except MissingExtra as exc:
-        log.error("retention: %s; history stays in the database until it is installed", exc)
-        return
-    from txnwatch.store.archive import export_history
-
-    try:
-        export_history(engine, settings.retention.archive_dir)
-    except Exception:
-        log.exception("archiving history to %s failed; keeping it in the database until it succeeds",
-                      settings.retention.archive_dir)
-        return
-    purge(sessions, datetime.now(timezone.utc), settings.retention.days)
-    if settings.retention.archive_days is not None:
-        from txnwatch.store.archive import prune_archive
-
-        try:
-            prune_archive(settings.retention.archive_dir, settings.retention.archive_days)
-        except Exception:
-            log.exception("archive retention on %s failed; retrying at the next run", settings.retention.archive_dir)
+    run_in_child("history", settings)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:

@@ -44,7 +44,7 @@ class Browser:
         self._pw = sync_playwright().start()
         # --no-sandbox: CI runs as root, where chromium refuses its sandbox.
         self.browser = self._pw.chromium.launch(executable_path=chromium_path(), headless=True,
-                                                args=["--no-sandbox", "--disable-gpu"])
+                                                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
 
     @contextmanager
     def open(self, url: str, *, width: int = 1280, height: int = 900, **goto: Any) -> Iterator[Visit]:

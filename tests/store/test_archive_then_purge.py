@@ -36,7 +36,7 @@ def test_old_history_is_archived_then_purged(tmp_path: Path) -> None:
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(archive))),
                             collect=False)
     seed_old_transition(runtime)
-    archive_then_purge(runtime.settings, runtime.engine, runtime.sessions)
+    archive_then_purge(runtime.settings)
     assert count(runtime) == 0
     assert list(archive.rglob("*.parquet")), "the purged rows must be in the archive"
 
@@ -49,5 +49,5 @@ def test_nothing_is_purged_when_archiving_fails(tmp_path: Path) -> None:
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(blocked / "a"))),
                             collect=False)
     seed_old_transition(runtime)
-    archive_then_purge(runtime.settings, runtime.engine, runtime.sessions)
+    archive_then_purge(runtime.settings)
     assert count(runtime) == 1

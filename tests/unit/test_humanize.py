@@ -32,3 +32,20 @@ def test_timestamp_and_ago() -> None:
     assert humanize.timestamp(at) == "2026-11-23 16:40:05 UTC"
     assert humanize.ago(at, at + timedelta(seconds=80)) == "1 min 20 s ago"
     assert humanize.from_ms(-1) is None and humanize.from_ms(0) == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def test_find_hanging_table_fits_the_terminal_and_loses_nothing() -> None:
+    from txnwatch.oneshot import render_table
+
+    result = {"cluster": "c", "max_transaction_timeout_ms": 900_000, "undetermined": [], "hanging": [
+        {"topic": "orders-with-a-rather-long-topic-name", "partition": 3, "producer_id": 123456, "producer_epoch": 3,
+         "coordinator_epoch": 7, "start_offset": 420, "last_timestamp_ms": 1_763_900_000_000,
+         "duration_minutes": 1, "transactional_id": "orders-app-0_0-a-long-transactional-id",
+         "reason": "partition_not_listed"}]}
+    narrow = render_table(result, now_ms=1_763_900_080_000, width=80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80 and "…" not in narrow  # folded, never cut off
+    wide = render_table(result, now_ms=1_763_900_080_000, width=250)
+    for value in ("orders-with-a-rather-long-topic-name", "orders-app-0_0-a-long-transactional-id", "1 min 20 s",
+                  "2025-11-23 12:13:20 UTC", "Start offset"):
+        assert value in wide, value
+    assert render_table({**result, "hanging": []}).startswith("no hanging transaction on c")

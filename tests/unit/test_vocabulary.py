@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 import re
+from typing import Any
 
 import yaml
 
@@ -15,7 +16,7 @@ from txnwatch.model import HangingReason
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _render_script():
+def _render_script() -> Any:
     spec = importlib.util.spec_from_file_location("render_vocabulary", ROOT / "scripts" / "render_vocabulary.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.logbudget import FailureStreak
 from txnwatch.store import models as m
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ class OutboxLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._streak = FailureStreak(log, "outbox delivery")  # one line per outage, not one per tick
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="alerting-outbox", daemon=True)
@@ -219,10 +221,12 @@ class OutboxLoop:
         if not self._active():
             return None
         try:
-            return self._dispatcher.run_once(self._clock(), deadline=deadline)
-        except Exception:  # the DB may be down; the rows wait for the next tick
-            log.exception("outbox dispatch failed")
+            stats = self._dispatcher.run_once(self._clock(), deadline=deadline)
+        except Exception as exc:  # the DB may be down; the rows wait for the next tick
+            self._streak.failed(exc)
             return None
+        self._streak.ok()
+        return stats
 
     def stop(self, deadline_seconds: float = 10.0) -> None:
         end = time.monotonic() + deadline_seconds

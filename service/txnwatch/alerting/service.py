@@ -21,6 +21,7 @@ from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL, PagerDutyNotifier
 from txnwatch.alerting.rules import effective_rules
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
 from txnwatch.config import AlertRuleConfig, Settings
+from txnwatch.logbudget import FailureStreak
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class Alerting:
         self._channels = tuple(notifiers)
         self._notifiers = dict(notifiers)
         self._max_gap = max_gap_seconds
+        self._fence_streaks: dict[str, FailureStreak] = {}
         self._leases = leases
         self.dispatcher = OutboxDispatcher(sessions, notifiers, max_attempts=max_attempts, metrics=self.metrics,
                                            guard=leases)
@@ -99,11 +101,13 @@ class Alerting:
         """
         with self._sessions.begin() as session:
             if self._leases is not None:
+                streak = self._fence_streaks.setdefault(cluster, FailureStreak(log, f"alerts of {cluster}: lease check"))
                 try:
                     self._leases.fence(session, cluster)
-                except Exception as exc:
-                    log.warning("alerts of %s not evaluated: %s", cluster, exc)
+                except Exception as exc:  # the database is down, or the lease moved: one line per streak
+                    streak.failed(exc)
                     return EvaluationResult()
+                streak.ok()
             result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels,
                               max_gap_seconds=self._max_gap)
         if (result.fired or result.resolved) and self._channels:

@@ -42,7 +42,7 @@ class _Client:
         self.manager = KafkaConnectionManager(self.net, **config)
         self.net.start()
         try:
-            self.manager.bootstrap(settings.request_timeout_ms)
+            self.manager.bootstrap(settings.connect_timeout_ms)
         except BaseException:
             self.close()
             raise

@@ -45,6 +45,8 @@ class ClusterConnectionSettings:
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
     request_timeout_ms: int = 10_000
+    #: Bootstrap (TCP, TLS, SASL, first metadata) must finish within this, else the cluster is unreachable.
+    connect_timeout_ms: int = 5_000
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
@@ -75,6 +77,8 @@ class ClusterConnectionSettings:
                 s.strip() for s in self.bootstrap_servers.split(",") if s.strip()))
         if not self.bootstrap_servers:
             raise ValueError(f"cluster {self.name!r}: bootstrap_servers is empty")
+        if self.connect_timeout_ms <= 0:
+            raise ValueError(f"cluster {self.name!r}: connect_timeout_ms must be positive")
         if self.request_timeout_ms <= 0:
             raise ValueError(f"cluster {self.name!r}: request_timeout_ms must be positive")
         uses_sasl = self.security_protocol.startswith("SASL_")
@@ -119,8 +123,8 @@ class ClusterConnectionSettings:
             "bootstrap_servers": list(self.bootstrap_servers),
             "client_id": self.client_id,
             "request_timeout_ms": self.request_timeout_ms,
-            "socket_connection_setup_timeout_ms": min(self.request_timeout_ms, 10_000),
-            "socket_connection_setup_timeout_max_ms": self.request_timeout_ms,
+            "socket_connection_setup_timeout_ms": min(self.connect_timeout_ms, self.request_timeout_ms),
+            "socket_connection_setup_timeout_max_ms": max(self.connect_timeout_ms, self.request_timeout_ms),
             # Bounded so a recovered broker is noticed within a poll interval or two.
             "reconnect_backoff_max_ms": 5_000,
             # One poll pipelines up to seven requests to a broker in a single round trip.
@@ -155,6 +159,7 @@ class ClusterConnectionSettings:
             ssl_keyfile=str(config.ssl_keyfile) if config.ssl_keyfile else None,
             ssl_check_hostname=config.ssl_check_hostname,
             request_timeout_ms=config.request_timeout_ms,
+            connect_timeout_ms=config.connect_timeout_ms,
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
             oauth=_oauth(config),

@@ -45,6 +45,7 @@ _KNOWN_VALUE_VERSIONS = (0, 1)
 
 _HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status: 17 bytes
 _I16 = struct.Struct(">h")
+_KEY_HEAD = struct.Struct(">hh")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _TIMES = struct.Struct(">qq")
@@ -105,13 +106,16 @@ def _skip_tags(data: bytes, pos: int) -> int:
 
 
 def decode_key(key: bytes) -> str:
-    version = _I16.unpack_from(key, 0)[0]
+    if len(key) < 4:
+        raise ValueError("record ends early")
+    version, size = _KEY_HEAD.unpack_from(key, 0)
     if version != 0:
         raise ValueError(f"not a transaction log key (key version {version})")
-    transactional_id, end = _string(key, 2, flexible=False)
-    if end != len(key):
-        raise ValueError("trailing bytes after transaction log key")
-    return transactional_id
+    if size < 0:
+        raise ValueError("null string")
+    if 4 + size != len(key):
+        raise ValueError("record ends early" if 4 + size > len(key) else "trailing bytes after transaction log key")
+    return key[4:].decode("utf-8")
 
 
 def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timestamp_ms: int | None,
@@ -123,16 +127,30 @@ def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timest
     partitions: list[tuple[str, int]] = []
     count, pos = _array_length(value, pos, flexible)
     for _ in range(count):
-        topic, pos = _string(value, pos, flexible)
-        ids, pos = _array_length(value, pos, flexible)
-        if ids > 0:
+        if flexible and value[pos] < 0x80:  # the usual one-byte compact length, inline
+            end = pos + value[pos]
+            if end > len(value) or value[pos] == 0:
+                raise ValueError("record ends early" if value[pos] else "null string")
+            topic = value[pos + 1:end].decode("utf-8")
+            pos = end
+        else:
+            topic, pos = _string(value, pos, flexible)
+        if flexible and value[pos] < 0x80:
+            ids = value[pos] - 1
+            pos += 1
+        else:
+            ids, pos = _array_length(value, pos, flexible)
+        if ids == 1:
+            partitions.append((topic, _I32.unpack_from(value, pos)[0]))
+            pos += 4
+        elif ids > 0:
             end = pos + 4 * ids
             if end > len(value):
                 raise ValueError("record ends early")
-            partitions.extend((topic, p) for p in struct.unpack_from(f">{ids}i", value, pos))
+            partitions += [(topic, p) for p in struct.unpack_from(f">{ids}i", value, pos)]
             pos = end
         if flexible:
-            pos = _skip_tags(value, pos)
+            pos = pos + 1 if value[pos] == 0 else _skip_tags(value, pos)
     last_update_ms, start_ms = _TIMES.unpack_from(value, pos)
     pos += 16
     previous = following = None

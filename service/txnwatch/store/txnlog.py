@@ -87,6 +87,20 @@ def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTra
              x.client_transaction_version, x.detail) for x in transitions]
 
 
+def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
+    """PostgreSQL: COPY, several times faster than INSERT for tens of thousands of rows; elsewhere executemany.
+    Both run inside the session's transaction."""
+    connection = session.connection()
+    if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
+        driver = connection.connection.driver_connection
+        with driver.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
+                f"COPY {t.TxnLogStream.__tablename__} ({', '.join(STREAM_COLUMNS)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    connection.exec_driver_sql(_stream_insert(session), rows)
+
+
 def _stream_insert(session: Session) -> str:
     style = session.get_bind().dialect.paramstyle
     mark = "?" if style == "qmark" else "%s"
@@ -144,7 +158,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
                                                  t.TxnLogId.transactional_id.in_(gone)))
     if stage_transitions and findings.transitions:
         rows = stream_rows(cluster_id, int(now.timestamp() * 1000), findings.transitions)
-        session.connection().exec_driver_sql(_stream_insert(session), rows)
+        _stage(session, rows)
     anomalies = [anomaly_row(x) for x in (*findings.anomalies, *extra_anomalies)]
     if anomalies:
         for anomaly in anomalies:
