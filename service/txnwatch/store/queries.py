@@ -96,7 +96,7 @@ def cluster_ids(session: Session, names: Iterable[str] | None = None) -> dict[st
     stmt = select(m.Cluster.name, m.Cluster.id)
     if names is not None:
         stmt = stmt.where(m.Cluster.name.in_(list(names)))
-    return dict(session.execute(stmt))
+    return {row.name: row.id for row in session.execute(stmt)}
 
 
 def cluster_records(session: Session, names: Iterable[str] | None = None) -> dict[str, m.Cluster]:
