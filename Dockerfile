@@ -21,7 +21,7 @@ FROM ${BASE} AS daemon
 # pip compiles the bytecode at install time, so nothing is written under a read-only root later; pip and
 # setuptools leave the venv afterwards.
 RUN --mount=type=bind,target=/context \
-    useradd --system --uid 10001 --user-group --home-dir /var/lib/txnwatch --no-create-home \
+    useradd --uid 10001 --user-group --home-dir /var/lib/txnwatch --no-create-home \
             --shell /usr/sbin/nologin txnwatch \
  && install -d -o 10001 -g 10001 -m 0750 /var/lib/txnwatch \
  && python3 -m venv /opt/txnwatch \

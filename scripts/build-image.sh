@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+say() { printf '\033[1m==> [%3ds] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 die() { echo "build-image: $*" >&2; exit 1; }
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
@@ -116,4 +116,5 @@ say "podman build $image (target $target, base $base_image)"
   --build-arg BASE="$base_image" --target "$target" -t "$image" -f Dockerfile . >/dev/null
 # The image this one replaced is now untagged: drop it (with vfs every image is a full copy).
 "${podman[@]}" image prune -f >/dev/null || true
+say "built $image"
 echo "$image"

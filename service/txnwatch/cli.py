@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 # httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
 # installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
 # optional `from ._main import main` into the ImportError it is written to handle.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None is how a module is marked unimportable
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None in sys.modules blocks an import, by design
 
 import typer  # noqa: E402
 from typer.core import TyperGroup  # noqa: E402

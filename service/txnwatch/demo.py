@@ -18,12 +18,17 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-def demo_overrides(bootstrap: str, port: int, var_dir: Path) -> dict[str, Any]:
-    """Settings for the lab: short intervals and `for:` durations so the demo shows results quickly."""
+def demo_overrides(bootstrap: str, port: int, var_dir: Path,
+                   broker_metrics_urls: dict[int, str] | None = None) -> dict[str, Any]:
+    """Settings for the lab: short intervals and `for:` durations so the demo shows results quickly.
+
+    `broker_metrics_urls` are the lab brokers' JMX exporter endpoints, so the demo shows the brokers' own
+    KIP-890 verification figures beside txnwatch's, as a production setup with an exporter would."""
+    urls = {str(node): url for node, url in (broker_metrics_urls or {}).items()}
     return dict(
         database_url=f"sqlite:///{var_dir / 'demo.db'}",
         poll_interval_seconds=5,
-        clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=5000)],
+        clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=5000, broker_metrics_urls=urls)],
         detection=dict(timeout_grace_seconds=10, prepare_stuck_seconds=20, lso_stall_seconds=20,
                        verification_grace_seconds=10),
         alert_rules=dict(hanging_transaction=dict(for_seconds=0), lso_stall=dict(for_seconds=10),
@@ -71,11 +76,12 @@ def run_demo(port: int, var_dir: Path, brokers: int) -> None:
     var_dir.mkdir(parents=True, exist_ok=True)
     lab_dir = var_dir / "lab"
     # Pre-KIP-890 on purpose: the demo shows a hanging transaction, which verification would reject.
-    lab = start_lab(LabSettings(brokers=brokers, transactions=PRE_KIP_890), lab_dir, die_with_parent=True)
+    lab = start_lab(LabSettings(brokers=brokers, transactions=PRE_KIP_890, jmx_exporter=True), lab_dir, die_with_parent=True)
     workload = None
     try:
         workload = Workload(lab.bootstrap_servers, "demo", lab=lab, seed=7).start()
-        settings = load_settings(None, **demo_overrides(lab.bootstrap_servers, port, var_dir))
+        settings = load_settings(None, **demo_overrides(lab.bootstrap_servers, port, var_dir,
+                                                              lab.broker_metrics_urls()))
         print(banner(port, lab.bootstrap_servers, lab_dir, workload.input_topic), file=sys.stderr, flush=True)
         serve(settings)
     finally:

@@ -58,19 +58,19 @@ class FailureStreak:
         # A change of kind (exception class), not of wording, is news: "broker 1 reset" vs "bootstrap failed".
         kind = failure if isinstance(failure, str) else type(failure).__name__
         self._count += 1
-        trace = isinstance(failure, BaseException) and not expected(failure) and not self._traced
-        exc_info = failure if trace and isinstance(failure, BaseException) else None
+        trace_exc = failure if isinstance(failure, BaseException) and not expected(failure) else None
+        trace = trace_exc is not None and not self._traced
         if self._since is None:
             self._since, self._kind, self._last_line = now, kind, now
             self._traced = trace
-            self._log.log(level, "%s failing: %s", self._what, reason, exc_info=exc_info,
+            self._log.log(level, "%s failing: %s", self._what, reason, exc_info=trace_exc if trace else None,
                           extra=extra)
             return True
         if kind != self._kind or trace:
             self._kind, self._last_line = kind, now
             self._traced = self._traced or trace
             self._log.log(level, "%s still failing, now: %s", self._what, reason,
-                          exc_info=exc_info, extra=extra)
+                          exc_info=trace_exc if trace else None, extra=extra)
             return True
         if now - self._last_line >= self._reminder_s:
             self._last_line = now

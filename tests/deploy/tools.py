@@ -98,9 +98,10 @@ def dashboard_exprs(dash: dict[str, Any]) -> Iterator[tuple[str, str]]:
 
 def grafana_to_promql(expr: str) -> str:
     """Replaces Grafana's template variables by values Prometheus accepts."""
-    for var, value in (("$__rate_interval", "5m"), ("$__interval", "1m"), ("$__range", "1h"), ("$cluster", ".*")):
+    for var, value in (("$__rate_interval", "5m"), ("$__interval", "1m"), ("$__range", "1h")):
         expr = expr.replace(var, value)
-    return expr
+    # The dashboards' own variables (cluster, topic, group, ...) all filter label matchers: "All" is ".*".
+    return re.sub(r"\$\{?([A-Za-z]\w*)\}?", ".*", expr)
 
 
 def load_dashboard(path: Path) -> dict[str, Any]:

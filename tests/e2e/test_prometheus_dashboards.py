@@ -25,7 +25,8 @@ pytestmark = pytest.mark.lab
 @pytest.fixture
 def daemon(lab_cluster: Any, sqlite_url: str) -> Iterator[Daemon]:
     d = start_daemon(database_url=sqlite_url, poll_interval_seconds=1,
-                     clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)],
+                     clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers,
+                                    broker_metrics_urls={str(k): v for k, v in lab_cluster.broker_metrics_urls().items()})],
                      detection=dict(lso_stall_seconds=3), alert_rules=dict(hanging_transaction=dict(for_seconds=0)))
     try:
         yield d

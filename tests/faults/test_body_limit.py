@@ -7,6 +7,7 @@ A real `txnwatch run` process and a raw-socket client on loopback: the body is s
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -64,10 +65,8 @@ def stream_chunked(port: int, path: str, total_mib: int, headers: str = "", *,
                 break
             sent += len(CHUNK)
         else:
-            try:
+            with contextlib.suppress(OSError):  # the server may already have answered and hung up
                 sock.sendall(b"0\r\n\r\n")
-            except OSError:
-                pass  # the server already answered and hung up
         reader.join(timeout=60)
     finally:
         sock.close()

@@ -64,6 +64,20 @@ def test_stall_then_hanging_then_timeout_is_one_incident(sessions: sessionmaker[
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_hanging_joining_a_pending_stall_pages_at_once(sessions: sessionmaker[Session]) -> None:
+    """A pending stall has paged nothing: the hanging transaction (for: 0) leads and pages now, not after the
+    stall's own for: (the demo's hanging page came minutes late that way)."""
+    rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(for_seconds=600))
+    step(sessions, grouped(stall()), at(0), rule_set)
+    assert [a.state for a in alerts(sessions)] == ["pending"]
+    step(sessions, grouped(stall(), hanging(0)), at(15), rule_set)
+    (firing,) = [a for a in alerts(sessions) if a.state == "firing"]
+    assert firing.incident_key == hanging(0).incident_key
+    assert [r["rule"] for r in firing.details["related"]] == ["lso_stall"]
+    assert [(e.action, e.dedup_key) for e in outbox(sessions)] == [("trigger", hanging(0).incident_key)]
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_other_producers_and_unknown_blockers_stay_apart(sessions: sessionmaker[Session]) -> None:
     rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(for_seconds=0))
     step(sessions, grouped(hanging(0, PID), hanging(0, 9), stall(1, None), stall(0, PID)), at(0), rule_set)

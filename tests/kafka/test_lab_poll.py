@@ -128,8 +128,10 @@ def test_round_trips_do_not_grow_with_transactional_ids(lab_cluster: Any, new_to
         snap = connection.poll()
         open_ids = {t.transactional_id for t in snap.listed if t.state is TxnState.ONGOING}
         assert len(open_ids) >= 12
-        # Round three (DescribeTransactions, OffsetFetch) is skipped when nothing is listed.
-        assert baseline in (2, 3) and connection.last_poll_round_trips == 3
+        # Round three (DescribeTransactions, OffsetFetch) is skipped when nothing is listed.  Round four dates the
+        # first unconsumed record of lagging group partitions (other tests on the shared lab leave some); it
+        # depends on groups, never on how many transactional ids there are.
+        assert baseline in (2, 3, 4) and connection.last_poll_round_trips in (3, 4)
         assert all(s.state is TxnState.ONGOING for tid, s in snap.transactions.items() if tid in open_ids)
         for p in producers:
             p.abort_transaction()

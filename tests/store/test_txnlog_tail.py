@@ -141,6 +141,8 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int) 
     assert resumed.counters["commit"] == 6 * 20 and resumed.counters["fenced"] == 6
     assert staged == sum(ends.values()) == len(offsets)  # every record staged once
     assert tuple(aggregated) == (6 * 20, 6)
+    replayed, _ = d.apply(d.TxnLogState(), [r for p in sorted(log) for r in log[p]])
+    assert dict(resumed.state.ids) == dict(replayed.ids)  # every field round-trips through the database
     state = resumed.state.ids["app-3"]
     assert (state.state, state.commits, state.aborts, state.fences) == (E, 20, 6, 1)
 

@@ -7,12 +7,14 @@ condition builder gives all of them the producer's group (:func:`conditions.prod
 here the group becomes one condition: the *lead*, with the others riding along in its
 ``details["related"]``.
 
-The lead must not change while the incident is open, or PagerDuty would see a resolve and a
-new trigger for the same cause.  So an active alert of the group (its group is stored in the
+The lead must not change once the incident has paged, or PagerDuty would see a resolve and a
+new trigger for the same cause.  So a *firing* alert of the group (its group is stored in the
 alert's details) keeps the lead's incident key and rule, even when a more severe finding
 joins later (the LSO stall is usually seen minutes before Kafka calls the transaction
 hanging) or the lead's own finding is gone for a poll (after a restart, before the stall is
-timed again).  Only a group without an active alert picks a new lead: the most severe member.
+timed again).  A group whose alert is still pending has paged nothing, so it picks the most
+severe member afresh: otherwise a hanging transaction (``for: 0``) would wait out the
+``for:`` of the LSO stall it joined, and the page would come late.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def fold(conditions: Iterable[Condition], active: Mapping[str, ActiveIncident]) 
     for group, members in sorted(groups.items()):
         members.sort(key=lambda c: (PRECEDENCE.get(c.rule, 99), c.incident_key))
         incident = active.get(group)
-        if incident is not None:
+        if incident is not None and incident.firing:
             lead_key, lead_rule = incident.incident_key, incident.rule
             base = next((m for m in members if m.incident_key == lead_key), members[0])
         else:

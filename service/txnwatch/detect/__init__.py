@@ -147,7 +147,13 @@ def event_counts(findings: Findings | None) -> dict[str, int]:
     counts: dict[str, int] = {}
     for transition in findings.transitions:
         for event in transition.events:
-            counts[event] = counts.get(event, 0) + 1
+            step = 1
+            if event == "epoch_bump" and transition.prev_producer_epoch is not None:
+                # What the wire says between two polls: under transaction version 2 every ended transaction
+                # bumps the epoch once, so the rise counts the transactions polling did not see end.  Summed
+                # as the transaction log's counter is, so both modes mean the same.
+                step = max(1, transition.producer_epoch - transition.prev_producer_epoch)
+            counts[event] = counts.get(event, 0) + step
         key = f"transition:{transition.from_state or 'None'}:{transition.to_state}"
         counts[key] = counts.get(key, 0) + 1
     return counts

@@ -1,4 +1,4 @@
-"""One poll of one cluster, composed as three rounds of concurrent, per-broker batches.
+"""One poll of one cluster, composed as three (four) rounds of concurrent, per-broker batches.
 
 1. Metadata: brokers, topics, partition leaders.
 2. Everything that only needs the layout, to every broker at once: ListTransactions
@@ -8,6 +8,8 @@
 3. What round 2 named: DescribeTransactions per coordinator, OffsetFetch per group
    coordinator.  No FindCoordinator is needed: a broker lists exactly the
    transactional ids and groups it coordinates.
+4. Only when a group lags on a partition whose first unconsumed record is not dated yet: one Fetch of
+   that record per partition (bounded per poll, cached), for the time lag.
 
 The order is deliberate.  Partitions are read before coordinators, and Kafka adds a
 partition to a transaction at its coordinator before the partition sees the first

@@ -44,6 +44,10 @@ class ExternalLab:
     def admin(self, **overrides: Any) -> Any:
         return admin_client(self.bootstrap_servers, **overrides)
 
+    def broker_metrics_urls(self) -> dict[int, str]:
+        """Unknown for a cluster the lab did not start: no JMX exporter endpoints."""
+        return {}
+
     def leader_of(self, topic: str, partition: int) -> int:
         admin = self.admin()
         try:

@@ -42,7 +42,8 @@ def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
     # Explicitly pre-KIP-890: many tests inject hanging transactions, which verification would reject.
-    settings = LabSettings(brokers=3,
+    # The brokers run the JMX exporter, as the demo's do, so the brokers' own figures can be read.
+    settings = LabSettings(brokers=3, jmx_exporter=True,
                            kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
                            transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS,
                                                             partition_verification_enable=False))

@@ -10,6 +10,7 @@ neither skips a record nor counts one twice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -126,6 +127,40 @@ def _id_row(cluster_id: int, tid: str, s: IdState) -> dict[str, Any]:
                 aborts=s.aborts, epoch_bumps=s.epoch_bumps, fences=s.fences, timeout_aborts=s.timeout_aborts)
 
 
+_ID_COLUMNS = ("cluster_id", "transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms",
+               "txn_started_at", "last_update_at", "partitions", "client_transaction_version", "client_tv",
+               "abort_origin", "log_partition", "log_offset", "commits", "aborts", "epoch_bumps", "fences",
+               "timeout_aborts")
+
+
+def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
+    """As SQLAlchemy's UtcDateTime stores it: an aware datetime for PostgreSQL, its text form on SQLite."""
+    if ms is None:
+        return None
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return at.strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite_text else at
+
+
+def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
+    """One driver-level executemany: the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both backends,
+    and a busy cluster changes thousands of ids per batch, too many for per-row ORM parameter processing."""
+    connection = session.connection()
+    sqlite_text = connection.dialect.name == "sqlite"
+    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    keys = ("cluster_id", "transactional_id")
+    sql = (f"INSERT INTO {t.TxnLogId.__tablename__} ({', '.join(_ID_COLUMNS)}) "
+           f"VALUES ({', '.join([mark] * len(_ID_COLUMNS))}) ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in keys))
+    rows = [(cluster_id, tid, _NAMES[s.state], s.producer_id, s.producer_epoch, s.timeout_ms,
+             _sql_time(s.start_ms, sqlite_text), _sql_time(s.last_update_ms, sqlite_text),
+             json.dumps(_tp(s.partitions)), s.client_transaction_version, s.client_tv, s.abort, s.log_partition,
+             s.offset, s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts) for tid, s in changed]
+    connection.exec_driver_sql(sql, rows)
+
+
+_NAMES = {state: state.value for state in TxnState}
+
+
 def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
                 extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
     """Everything one applied batch produced, with the positions it reached; the caller commits once."""
@@ -145,13 +180,9 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
         session.execute(stmt.on_conflict_do_update(
             index_elements=["cluster_id", "name"], set_={"value": table.c.value + stmt.excluded.value}),
             [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
-    upserts = [_id_row(cluster_id, tid, s) for tid, s in findings.changed.items() if s is not None]
-    if upserts:
-        table = _table(t.TxnLogId)
-        stmt = _insert(session, table)
-        session.execute(stmt.on_conflict_do_update(
-            index_elements=["cluster_id", "transactional_id"],
-            set_={c: stmt.excluded[c] for c in upserts[0] if c not in ("cluster_id", "transactional_id")}), upserts)
+    changed = [(tid, s) for tid, s in findings.changed.items() if s is not None]
+    if changed:
+        _upsert_ids(session, cluster_id, changed)
     gone = [tid for tid, s in findings.changed.items() if s is None]
     if gone:
         session.execute(delete(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id,

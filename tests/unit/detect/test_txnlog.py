@@ -154,3 +154,19 @@ def test_any_sequence_applies_without_error_and_counts_every_record(steps: list[
     assert findings.counts.get("records", 0) == len(records) == len(findings.transitions)
     assert set(state.ids) == {r.transactional_id for r in records}
     assert findings.counts.get("epoch_bump", 0) >= 0
+
+
+def test_polling_counts_the_epoch_rise_between_two_polls() -> None:
+    """Fallback mode: under TV2 the epoch rose by one per transaction that ended between the polls."""
+    from txnwatch.detect import Findings, event_counts
+    from txnwatch.detect import transitions as poll_transitions
+    from txnwatch.model import ClusterSnapshot, TransactionDescription
+
+    def snap(epoch: int, start: int) -> ClusterSnapshot:
+        return ClusterSnapshot("c", start, 1, transactions={
+            "a": TransactionDescription("a", 1, ON, 7, epoch, 10_000, start)})
+
+    remembered, _ = poll_transitions.diff({}, snap(3, 1_000), 1_000)
+    _, changes = poll_transitions.diff(remembered, snap(10, 5_000), 5_000)
+    counts = event_counts(Findings("c", 5_000, transitions=tuple(changes)))
+    assert counts["epoch_bump"] == 7 and counts["completed_between_polls"] == 1
