@@ -251,7 +251,7 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
             start = time.perf_counter()
             try:
                 status = await asyncio.wait_for(client.get(path), 10.0)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 out.errors[type(exc).__name__] += 1
                 return
             if status == 200:
@@ -318,7 +318,7 @@ async def closed_loop(port: int, seconds: float, concurrency: int) -> float:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered))) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def main() -> int:
