@@ -6,9 +6,9 @@ from logging.config import fileConfig
 
 from alembic import context
 from txnwatch.store import (
+    lease_models,  # noqa: F401  (fleet tables for autogenerate)
     rollup_models,  # noqa: F401  (rollup tables for autogenerate)
     txnlog_models,  # noqa: F401  (transaction-log tables for autogenerate)
-    lease_models,  # noqa: F401  (fleet tables for autogenerate)
 )
 from txnwatch.store.db import make_engine, normalise_url
 from txnwatch.store.models import Base, UtcDateTime
@@ -53,7 +53,7 @@ def _render_item(type_: str, obj: object, autogen_context: object) -> str | bool
     return False
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection) -> None:  # type: ignore[no-untyped-def]  # Alembic hands over an untyped connection
     context.configure(
         connection=connection,
         target_metadata=target_metadata,

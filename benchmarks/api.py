@@ -8,13 +8,21 @@ queueing).  Prints p50/p99 latency and the achieved rate (target: p99 ≤ 50 ms 
 the closed-loop capacity and the CPU each request costs the API server, PostgreSQL and the load
 generator, so a miss can be told apart from a machine busy with other work.
 
-    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20]
+    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20] [--no-vegeta]
+
+When vegeta (a maintained constant-rate load generator, github.com/tsenart/vegeta, installed with
+``go install github.com/tsenart/vegeta/v12@v12.12.0`` through the Go module proxy; the script does
+that itself when ``go`` is on PATH) is available, the same server is also attacked by vegeta at the
+same rate: first ``/healthz`` (the framework's floor: routing, middleware, JSON, no database),
+then the list endpoints round-robin; p50/p99 of both and the API server's CPU per request above
+the floor are printed.  The home-made generator's figures stay for comparison.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import shutil
@@ -96,7 +104,7 @@ def seed(url: str) -> None:
         conn.execute(insert(m.HangingEpisode), [dict(
             cluster_id=cluster_id, incident_key=f"bench/topic-{i:02d}-0/{100_000 + i}", topic=f"topic-{i:02d}",
             partition=0, producer_id=100_000 + i, producer_epoch=1, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
-            reason="older_than_timeout", first_seen_at=now - timedelta(minutes=i), last_seen_at=now,
+            reason="no_transactional_id", first_seen_at=now - timedelta(minutes=i), last_seen_at=now,
             resolved_at=None if i % 3 else now) for i in range(40)])
         conn.execute(insert(m.LsoStallEpisode), [dict(
             cluster_id=cluster_id, topic=f"topic-{i % TOPICS:02d}", partition=i % PARTITIONS_PER_TOPIC,
@@ -138,6 +146,40 @@ class Outcome:
     client_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     postgres_cpu_s: float = 0.0
+
+
+VEGETA_MODULE = "github.com/tsenart/vegeta/v12@v12.12.0"
+
+
+def vegeta_binary() -> str | None:
+    """vegeta on PATH or in Go's bin directory; installed through the Go module proxy when go is here."""
+    found = shutil.which("vegeta")
+    if found or not shutil.which("go"):
+        return found
+    gobin = subprocess.run(["go", "env", "GOPATH"], capture_output=True, text=True).stdout.strip()
+    candidate = Path(gobin.split(os.pathsep)[0] if gobin else Path.home() / "go") / "bin" / "vegeta"
+    if not candidate.exists():
+        print(f"installing {VEGETA_MODULE} with go install ...", flush=True)
+        if subprocess.run(["go", "install", VEGETA_MODULE]).returncode != 0:
+            return None
+    return str(candidate) if candidate.exists() else None
+
+
+def vegeta_attack(binary: str, base: str, paths: list[str], rate: float, seconds: float,
+                  server_pid: int) -> dict[str, float]:
+    """One constant-rate attack; returns vegeta's own latency figures (ms) and the server's CPU per request."""
+    targets = "".join(f"GET {base}{path}\n\n" for path in paths)
+    cpu = process_cpu_seconds(server_pid)
+    attack = subprocess.run([binary, "attack", f"-rate={rate:g}/s", f"-duration={seconds:g}s", "-timeout=10s",
+                             "-max-workers=256"], input=targets.encode(), capture_output=True, check=True)
+    cpu = process_cpu_seconds(server_pid) - cpu
+    report = json.loads(subprocess.run([binary, "report", "-type=json"], input=attack.stdout,
+                                       capture_output=True, check=True).stdout)
+    lat = report["latencies"]
+    return {"p50_ms": lat["50th"] / 1e6, "p99_ms": lat["99th"] / 1e6, "max_ms": lat["max"] / 1e6,
+            "requests": float(report["requests"]), "rate": float(report["rate"]),
+            "success": float(report["success"]), "cpu_ms_per_request": cpu * 1000 / max(report["requests"], 1)}
+
 
 
 def process_cpu_seconds(pid: int, children: bool = False) -> float:
@@ -209,7 +251,7 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
             start = time.perf_counter()
             try:
                 status = await asyncio.wait_for(client.get(path), 10.0)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 out.errors[type(exc).__name__] += 1
                 return
             if status == 200:
@@ -276,13 +318,14 @@ async def closed_loop(port: int, seconds: float, concurrency: int) -> float:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(p / 100 * len(ordered))) - 1))]
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=200)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--no-vegeta", action="store_true", help="only the home-made generator")
     parser.add_argument("--serve", nargs=2, metavar=("URL", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -317,10 +360,19 @@ def main() -> int:
         postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
         outcome = asyncio.run(drive(port, args.rate, args.seconds, proc.pid, postmaster))
         load_after = os.getloadavg()[0]
+        vegeta = None if args.no_vegeta else vegeta_binary()
+        attacks = {}
+        if vegeta is not None:
+            attacks["floor /healthz"] = vegeta_attack(vegeta, base, ["/healthz"], args.rate, args.seconds, proc.pid)
+            attacks["list endpoints"] = vegeta_attack(vegeta, base, ENDPOINTS, args.rate, args.seconds, proc.pid)
     finally:
         if proc is not None:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still draining queued requests after an overload
+                proc.kill()
+                proc.wait()
         server.stop()
         shutil.rmtree(server.root, ignore_errors=True)
 
@@ -347,6 +399,17 @@ def main() -> int:
     print(f"CPU per request served: API server {outcome.server_cpu_s * per:.1f} ms, PostgreSQL "
           f"{outcome.postgres_cpu_s * per:.1f} ms, load generator {outcome.client_cpu_s * per:.1f} ms; "
           f"load average {load_before:.1f} before, {load_after:.1f} after, {os.cpu_count()} CPUs")
+    if attacks:
+        print(f"\nvegeta at {args.rate:.0f} req/s for {args.seconds:.0f} s each, same server, same run:")
+        for name, a in attacks.items():
+            print(f"  {name:<16} p50 {a['p50_ms']:6.1f} ms  p99 {a['p99_ms']:7.1f} ms  max {a['max_ms']:7.1f} ms  "
+                  f"achieved {a['rate']:.0f} req/s  success {a['success']:.1%}  "
+                  f"API CPU {a['cpu_ms_per_request']:.1f} ms/request")
+        floor, lists = attacks["floor /healthz"], attacks["list endpoints"]
+        print(f"  p99/target = {lists['p99_ms'] / TARGET_P99_MS:.2f}; CPU per request above the floor: "
+              f"{lists['cpu_ms_per_request'] - floor['cpu_ms_per_request']:.1f} ms")
+    elif not args.no_vegeta:
+        print("\nvegeta not available (no go on PATH?): only the home-made generator's figures above")
     return 0 if everything and not outcome.errors else 1
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def main() -> None:
                     if paged_at is None and any(a == "trigger" for a, _ in pd.actions()):
                         paged_at = time.monotonic() - cut_at
                     time.sleep(1)
-                failures = d.runtime.state.get("lab").consecutive_failures  # type: ignore[union-attr]
+                failures = d.runtime.state.get("lab").consecutive_failures  # type: ignore[union-attr]  # the cluster's view exists once the daemon has polled it
                 cut.clear()
                 back_at = time.monotonic()
                 wait_for(lambda: (v := d.runtime.state.get("lab")) and v.up, 600, what="the cluster polled again")

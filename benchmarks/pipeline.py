@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from txnwatch.pipeline.progress import Progress  # noqa: E402
-from txnwatch.pipeline.run import Window, run_pipeline  # noqa: E402
-from txnwatch.pipeline.session import build_session  # noqa: E402
-from txnwatch.pipeline.synth import synthesize  # noqa: E402
+from txnwatch.pipeline.progress import Progress
+from txnwatch.pipeline.run import Window, run_pipeline
+from txnwatch.pipeline.session import build_session
+from txnwatch.pipeline.synth import synthesize
 
 
 def _timed_run(spark: SparkSession, archive: str, window: Window, limit: float, verbose: bool) -> float | None:
@@ -79,7 +79,7 @@ def main() -> int:
         spark.stop()
         if len(sizes) == 2 and all(times.values()):
             small, large = sizes
-            ratio = times[large] / times[small]  # type: ignore[operator]
+            ratio = times[large] / times[small]  # type: ignore[operator]  # both timings exist by then
             print(f"time ratio {large:,}/{small:,} rows: {ratio:.2f} (linear = {large / small:.1f})")
     finally:
         shutil.rmtree(work, ignore_errors=True)

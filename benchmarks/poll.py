@@ -59,6 +59,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import kafka.errors as Errors
@@ -173,7 +174,8 @@ class _Sampler:
         me, main = threading.get_ident(), threading.main_thread().ident
         while True:
             self._running.wait()
-            for ident, frame in sys._current_frames().items():
+            for ident, top in sys._current_frames().items():
+                frame: FrameType | None = top
                 if ident in (me, main):
                     continue
                 seen: set[str] = set()
@@ -268,7 +270,7 @@ def _time_exchanges() -> Callable[[], list[float]]:
         finally:
             spans.append(time.perf_counter() - started)
 
-    ManagerWire.exchange = exchange  # type: ignore[method-assign]
+    ManagerWire.exchange = exchange  # type: ignore[method-assign]  # instrumenting the wire for the benchmark: count every exchange
 
     def take() -> list[float]:
         taken = list(spans)
@@ -333,12 +335,12 @@ def sequential_poll(admin: Any) -> None:
     tps = [TopicPartition(t.get("name") or t.get("topic"), p["partition_index"])
            for t in described for p in t["partitions"]]
     admin.describe_producers(tps)
-    admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
-    admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED)
-    admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
+    admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+    admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST), isolation_level=IsolationLevel.READ_COMMITTED)
+    admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
     groups = [g["group_id"] for g in admin.list_groups()]
     if groups:
-        admin.list_group_offsets({g: None for g in groups})
+        admin.list_group_offsets(dict.fromkeys(groups))
 
 
 def child_sequential(bootstrap: str, repeat: int, latencies: list[float], proxy_port: int | None,
@@ -619,7 +621,7 @@ def create_topics(admin: Any, scale: Scale, run: str) -> tuple[dict[tuple[str, i
     names = [f"{TOPIC_PREFIX}{run}-{i}" for i in range(scale.topics)]
     # Replication 1 keeps 5k partitions within the lab's 512 MB brokers; small preallocated indexes.
     configs = {"segment.index.bytes": "65536", "segment.bytes": str(16 << 20)}
-    for name, count in zip(names, per_topic):
+    for name, count in zip(names, per_topic, strict=False):
         admin.create_topics([NewTopic(name, count, 1, topic_configs=configs)], timeout_ms=120_000)
     leaders: dict[tuple[str, int], int] = {}
     deadline = time.monotonic() + 180
@@ -641,7 +643,7 @@ def broker_heaps(lab: Any) -> list[str]:
         try:
             out = subprocess.run(["jstat", "-gc", str(node.pid)], capture_output=True, text=True, timeout=20).stdout
             head, values = out.split("\n")[:2]
-            gc = dict(zip(head.split(), values.split()))
+            gc = dict(zip(head.split(), values.split(), strict=False))
             used = sum(float(gc[k]) for k in ("S0U", "S1U", "EU", "OU")) / 1024
             rows.append(f"broker {node.node_id}: heap used {used:.0f} MB (old gen {float(gc['OU']) / 1024:.0f} "
                         f"of {float(gc['OC']) / 1024:.0f} MB), full GCs {gc.get('FGC', '?')}")
@@ -719,7 +721,8 @@ def report(scale: Scale, latency_ms: float, results: dict[str, dict[str, Any] | 
     def cold(r: dict[str, Any]) -> str:
         return f"{_ms(r['cold_s'])}" if r is not None else "-"
 
-    spread = (lambda r: f"{min(r['samples_s']) * 1000:,.0f}-{max(r['samples_s']) * 1000:,.0f} ms")
+    def spread(r):
+        return (f"{min(r['samples_s']) * 1000:,.0f}-{max(r['samples_s']) * 1000:,.0f} ms")
     row("txnwatch poll: wall time (median)", "txnwatch", lambda r: _ms(r["median_s"]))
     row("  wall time (min-max)", "txnwatch", spread)
     row("  CPU time of the polling process (median)", "txnwatch", lambda r: _ms(r["cpu_median_s"]))

@@ -29,13 +29,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.alerting.fake_pagerduty import fake_pagerduty  # noqa: E402
-from tests.fixtures.daemon import free_port, terminate, wait_for  # noqa: E402
-from txnwatch.lab import faults  # noqa: E402
-from txnwatch.lab.cluster import start_lab  # noqa: E402
-from txnwatch.lab.settings import PRE_KIP_890, LabSettings  # noqa: E402
-from txnwatch.lab.topics import create_topic  # noqa: E402
-from txnwatch.lab.workload import Workload  # noqa: E402
+from tests.alerting.fake_pagerduty import fake_pagerduty
+from tests.fixtures.daemon import free_port, terminate, wait_for
+from txnwatch.lab import faults
+from txnwatch.lab.cluster import start_lab
+from txnwatch.lab.settings import PRE_KIP_890, LabSettings
+from txnwatch.lab.topics import create_topic
+from txnwatch.lab.workload import Workload
 
 
 def rss_mb(pid: int) -> float:

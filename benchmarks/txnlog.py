@@ -130,7 +130,7 @@ def _register(sessions: object, name: str) -> int:
 
     from txnwatch.store.clusters import register_clusters
 
-    with sessions.begin() as session:  # type: ignore[attr-defined]
+    with sessions.begin() as session:  # type: ignore[attr-defined]  # sessions is a sessionmaker built above; typed loosely in this script
         return register_clusters(session, {name: "h:9092"}, datetime.now(UTC))[name]
 
 
@@ -146,10 +146,10 @@ def with_store(raw: list[tuple[float, bytes, bytes, int]], batch: int, url: str 
                    if not isinstance(r, RequestError)]
         state, findings = d.apply(state, records)
         positions = {p: i + n + 1 for n, (_, _, _, p) in enumerate(chunk)}
-        with sessions.begin() as session:  # type: ignore[attr-defined]
+        with sessions.begin() as session:  # type: ignore[attr-defined]  # sessions is a sessionmaker built above; typed loosely in this script
             store_txnlog.write_batch(session, cid, positions, findings)
     elapsed = time.perf_counter() - t0
-    engine.dispose()  # type: ignore[attr-defined]
+    engine.dispose()  # type: ignore[attr-defined]  # engine is built above; typed loosely in this script
     return len(raw) / elapsed
 
 
@@ -216,14 +216,14 @@ def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict
 
     store_txnlog.write_batch = timed_write
     try:
-        tail = ClusterTail("bench", "h", lambda positions: log, sessions, LatestState(["bench"]),  # type: ignore[arg-type]
+        tail = ClusterTail("bench", "h", lambda positions: log, sessions, LatestState(["bench"]),  # type: ignore[arg-type]  # a synthetic log that implements only what the tail calls
                            read_timeout_ms=5)
         deadline = started + seconds * 4 + 30
         while not log.done and time.perf_counter() < deadline:
             tail.step()
     finally:
         store_txnlog.write_batch = original
-        engine.dispose()  # type: ignore[attr-defined]
+        engine.dispose()  # type: ignore[attr-defined]  # engine is built above; typed loosely in this script
     lags.sort()
     return {"p50": statistics.median(lags), "p99": lags[int(len(lags) * 0.99)], "max": lags[-1],
             "behind_at_end": len(raw) - log.positions()[0], "batches": len(lags) / 2}

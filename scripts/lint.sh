@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The static gates: ruff (lint + import order) and mypy (strict for model.py, detect/, kafka/; the default
-# elsewhere). Configuration lives in pyproject.toml. Exits non-zero on any finding.
+# elsewhere). Configuration lives in pyproject.toml. Exits non-zero on any finding. Run by scripts/test.sh (make test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0

@@ -123,7 +123,7 @@ def test_sink_failure_does_not_stop_other_sinks() -> None:
         def on_poll(self, *args: Any) -> None:
             raise RuntimeError("db down")
 
-    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, lambda: 0, [Broken(), good], state)  # type: ignore[list-item]
+    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, lambda: 0, [Broken(), good], state)
     c.poll_once()
     assert good.calls == [("c", True, None)]
 

@@ -139,7 +139,7 @@ def test_config_check_prints_every_mistake_on_its_own_line(tmp_path: Path) -> No
                                    "api.port", "api.hots", "clusters.0.name", "clusters.0.bootstrap_servers",
                                    "clusters.1.security_protocol", "retention.days"])
     assert all(line.startswith(f"txnwatch: {path}: ") for line in lines)
-    by_key = dict(zip(keys, lines))
+    by_key = dict(zip(keys, lines, strict=False))
     assert "'text' or 'json'" in by_key["log_format"]  # what is allowed
     assert "did you mean 'host'?" in by_key["api.hots"]
     assert "allowed here: " in by_key["bogus"] and "clusters" in by_key["bogus"].split("allowed here: ")[1]

@@ -11,7 +11,7 @@ from txnwatch.collector import ClusterCollector
 from txnwatch.state import LatestState
 
 
-def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:
     logs.configure("INFO", "json")
     try:
         clock = [0.0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pytest
 
@@ -16,7 +17,7 @@ def test_services_start_in_order_and_stop_in_reverse() -> None:
     runtime = build_runtime(settings)
     assert [s.name for s in runtime.services] == ["leadership", "store", "alerting", "transaction-log", "exposition", "collector"]
     calls: list[str] = []
-    services = tuple(Service(n, lambda n=n: calls.append(f"start {n}"), lambda n=n: calls.append(f"stop {n}"))
+    services = tuple(Service(n, partial(calls.append, f"start {n}"), partial(calls.append, f"stop {n}"))
                      for n in ("a", "b", "c"))
     scripted = dataclasses.replace(build_runtime(settings, collect=False), services=services)
     scripted.start()

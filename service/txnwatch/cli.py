@@ -13,7 +13,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 # httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
 # installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
@@ -82,7 +82,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_print_ver
     """Observability and alerting for Apache Kafka transactions."""
 
 ConfigOption = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--config", "-c", envvar="TXNWATCH_CONFIG", help="YAML config file (TXNWATCH_* env vars override it)."),
 ]
 
@@ -130,8 +130,8 @@ def migrate(config: ConfigOption = None,
 
 @app.command()
 def run(config: ConfigOption = None,
-        host: Annotated[Optional[str], typer.Option(help="Override api.host.")] = None,
-        port: Annotated[Optional[int], typer.Option(help="Override api.port.")] = None) -> None:
+        host: Annotated[str | None, typer.Option(help="Override api.host.")] = None,
+        port: Annotated[int | None, typer.Option(help="Override api.port.")] = None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics."""
     from txnwatch.server import StartupError, serve
 
@@ -147,12 +147,12 @@ def run(config: ConfigOption = None,
 
 @app.command()
 def hanging(
-    bootstrap_server: Annotated[Optional[str], typer.Option("--bootstrap-server", "-b",
+    bootstrap_server: Annotated[str | None, typer.Option("--bootstrap-server", "-b",
                                                             help="host:port[,host:port]; or use --config/--cluster.")] = None,
     config: ConfigOption = None,
-    cluster: Annotated[Optional[str], typer.Option(help="Cluster name from the config (security settings included).")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name from the config (security settings included).")] = None,
     output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
-    max_transaction_timeout_ms: Annotated[Optional[int], typer.Option(
+    max_transaction_timeout_ms: Annotated[int | None, typer.Option(
         min=0, help="Override the brokers' transaction.max.timeout.ms (default: asked from the cluster).")] = None,
 ) -> None:
     """Find hanging transactions once, like `kafka-transactions.sh find-hanging`, checking every partition.
@@ -165,9 +165,9 @@ def hanging(
     if output not in ("table", "json"):
         fail(f"--format must be table or json, not {output!r}")
     if bootstrap_server:
-        from txnwatch.config import ClusterConfig
-
         from pydantic import ValidationError
+
+        from txnwatch.config import ClusterConfig
 
         try:
             cfg = ClusterConfig(name="cli", bootstrap_servers=bootstrap_server)
@@ -191,17 +191,17 @@ def abort(
     topic: Annotated[str, typer.Option(help="Topic of the partition holding the open transaction.")],
     partition: Annotated[int, typer.Option(min=0, help="Partition holding the open transaction.")],
     config: ConfigOption = None,
-    cluster: Annotated[Optional[str], typer.Option(help="Cluster name from the config (needed if it has several).")] = None,
-    producer_id: Annotated[Optional[int], typer.Option(min=0, help="Producer id of the open transaction.")] = None,
-    producer_epoch: Annotated[Optional[int], typer.Option(min=0, max=32767, help="Its producer epoch.")] = None,
-    coordinator_epoch: Annotated[Optional[int], typer.Option(
+    cluster: Annotated[str | None, typer.Option(help="Cluster name from the config (needed if it has several).")] = None,
+    producer_id: Annotated[int | None, typer.Option(min=0, help="Producer id of the open transaction.")] = None,
+    producer_epoch: Annotated[int | None, typer.Option(min=0, max=32767, help="Its producer epoch.")] = None,
+    coordinator_epoch: Annotated[int | None, typer.Option(
         min=0, help="Coordinator epoch for the marker (default: the one the partition leader reports).")] = None,
-    start_offset: Annotated[Optional[int], typer.Option(
+    start_offset: Annotated[int | None, typer.Option(
         min=0, help="Instead of producer id and epoch: the start offset of an open hanging transaction txnwatch "
                     "recorded on the partition (as /api/v1/hanging and the console show it).")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Write the ABORT marker. Without it: a dry run that "
                                                             "only checks and says what it would do.")] = False,
-    token: Annotated[Optional[str], typer.Option(envvar="TXNWATCH_ADMIN_TOKEN", show_envvar=True,
+    token: Annotated[str | None, typer.Option(envvar="TXNWATCH_ADMIN_TOKEN", show_envvar=True,
                                                  help="The admin token (api.admin_token); prefer the env var.")] = None,
 ) -> None:
     """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does.

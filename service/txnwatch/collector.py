@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -297,7 +298,7 @@ class Collector:
             collector.close()
 
 
-def _now():  # type: ignore[no-untyped-def]
-    from datetime import datetime, timezone
+def _now() -> datetime:
+    from datetime import timezone
 
     return datetime.now(timezone.utc)

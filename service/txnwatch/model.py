@@ -11,9 +11,10 @@ here, so no consumer has to remember Kafka's conventions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 # Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
 from txnwatch.vocabulary import HangingReason as HangingReason
@@ -42,7 +43,7 @@ class TxnState(StrEnum):
     UNKNOWN = "Unknown"
 
     @classmethod
-    def parse(cls, raw: str | None) -> "TxnState":
+    def parse(cls, raw: str | None) -> TxnState:
         """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
         if not raw:
             return cls.UNKNOWN
@@ -257,8 +258,20 @@ class ClusterSnapshot:
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
 
+    #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
+    _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
+
     def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
-        return tuple(t.transactional_id for t in self.listed if t.producer_id == producer_id)
+        """Indexed once per snapshot: detection asks this for every open producer, and a scan of
+        ``listed`` per question was the biggest cost of a poll at 50,000 ids (benchmarks/scale.py)."""
+        index = self._ids_by_producer
+        if index is None:
+            grouped: dict[int, list[str]] = {}
+            for t in self.listed:
+                grouped.setdefault(t.producer_id, []).append(t.transactional_id)
+            index = {pid: tuple(ids) for pid, ids in grouped.items()}
+            object.__setattr__(self, "_ids_by_producer", index)  # a cache, not state: frozen for callers
+        return index.get(producer_id, ())
 
 
 # ---------------------------------------------------------------------------------------------

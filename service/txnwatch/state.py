@@ -8,11 +8,11 @@ reference and reads from it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from txnwatch.model import ClusterSnapshot
-
 
 EXACT, POLLING = "exact", "polling"
 

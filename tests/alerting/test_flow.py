@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.fake_pagerduty import FakePagerDuty
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import ROUTING_KEY, alerts, at, dispatcher, hanging, outbox, rules, step
 from txnwatch.store.db import make_sessionmaker
 
@@ -113,7 +113,7 @@ def test_backoff_is_persisted_and_respected(sessions: sessionmaker[Session], pag
     pagerduty.fail_next(500, 1)
     assert send.run_once(at(0)).retried == 1
     (event,) = outbox(sessions)
-    assert event.attempts == 1 and event.last_error.startswith("HTTP 500")
+    assert event.attempts == 1 and (event.last_error or "").startswith("HTTP 500")
     assert at(1) <= event.next_attempt_at <= at(2)
     assert send.run_once(at(0.5)).sent == 0 and pagerduty.requests == 1  # not due yet
     assert dispatcher(sessions, pagerduty.url).run_once(at(2)).sent == 1
@@ -144,7 +144,7 @@ def test_400_is_not_retried(sessions: sessionmaker[Session], pagerduty: FakePage
         send.run_once(at(t))
     assert pagerduty.requests == 1
     (event,) = outbox(sessions)
-    assert event.status == "failed" and event.last_error.startswith("HTTP 400")
+    assert event.status == "failed" and (event.last_error or "").startswith("HTTP 400")
     assert "FAILED" in caplog.text and ROUTING_KEY not in caplog.text
 
 
@@ -158,7 +158,7 @@ def test_invalid_event_gets_400_from_the_fake_and_is_failed(sessions: sessionmak
     blank_key = PagerDutyNotifier(SecretStr(""), events_url=pagerduty.url)
     assert OutboxDispatcher(sessions, {"pagerduty": blank_key}).run_once(at(0)).failed == 1
     (event,) = outbox(sessions)
-    assert "routing_key" in event.last_error
+    assert "routing_key" in (event.last_error or "")
 
 
 def test_network_errors_retry(sessions: sessionmaker[Session]) -> None:
@@ -167,7 +167,7 @@ def test_network_errors_retry(sessions: sessionmaker[Session]) -> None:
     stats = dispatcher(sessions, "http://127.0.0.1:9/v2/enqueue").run_once(at(0))
     assert stats.retried == 1
     (event,) = outbox(sessions)
-    assert event.status == "pending" and "network error" in event.last_error
+    assert event.status == "pending" and "network error" in (event.last_error or "")
 
 
 def test_gives_up_after_max_attempts(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
@@ -188,7 +188,7 @@ def test_retry_after_of_a_429_is_honoured(sessions: sessionmaker[Session], pager
     pagerduty.fail_next(429, 1)
     send.run_once(at(0))
     (event,) = outbox(sessions)
-    assert event.next_attempt_at == at(30) and event.last_error.startswith("HTTP 429")
+    assert event.next_attempt_at == at(30) and (event.last_error or "").startswith("HTTP 429")
     send.run_once(at(29))
     assert pagerduty.accepted == []
     send.run_once(at(30))
@@ -206,6 +206,6 @@ def test_timeouts_retry(sessions: sessionmaker[Session], pagerduty: FakePagerDut
     pagerduty.delay_seconds = 0.3
     assert impatient.run_once(at(0)).retried == 1
     (event,) = outbox(sessions)
-    assert event.status == "pending" and event.last_error.startswith("timeout")
+    assert event.status == "pending" and (event.last_error or "").startswith("timeout")
     pagerduty.delay_seconds = 0
     assert impatient.run_once(at(3600)).sent == 1

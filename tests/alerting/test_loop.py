@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.fake_pagerduty import FakePagerDuty
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import dispatcher, hanging, outbox, rules, step
 from txnwatch.alerting import OutboxLoop
 from txnwatch.alerting.outbox import Delivery

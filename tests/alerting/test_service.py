@@ -5,27 +5,28 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.fake_pagerduty import FakePagerDuty
+from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import ROUTING_KEY, at, hanging, outbox
 from txnwatch.alerting import Alerting, OutboxDispatcher
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier
 from txnwatch.config import Settings
 
 
-def settings(url: str, **extra: object) -> Settings:
+def settings(url: str, **extra: Any) -> Settings:
     return Settings(pagerduty={"enabled": True, "routing_key": ROUTING_KEY, "events_url": url},
                     alert_rules={"hanging_transaction": {"for_seconds": 0}}, **extra)
 
 
 def wait_for(predicate: object, seconds: float = 5) -> None:
     end = time.monotonic() + seconds
-    while not predicate() and time.monotonic() < end:  # type: ignore[operator]
+    while not predicate() and time.monotonic() < end:  # type: ignore[operator]  # predicate returns a truthy value, not strictly bool
         time.sleep(0.01)
 
 

@@ -26,7 +26,8 @@ INCIDENTS = 3
 
 class FlakyNotifier:
     def __init__(self, rng: random.Random, failure_rate: float) -> None:
-        self.rng, self.failure_rate, self.sent = rng, failure_rate, []
+        self.rng, self.failure_rate = rng, failure_rate
+        self.sent: list[tuple[str, str]] = []
 
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
         if self.rng.random() < self.failure_rate:

@@ -15,9 +15,9 @@ from tests.api.factory import BOOTSTRAP, PROD, STAGING, Scenario, seed_scenario
 from txnwatch.api.app import create_app
 from txnwatch.config import Settings
 from txnwatch.runtime import Runtime
-from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import build_runtime
 
 
 def make_settings(url: str, **api: Any) -> Settings:

@@ -38,9 +38,14 @@ def test_scrapes_serve_the_poll_render_and_gzip_on_request() -> None:
                 time.sleep(0.05)
             rendered = exposition.cached(False)
             assert rendered is not None and b"txnwatch_cluster_up" in rendered
-            renders = []
+            renders: list[int] = []
             original = exposition.render
-            exposition.render = lambda: renders.append(1) or original()  # type: ignore[method-assign]  # count renders
+
+            def counted() -> tuple[bytes, bytes]:
+                renders.append(1)
+                return original()
+
+            exposition.render = counted  # type: ignore[method-assign]  # count the renders from here on
             plain = client.get("/metrics", headers={"Accept-Encoding": "identity"})
             zipped = client.get("/metrics", headers={"Accept-Encoding": "gzip"})
             assert renders == [], "a scrape rendered the registry instead of serving the poll's render"

@@ -19,7 +19,6 @@ from txnwatch.api.app import create_app
 from txnwatch.runtime import Runtime
 from txnwatch.wiring import build_runtime
 
-
 # The live-state endpoints of this suite; other routers under /api/v1 (admin, pipeline reports) have
 # their own tests and only get the no-5xx property here.
 OURS = "^/api/v1/(clusters|transactions|hanging|lso-stalls|partitions|consumer-groups|verification|alerts)(/|$)"
@@ -49,7 +48,7 @@ others = schema.include(path_regex="^/api/v1/").exclude(path_regex=OURS).exclude
 
 @ours.parametrize()
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:  # type: ignore[no-untyped-def]
+def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:
     """Also: every status is documented and every body matches its response model."""
     APP.state.runtime = runtime
     response = case.call()
@@ -59,6 +58,6 @@ def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:  # type
 
 @others.parametrize()
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-def test_other_read_routers_never_answer_5xx(case, runtime: Runtime) -> None:  # type: ignore[no-untyped-def]
+def test_other_read_routers_never_answer_5xx(case, runtime: Runtime) -> None:
     APP.state.runtime = runtime
     case.validate_response(case.call(), checks=[not_a_server_error])

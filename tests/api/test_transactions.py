@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
-from txnwatch.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import build_runtime
 
 URL = "/api/v1/transactions"
 OPEN = {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
@@ -46,7 +46,7 @@ def test_default_order_is_oldest_open_transaction_first(client: TestClient) -> N
     assert by_id["done-1"]["age_seconds"] is None  # CompleteCommit: no open transaction
 
 
-@pytest.mark.parametrize("sort,order", [("age", None), ("age", "asc"), ("transactional_id", None),
+@pytest.mark.parametrize(("sort", "order"), [("age", None), ("age", "asc"), ("transactional_id", None),
                                         ("transactional_id", "desc"), ("state", "asc"), ("state", "desc")])
 def test_pages_cover_everything_once_in_sort_order(client: TestClient, sort: str, order: str | None) -> None:
     params = {"sort": sort, **({"order": order} if order else {})}
@@ -119,7 +119,7 @@ def test_unknown_cluster_filter_is_404(client: TestClient) -> None:
     assert "nope" in response.json()["detail"] and PROD in response.json()["detail"]
 
 
-@pytest.mark.parametrize("name,value", [("limit", 0), ("limit", 1001), ("limit", "ten"), ("sort", "size"),
+@pytest.mark.parametrize(("name", "value"), [("limit", 0), ("limit", 1001), ("limit", "ten"), ("sort", "size"),
                                         ("order", "up"), ("state", "Running"), ("min_age_seconds", -1),
                                         ("min_age_seconds", "1e300"), ("topic", "bad topic"),
                                         ("hanging", "maybe"), ("id_prefix", ""), ("cursor", "not-a-cursor"),

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import yaml
 
-from tests.deploy.tools import (PROMETHEUS_BUILTIN, ROOT, RULES, contract, dashboard_exprs, dashboard_files,
-                                load_dashboard, promql_metric_names, queryable_names)
+from tests.deploy.tools import (
+    PROMETHEUS_BUILTIN,
+    ROOT,
+    RULES,
+    contract,
+    dashboard_exprs,
+    dashboard_files,
+    load_dashboard,
+    promql_metric_names,
+    queryable_names,
+)
 
 NAME = re.compile(r"^(txnwatch|kafka)_[a-z0-9_]+$")
 

@@ -137,10 +137,11 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
     assert settings.database_url.startswith("postgresql+psycopg://")
     assert settings.api.host == "0.0.0.0" and settings.api.port == 8080
     clusters = {c.name: c for c in settings.clusters}
-    assert clusters["prod-eu"].sasl_password is not None
-    assert clusters["prod-eu"].sasl_password.get_secret_value() == "eu-password"
-    assert clusters["prod-us"].sasl_password.get_secret_value() == "us-password"
-    assert settings.pagerduty.routing_key.get_secret_value() == "R0UT1NGKEY0000000000000000000000"
+    eu, us = clusters["prod-eu"].sasl_password, clusters["prod-us"].sasl_password
+    assert eu is not None and eu.get_secret_value() == "eu-password"
+    assert us is not None and us.get_secret_value() == "us-password"
+    routing_key = settings.pagerduty.routing_key
+    assert routing_key is not None and routing_key.get_secret_value() == "R0UT1NGKEY0000000000000000000000"
     assert (settings.fleet.lease_seconds, settings.fleet.margin_seconds) == (20, 4)  # two replicas share the clusters
     assert "s3cret" not in cm["data"]["config.yaml"] and "eu-password" not in cm["data"]["config.yaml"]
 

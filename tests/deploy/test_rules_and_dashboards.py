@@ -8,8 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.tools import (ROOT, RULES, RULES_TEST, dashboard_exprs, dashboard_files, grafana_to_promql,
-                                load_dashboard, run, tool)
+from tests.deploy.tools import (
+    ROOT,
+    RULES,
+    RULES_TEST,
+    dashboard_exprs,
+    dashboard_files,
+    grafana_to_promql,
+    load_dashboard,
+    run,
+    tool,
+)
 
 
 def test_promtool_check_rules() -> None:

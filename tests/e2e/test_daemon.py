@@ -37,7 +37,7 @@ def test_open_transaction_seen_then_committed(daemon: Daemon, lab_cluster: Any, 
     producer = transactional_producer(lab_cluster.bootstrap_servers, txn_id, 10_000)
     try:
         producer.begin_transaction()
-        for i in range(5):
+        for _ in range(5):
             producer.send(topic, value=b"x", partition=1)
         producer.flush()
 

@@ -114,7 +114,7 @@ def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Da
 
     def incident_findings() -> list[dict[str, Any]]:
         (alert,) = [a for a in alerts(daemon) if a["incident_key"] == key]
-        return [{"rule": alert["rule"], "details": alert["details"]}] + alert["details"].get("related", [])
+        return [{"rule": alert["rule"], "details": alert["details"]}, *alert["details"].get("related", [])]
 
     both = wait_for(lambda: (f := incident_findings()) and {"hanging_transaction", "lso_stall"} <= {
         x["rule"] for x in f} and f, 30, what="the hanging transaction to join the incident")

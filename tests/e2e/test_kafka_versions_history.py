@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,7 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
             first = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=90),
                                         tmp_path, kafka_version=version)
             producers.append(first)
-            wait_for(lambda before=committed: _history(daemon, cluster, java_id)["commits"] > before, 60,
+            wait_for(partial(lambda before: _history(daemon, cluster, java_id)["commits"] > before, committed), 60,
                      what="the restarted first instance to commit")
 
         # Quiescent now: txnwatch's counters equal the coordinator log, read by Kafka's own DumpLogSegments.

@@ -85,7 +85,8 @@ def test_every_dashboard_panel_has_data_in_the_demo_scenario(daemon: Daemon, pro
             stack.callback(open_txn.clear)
             wait_for(lambda: query(prometheus, "txnwatch_transaction_age_seconds"), 12, interval=0.2,
                      what="an open transaction")
-            empty, checked = [], {}
+            empty: list[str] = []
+            checked: dict[str, int] = {}
             for path in dashboard_files():
                 for where, expr in dashboard_exprs(load_dashboard(path)):
                     checked[path.name] = checked.get(path.name, 0) + 1

@@ -76,7 +76,7 @@ def stream_chunked(port: int, path: str, total_mib: int, headers: str = "", *,
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def daemon(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("bodylimit")
     port = free_port()
     config = tmp / "config.yaml"
@@ -98,7 +98,7 @@ def _ok(url: str) -> bool:
         return False
 
 
-def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:  # type: ignore[no-untyped-def]
+def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:
     proc, port = daemon
     stream_chunked(port, "/api/v1/admin/abort", 1)  # warm the code path up before measuring
     time.sleep(0.5)
@@ -123,13 +123,13 @@ def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:  #
     pytest.param("/api/v1/clusters", "Authorization: Bearer wrong\r\n", id="read-route-wrong-token"),
     pytest.param("/no/such/route", "", id="unknown-route"),
 ])
-def test_413_comes_before_auth_routing_and_parsing(daemon, path: str, headers: str) -> None:  # type: ignore[no-untyped-def]
+def test_413_comes_before_auth_routing_and_parsing(daemon, path: str, headers: str) -> None:
     _, port = daemon
     status, _ = stream_chunked(port, path, 2, headers)
     assert status == 413
 
 
-def test_small_chunked_body_still_reaches_the_route(daemon) -> None:  # type: ignore[no-untyped-def]
+def test_small_chunked_body_still_reaches_the_route(daemon) -> None:
     _, port = daemon
     body = b'{"cluster": "x", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0}'
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:

@@ -46,13 +46,13 @@ def test_secrets_round_trip_through_the_chart(password: str, tmp_path: Path, mon
     docs = render_chart(values(password), tmp_path)
     settings = pod_settings(docs, tmp_path, monkeypatch)
     clusters = {c.name: c for c in settings.clusters}
-    assert clusters["plain"].sasl_password.get_secret_value() == password  # type: ignore[union-attr]
-    assert clusters["scram.eu-1"].sasl_password.get_secret_value() == password[::-1]  # type: ignore[union-attr]
+    assert clusters["plain"].sasl_password.get_secret_value() == password
+    assert clusters["scram.eu-1"].sasl_password.get_secret_value() == password[::-1]
     assert clusters["scram.eu-1"].sasl_username == "u\"s'er"
     assert clusters["open"].sasl_password is None
-    assert settings.api.read_token.get_secret_value() == password + "-r"  # type: ignore[union-attr]
-    assert settings.api.admin_token.get_secret_value() == password + "-a"  # type: ignore[union-attr]
-    assert settings.pagerduty.routing_key.get_secret_value() == password  # type: ignore[union-attr]
+    assert settings.api.read_token.get_secret_value() == password + "-r"
+    assert settings.api.admin_token.get_secret_value() == password + "-a"
+    assert settings.pagerduty.routing_key.get_secret_value() == password
 
 
 def test_no_secret_is_spliced_into_config_or_environment(tmp_path: Path) -> None:

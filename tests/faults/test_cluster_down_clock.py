@@ -102,10 +102,10 @@ def test_polling_resumes_within_one_interval_of_the_clusters_return(sessions: se
     for _ in range(36):  # failures at 0, 5, 15, 35 s: the next full poll is 40 s away
         collector.poll_once()
         clock[0] += INTERVAL_S
-    assert collector._state.get("c").consecutive_failures == 4  # type: ignore[union-attr]
+    assert collector._state.get("c").consecutive_failures == 4  # type: ignore[union-attr]  # the cluster's view exists once it has been polled
     cluster.up = True
     back_at = clock[0]
-    while collector._state.get("c").up is not True and clock[0] - back_at < 60:  # type: ignore[union-attr]
+    while collector._state.get("c").up is not True and clock[0] - back_at < 60:  # type: ignore[union-attr]  # the cluster's view exists once it has been polled
         collector.poll_once()
         clock[0] += INTERVAL_S
     assert clock[0] - back_at <= INTERVAL_S, f"blind for {clock[0] - back_at:.0f}s after the cluster came back"

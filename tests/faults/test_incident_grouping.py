@@ -48,7 +48,7 @@ def grouped(*conditions: Condition) -> list[Condition]:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_stall_then_hanging_then_timeout_is_one_incident(sessions: sessionmaker[Session]) -> None:  # noqa: F811
+def test_stall_then_hanging_then_timeout_is_one_incident(sessions: sessionmaker[Session]) -> None:
     rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(for_seconds=0),
                      transaction_timeout_exceeded=AlertRuleConfig(for_seconds=0))
     step(sessions, grouped(stall()), at(0), rule_set)  # the stall is seen first and pages
@@ -64,7 +64,7 @@ def test_stall_then_hanging_then_timeout_is_one_incident(sessions: sessionmaker[
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_hanging_joining_a_pending_stall_pages_at_once(sessions: sessionmaker[Session]) -> None:  # noqa: F811
+def test_hanging_joining_a_pending_stall_pages_at_once(sessions: sessionmaker[Session]) -> None:
     """A pending stall has paged nothing: the hanging transaction (for: 0) leads and pages now, not after the
     stall's own for: (the demo's hanging page came minutes late that way)."""
     rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(for_seconds=600))
@@ -78,7 +78,7 @@ def test_hanging_joining_a_pending_stall_pages_at_once(sessions: sessionmaker[Se
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_other_producers_and_unknown_blockers_stay_apart(sessions: sessionmaker[Session]) -> None:  # noqa: F811
+def test_other_producers_and_unknown_blockers_stay_apart(sessions: sessionmaker[Session]) -> None:
     rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(for_seconds=0))
     step(sessions, grouped(hanging(0, PID), hanging(0, 9), stall(1, None), stall(0, PID)), at(0), rule_set)
     keys = sorted(a.incident_key for a in alerts(sessions) if a.state == "firing")
@@ -86,7 +86,7 @@ def test_other_producers_and_unknown_blockers_stay_apart(sessions: sessionmaker[
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_disabled_rules_never_lead(sessions: sessionmaker[Session]) -> None:  # noqa: F811
+def test_disabled_rules_never_lead(sessions: sessionmaker[Session]) -> None:
     rule_set = rules(for_seconds=0, lso_stall=AlertRuleConfig(enabled=False))
     step(sessions, grouped(stall(), hanging(0)), at(0), rule_set)
     assert [a.incident_key for a in alerts(sessions)] == [hanging(0).incident_key]

@@ -9,6 +9,7 @@ notifiers.  The per-partition Prometheus rule is checked by promtool (tests/depl
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,7 +25,7 @@ from txnwatch.wiring import build_runtime
 PUBLIC = "https://txnwatch.example.com"
 
 
-def settings(url: str, **extra: object) -> Settings:
+def settings(url: str, **extra: Any) -> Settings:
     return Settings(pagerduty={"enabled": True, "routing_key": ROUTING_KEY, "events_url": url},
                     alert_rules={"hanging_transaction": {"for_seconds": 0}}, **extra)
 
@@ -44,7 +45,7 @@ def page(alerting: Alerting, pd: FakePagerDuty) -> dict[str, object]:
     pytest.param({"public_url": PUBLIC, "console": {"runbook_url": "https://wiki.example/runbooks"}}, PUBLIC,
                  "https://wiki.example/runbooks#kafkahangingtransaction", id="own-runbooks"),
 ])
-def test_every_page_links_absolute_urls(sessions: sessionmaker[Session], pagerduty: FakePagerDuty,  # noqa: F811
+def test_every_page_links_absolute_urls(sessions: sessionmaker[Session], pagerduty: FakePagerDuty,
                                         extra: dict[str, object], client: str | None, runbook: str) -> None:
     trigger = page(Alerting.from_settings(settings(pagerduty.url, **extra), sessions), pagerduty)
     assert trigger.get("client_url") == client
@@ -56,14 +57,14 @@ def test_the_daemon_never_sends_its_listen_address_as_client_url(tmp_path: Path)
                                    api={"host": "0.0.0.0", "port": 8080},
                                    pagerduty={"enabled": True, "routing_key": ROUTING_KEY}))
     (service,) = [s for s in built.services if s.name == "alerting"]
-    alerting = service.stop.__self__  # type: ignore[attr-defined]
+    alerting = service.stop.__self__  # type: ignore[attr-defined]  # a bound method's __self__ is the service that owns it
     context = alerting._notifiers["pagerduty"]._context
     assert context.client_url is None and "0.0.0.0" not in repr(context)
     built.engine.dispose()
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:  # noqa: F811
+def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
     alerting = Alerting.from_settings(settings(pagerduty.url, notifiers={
         "webhook": {"enabled": True, "url": pagerduty.base + "/hooks/generic"},
         "slack": {"enabled": True, "url": pagerduty.base + "/hooks/slack/T0/SECRET"}}), sessions)

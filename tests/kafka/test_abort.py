@@ -34,7 +34,7 @@ class ScriptedWire:
             self.calls.append(call)
             try:
                 replies.append(Reply(call, response=self.answers[call.api](call)))
-            except Exception as exc:  # noqa: BLE001 - a scripted failure is the reply
+            except Exception as exc:
                 replies.append(Reply(call, failure=exc))
         return replies
 

@@ -64,12 +64,12 @@ def test_open_transaction_then_commit(lab_cluster: Any, new_topic: Callable[...,
         assert described.state is TxnState.ONGOING and {tp0, tp1} <= described.partitions
         assert described.coordinator_id == listed.coordinator_id and described.timeout_ms == TXN_TIMEOUT_MS
         assert described.start_time_ms is not None and described.start_time_ms <= snap.taken_at_ms
-        partition = snap.partitions[tp0]
-        assert partition.producers is not None
-        [state] = [s for s in partition.producers if s.producer_id == described.producer_id]
+        part = snap.partitions[tp0]
+        assert part.producers is not None
+        [state] = [s for s in part.producers if s.producer_id == described.producer_id]
         assert state.current_txn_start_offset == 0 and state.producer_epoch == described.producer_epoch
-        assert partition.last_stable_offset == 0 and partition.high_watermark == 2
-        assert partition.log_start_offset == 0
+        assert part.last_stable_offset == 0 and part.high_watermark == 2
+        assert part.log_start_offset == 0
         assert snap.partitions[TopicPartition(topic, 2)].producers == ()
 
         p.commit_transaction()

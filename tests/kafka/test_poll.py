@@ -69,8 +69,8 @@ class FakeCluster:
                      "earliest": lambda tp: 0}[call.variant]
             return a.list_offsets({tp: value(tp) for tp in asked})
         if call.api == "ListGroups":
-            rows = [(g, "Stable", "consumer") for g, (c, _) in self.groups.items() if c == node]
-            shared = [(g, "Stable", "share", "share") for g, c in self.share_groups.items() if c == node]
+            rows: list[tuple[str, ...]] = [(g, "Stable", "consumer") for g, (c, _) in self.groups.items() if c == node]
+            shared: list[tuple[str, ...]] = [(g, "Stable", "share", "share") for g, c in self.share_groups.items() if c == node]
             return a.list_groups(rows + shared)
         if call.api == "OffsetFetch":
             return a.offset_fetch({g.group_id: self.groups[g.group_id][1] for g in request.groups})
@@ -122,7 +122,7 @@ def cluster_with(txn_count: int, partitions_per_broker: int = 4) -> FakeCluster:
     return FakeCluster(leaders=leaders, txns=txns, groups=groups)
 
 
-@pytest.mark.parametrize("txn_count, partitions_per_broker", [(1, 1), (500, 200)])
+@pytest.mark.parametrize(("txn_count", "partitions_per_broker"), [(1, 1), (500, 200)])
 def test_three_rounds_one_request_per_broker_and_question(txn_count: int, partitions_per_broker: int) -> None:
     wire = FakeWire(cluster_with(txn_count, partitions_per_broker))
     collected = run(wire)

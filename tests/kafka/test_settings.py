@@ -10,7 +10,7 @@ from txnwatch.kafka import ClusterConnectionSettings
 
 
 def settings(**kw: object) -> ClusterConnectionSettings:
-    return ClusterConnectionSettings(name="prod", bootstrap_servers=("k1:9092",), **kw)  # type: ignore[arg-type]
+    return ClusterConnectionSettings(name="prod", bootstrap_servers=("k1:9092",), **kw)  # type: ignore[arg-type]  # keyword overrides of any field, checked by the settings themselves
 
 
 def test_every_non_internal_topic_by_default() -> None:
@@ -36,7 +36,7 @@ def test_bad_pattern_fails_at_construction() -> None:
 
 
 def test_comma_separated_servers() -> None:
-    s = ClusterConnectionSettings(name="x", bootstrap_servers="a:1, b:2")  # type: ignore[arg-type]
+    s = ClusterConnectionSettings(name="x", bootstrap_servers="a:1, b:2")  # type: ignore[arg-type]  # a comma-separated string is accepted and split, as the config file gives it
     assert s.bootstrap_servers == ("a:1", "b:2")
 
 

@@ -71,7 +71,7 @@ def test_kafka_transactions_abort_clears_a_hanging_transaction(lab_cluster, new_
     with faults.inject_hanging_transaction(lab_cluster.bootstrap_servers, topic, 0, records=3) as hanging:
         assert offsets(admin, topic, 0)[0] == hanging.first_offset
         ref.abort(topic, 0, start_offset=hanging.first_offset)
-        lso, hwm = wait_for(lambda: (o := offsets(admin, topic, 0))[0] == o[1] and o, what="LSO == HWM")
+        _lso, hwm = wait_for(lambda: (o := offsets(admin, topic, 0))[0] == o[1] and o, what="LSO == HWM")
         assert hwm == hanging.first_offset + 4  # three records and the abort marker
         producer = ref.describe_producers(topic, 0)[0]
         assert producer["producer_id"] == hanging.producer_id

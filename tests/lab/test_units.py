@@ -10,10 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
-
-from typing import Any
 
 from txnwatch.lab import jars
 from txnwatch.lab.cluster import new_cluster_id
@@ -27,7 +26,7 @@ def _broker_props(settings: LabSettings) -> dict[str, str]:
     return render_properties(settings, node, ["broker"], "0@127.0.0.1:9000", "/data")
 
 
-@pytest.mark.parametrize("brokers, rf, min_isr", [(1, "1", "1"), (2, "2", "2"), (3, "3", "2"), (5, "3", "2")])
+@pytest.mark.parametrize(("brokers", "rf", "min_isr"), [(1, "1", "1"), (2, "2", "2"), (3, "3", "2"), (5, "3", "2")])
 def test_internal_topics_fit_the_broker_count(brokers, rf, min_isr):
     props = _broker_props(LabSettings(brokers=brokers))
     assert props["offsets.topic.replication.factor"] == props["transaction.state.log.replication.factor"] == rf
@@ -133,7 +132,7 @@ def echo_behind_proxy():
         proxy = Proxy([Route(1, ports["listen"], ports["echo"])], ports["control"])
         holder["proxy"] = proxy
         task = asyncio.ensure_future(proxy.serve(install_signal_handlers=False))
-        while not (_listening(ports["control"]) and _listening(ports["listen"])):
+        while not (_listening(ports["control"]) and _listening(ports["listen"])):  # noqa: ASYNC110  # polls sockets, not an event
             await asyncio.sleep(0.05)
         ready.set()
         await task

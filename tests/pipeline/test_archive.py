@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from tests.pipeline.history import DAY, TRANSITIONS, seed, transition
 from txnwatch.store import models as m
-from txnwatch.store.archive import MANIFEST, export_history, read_manifest, open_archive
+from txnwatch.store.archive import MANIFEST, export_history, open_archive, read_manifest
 
 
 def _rows(root: Path, table: str) -> pa.Table:
@@ -39,7 +39,7 @@ def test_export_is_incremental_and_idempotent(engine: Engine, tmp_path: Path) ->
     assert manifest["tables"]["transitions"]["rows"] == len(TRANSITIONS)
     assert manifest["tables"]["lso_stalls"]["open_ids"] == [ids["open_stall_id"]]
     day = DAY.date().isoformat()
-    assert all(f"cluster=c1/date=" in f["path"] for f in manifest["tables"]["transitions"]["files"])
+    assert all("cluster=c1/date=" in f["path"] for f in manifest["tables"]["transitions"]["files"])
     assert any(f"date={day}" in f["path"] for f in manifest["tables"]["lso_stalls"]["files"])
 
     table = _rows(tmp_path, "transitions")

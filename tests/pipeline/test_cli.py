@@ -71,7 +71,7 @@ def test_prefix_rules_agree_with_spark(spark: object) -> None:
     from pyspark.sql import functions as F
 
     ids = ["orders-app-3", "solo", "a-", "-b", "x-y-z-9"]
-    df = spark.createDataFrame([(i,) for i in ids], "tid string")  # type: ignore[attr-defined]
+    df = spark.createDataFrame([(i,) for i in ids], "tid string")  # type: ignore[attr-defined]  # pyspark is untyped here
     for rule in ("last-dash", "first:2", "regex:^(.*?)-", "none"):
         got = [r[0] for r in df.select(prefix.prefix_column(rule, F.col("tid"))).collect()]
         assert got == [prefix.prefix_of(rule, i) for i in ids], rule

@@ -38,7 +38,7 @@ def _key(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any]:
     return found[0]
 
 
-def _assert_rank_close(value: float, values: list[float], q: float) -> None:
+def _assert_rank_close(value: float | None, values: list[float], q: float) -> None:
     """percentile_approx returns an element within one rank of the exact nearest-rank answer here."""
     ordered = sorted(values)
     exact = ordered.index(nearest_rank(values, q))

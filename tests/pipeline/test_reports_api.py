@@ -12,10 +12,10 @@ from tests.pipeline.history import DAY, NEXT_DAY, seed
 from txnwatch.api.app import create_app
 from txnwatch.config import load_settings
 from txnwatch.pipeline.run import Window, run_pipeline
-from txnwatch.wiring import build_runtime
 from txnwatch.store.archive import export_history
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
+from txnwatch.wiring import build_runtime
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -21,7 +22,7 @@ def _txn(day: datetime, prefix: str, count: int, period: str = "day") -> dict[st
 
 def test_replace_window_and_queries(engine: Engine) -> None:
     sessions = make_sessionmaker(engine)
-    rows = {
+    rows: dict[str, Any] = {
         "transactions": [_txn(DAY, "appA", 5), _txn(DAY, "appB", 2), _txn(DAY + timedelta(hours=3), "appA", 1, "hour"),
                          _txn(DAY + timedelta(days=1), "appA", 9)],
         "topics": [{"cluster": "c1", "period": "day", "period_start": DAY, "topic": "orders", "offset_samples": 2,

@@ -139,6 +139,6 @@ def test_rollups_on_a_standalone_cluster_equal_local(standalone: str, spark: Any
     for name, rows in local.items():
         got, want = _rows(tmp_path / "cluster" / name), _rows(tmp_path / "local" / name)
         assert len(got) == len(want) == len(rows), (name, len(got), len(want))
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
     assert sum(written.values()) >= ROWS

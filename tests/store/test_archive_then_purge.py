@@ -8,13 +8,12 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from txnwatch.config import load_settings
-from txnwatch.wiring import build_runtime
 from txnwatch.store import models as m
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import archive_then_purge
+from txnwatch.wiring import archive_then_purge, build_runtime
 
 
-def seed_old_transition(runtime) -> None:  # type: ignore[no-untyped-def]
+def seed_old_transition(runtime) -> None:
     old = datetime.now(timezone.utc) - timedelta(days=30)
     with runtime.sessions.begin() as s:
         cluster = m.Cluster(name="c", bootstrap_servers="h:1", created_at=old)
@@ -25,7 +24,7 @@ def seed_old_transition(runtime) -> None:  # type: ignore[no-untyped-def]
                                       partitions=[], events=["new"]))
 
 
-def count(runtime) -> int:  # type: ignore[no-untyped-def]
+def count(runtime) -> int:
     with runtime.sessions() as s:
         return int(s.scalar(select(func.count()).select_from(m.TransactionTransition)) or 0)
 

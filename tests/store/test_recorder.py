@@ -7,8 +7,14 @@ import shutil
 from sqlalchemy import Engine, func, select
 
 from tests.fixtures.postgres_server import start_postgres
-from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
-                            TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    PartitionSnapshot,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import upgrade
@@ -29,7 +35,7 @@ def snapshot(at_ms: int, txn_ids: tuple[str, ...] = ("app-1",), hwm: int = 10) -
     )
 
 
-def scalar(engine: Engine, stmt) -> object:  # type: ignore[no-untyped-def]
+def scalar(engine: Engine, stmt) -> object:
     with make_sessionmaker(engine)() as s:
         return s.scalar(stmt)
 
@@ -47,7 +53,7 @@ def test_polls_become_history_and_current_state(engine: Engine) -> None:
     assert scalar(engine, select(m.TransactionState.gone_at).where(m.TransactionState.transactional_id == "app-2")) is not None
     first = scalar(engine, select(m.TransactionState.first_seen_at).where(m.TransactionState.transactional_id == "app-1"))
     last = scalar(engine, select(m.TransactionState.last_seen_at).where(m.TransactionState.transactional_id == "app-1"))
-    assert first < last  # type: ignore[operator]
+    assert first < last  # type: ignore[operator]  # both timestamps are set by then
     cluster = make_sessionmaker(engine)().scalars(select(m.Cluster)).one()
     assert not cluster.up and cluster.last_error == "ConnectionError: down" and cluster.last_success_at is not None
 
@@ -70,8 +76,8 @@ def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None
         server.start_existing()
         assert rec.flush(), health.error
         assert health.ok and health.error is None and rec.buffered == 0
-        hwms = [row for row in make_sessionmaker(engine)().scalars(
-            select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at))]
+        hwms = list(make_sessionmaker(engine)().scalars(
+            select(m.PartitionOffsetSample.high_watermark).order_by(m.PartitionOffsetSample.sampled_at)))
         assert hwms == [10, 13, 14, 15]
         engine.dispose()
     finally:

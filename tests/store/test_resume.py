@@ -7,8 +7,14 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
-from txnwatch.model import (ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition,
-                            TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    PartitionSnapshot,
+    ProducerState,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 from txnwatch.store import resume
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.queries import cluster_ids
@@ -78,7 +84,7 @@ def test_nothing_to_resume_once_the_incidents_ended(store: tuple[sessionmaker[Se
         assert resume.prepare_since(session, cluster_id) == {}
 
 
-def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine: Engine, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine: Engine, caplog) -> None:
     from txnwatch.wiring import resumed_state
 
     assert resumed_state(make_sessionmaker(engine), "never-polled") is detect.INITIAL

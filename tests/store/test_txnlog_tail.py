@@ -116,7 +116,7 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int, 
     sessions = registered(engine)
     flaky = FlakySessions(sessions, rng, failure_rate=0.3)
     clock = [1_000.0]
-    tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), flaky,  # type: ignore[arg-type]
+    tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), flaky,  # type: ignore[arg-type]  # a fake tail that implements only what the service calls
                        LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0)
     ends = {p: len(r) for p, r in log.items()}
     for _ in range(5_000):

@@ -21,8 +21,8 @@ from txnwatch.alerting.rules import effective_rules
 from txnwatch.alerting.service import Alerting
 
 __all__ = [
-    "Alerting",
     "RULES",
+    "Alerting",
     "Condition",
     "DispatchStats",
     "EvaluationResult",

@@ -31,7 +31,7 @@ from txnwatch.alerting.conditions import (
     transaction_incident_key,
 )
 from txnwatch.detect import Findings
-from txnwatch.model import HangingTransaction
+from txnwatch.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class ConditionBuilder:
              "txn_start_offset": h.txn_start_offset, "age_seconds": round(h.age_ms / 1000),
              "runbook": runbook_link(HANGING_TRANSACTION), "suggested_action": action})
 
-    def _overdue(self, o) -> Condition:  # type: ignore[no-untyped-def]
+    def _overdue(self, o: OverdueTransaction) -> Condition:
         return Condition(
             TRANSACTION_TIMEOUT_EXCEEDED,
             transaction_incident_key(TRANSACTION_TIMEOUT_EXCEEDED, self.cluster, o.transactional_id, o.producer_id),
@@ -129,7 +129,7 @@ class ConditionBuilder:
              "suggested_action": "The coordinator should have aborted it: check the coordinator broker's health "
                                  "and `kafka-transactions.sh describe --transactional-id` for its state."})
 
-    def _stuck(self, s) -> Condition:  # type: ignore[no-untyped-def]
+    def _stuck(self, s: StuckPrepare) -> Condition:
         return Condition(
             PREPARE_STUCK,
             transaction_incident_key(PREPARE_STUCK, self.cluster, s.transactional_id, s.producer_id),
@@ -142,7 +142,7 @@ class ConditionBuilder:
              "suggested_action": "Markers cannot be written: check the leaders of the listed partitions "
                                  "(offline, frozen or under-replicated brokers)."})
 
-    def _stall(self, s) -> Condition:  # type: ignore[no-untyped-def]
+    def _stall(self, s: LsoStall) -> Condition:
         blocker = (f"producer {s.blocking_producer_id} epoch {s.blocking_producer_epoch}"
                    + (f" ({s.blocking_transactional_id})" if s.blocking_transactional_id else "")
                    if s.blocking_producer_id is not None else "an unknown producer")

@@ -55,7 +55,7 @@ class WebhookNotifier:
         self._transport = transport or httpx.HTTPTransport(retries=0)
 
     @classmethod
-    def slack(cls, url: SecretStr, **kwargs: Any) -> "WebhookNotifier":
+    def slack(cls, url: SecretStr, **kwargs: Any) -> WebhookNotifier:
         return cls(url, render=slack_body, **kwargs)
 
     def close(self) -> None:

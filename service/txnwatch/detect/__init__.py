@@ -104,7 +104,7 @@ class Findings:
     lso_stalls: tuple[LsoStall, ...] = ()
     lso_stalls_opened: tuple[LsoStall, ...] = ()
     lso_stalls_ended: tuple[LsoStall, ...] = ()
-    verification: VerificationCheck = VerificationCheck(0, 0, ())
+    verification: VerificationCheck = VerificationCheck(0, 0, ())  # noqa: RUF009  # frozen: one shared empty value is safe
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
     exporter_lags: tuple[exporter.ExporterLag, ...] = ()

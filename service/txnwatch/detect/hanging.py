@@ -107,7 +107,7 @@ def find_hanging(snapshot: ClusterSnapshot, now_ms: int, settings: DetectionSett
         if partition.producers is None:
             # Name the producers last seen with open transactions here, so an incident about
             # one of them is carried over rather than resolved while the leader is silent.
-            pids = sorted((known_open or {}).get(tp, ())) or [None]
+            pids: list[int | None] = [*sorted((known_open or {}).get(tp, ()))] or [None]
             undetermined.extend(Undetermined(snapshot.cluster, tp, pid, "DescribeProducers failed") for pid in pids)
             continue
         for producer in partition.producers:

@@ -40,6 +40,7 @@ time is unknown and no value is reported.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 from txnwatch.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
@@ -76,7 +77,7 @@ def time_lag_seconds(history: Sequence[tuple[int, int]], committed: int, now_ms:
         return None
     if history[-1][1] <= committed:
         return 0.0
-    for (_, before), (at_ms, lso) in zip(history, history[1:]):
+    for (_, before), (at_ms, lso) in itertools.pairwise(history):
         if before <= committed < lso:
             return max(0.0, (now_ms - at_ms) / 1000)
     (first_ms, first_lso), (_, last_lso) = history[0], history[-1]

@@ -51,8 +51,8 @@ def update_lso(previous: Mapping[TopicPartition, LsoTrack], snapshot: ClusterSna
     late, never early.
     """
     if not snapshot.partitions:  # nothing was learnt about partitions this poll
-        tracks = dict(previous)
-        return tracks, [t.episode for t in tracks.values() if t.episode is not None], []
+        kept = dict(previous)
+        return kept, [t.episode for t in kept.values() if t.episode is not None], []
     tracks: dict[TopicPartition, LsoTrack] = {}
     active: list[LsoStall] = []
     ended: list[LsoStall] = []

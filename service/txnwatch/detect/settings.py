@@ -37,7 +37,7 @@ class DetectionSettings:
             raise ValueError("lso_history must keep at least 2 samples")
 
     @classmethod
-    def from_config(cls, config: "DetectionConfig") -> "DetectionSettings":
+    def from_config(cls, config: DetectionConfig) -> DetectionSettings:
         return cls(
             hanging_margin_ms=int(config.hanging_margin_seconds * 1000),
             timeout_grace_ms=int(config.timeout_grace_seconds * 1000),

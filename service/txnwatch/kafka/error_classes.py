@@ -124,9 +124,10 @@ _UNKNOWN_ADVICE = "No KIP-1050 class for this error; see the broker logs and Kaf
 def _build() -> tuple[dict[int, ErrorInfo], dict[str, ErrorInfo]]:
     by_name: dict[str, int] = {}
     for value in vars(kafka_errors).values():
+        errno, message = getattr(value, "errno", None), getattr(value, "message", None)
         if (isinstance(value, type) and issubclass(value, kafka_errors.BrokerResponseError)
-                and isinstance(value.errno, int) and value.errno >= 0):
-            by_name.setdefault(value.message, value.errno)
+                and isinstance(errno, int) and errno >= 0 and isinstance(message, str)):
+            by_name.setdefault(message, errno)
     by_code: dict[int, ErrorInfo] = {}
     named: dict[str, ErrorInfo] = {}
     for name, (klass, advice) in _TABLE.items():

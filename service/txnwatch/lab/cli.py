@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -31,7 +29,7 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(1)
 
 
-def _load(lab_dir: Optional[Path]):  # -> LabCluster
+def _load(lab_dir: Path | None):  # -> LabCluster
     from txnwatch.lab.cluster import LabCluster
 
     try:
@@ -44,7 +42,7 @@ def _load(lab_dir: Optional[Path]):  # -> LabCluster
 def up(
     brokers: int = typer.Option(3, help="Number of brokers."),
     kafka_version: str = typer.Option(DEFAULT_KAFKA_VERSION, "--kafka-version", help="Apache Kafka version (4.1.1, 3.9.1, 4.4.0)."),
-    lab_dir: Optional[Path] = DirOption,
+    lab_dir: Path | None = DirOption,
     combined: bool = typer.Option(False, help="Combined broker+controller nodes instead of a dedicated controller."),
     proxy: bool = typer.Option(True, help="TCP proxy in front of each broker (latency/cut faults)."),
     transaction_max_timeout_ms: int = typer.Option(DEFAULT_TRANSACTION_MAX_TIMEOUT_MS, help="transaction.max.timeout.ms"),
@@ -54,7 +52,7 @@ def up(
     pre_kip_890: bool = typer.Option(False, "--pre-kip-890", help="The pre-KIP-890 setting: partition "
                                                                   "verification off, so `fault hanging` and the "
                                                                   "demo workload can inject hanging transactions."),
-    transaction_version: Optional[int] = typer.Option(None, "--transaction-version", min=0, max=2,
+    transaction_version: int | None = typer.Option(None, "--transaction-version", min=0, max=2,
                                                       help="transaction.version to finalize at format time "
                                                            "(default: Kafka's, 2 on 4.x, 0 on 3.9)."),
     jmx_exporter: bool = typer.Option(False, "--jmx-exporter", help="Run the Prometheus JMX exporter agent in every "
@@ -92,7 +90,7 @@ def up(
 
 
 @app.command()
-def down(lab_dir: Optional[Path] = DirOption) -> None:
+def down(lab_dir: Path | None = DirOption) -> None:
     """Stop exactly the processes `lab up` started (as recorded in the lab's state file)."""
     lab = _load(lab_dir)
     lab.down()
@@ -100,7 +98,7 @@ def down(lab_dir: Optional[Path] = DirOption) -> None:
 
 
 @app.command()
-def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def status(lab_dir: Path | None = DirOption, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Show the lab's nodes, pids, ports and whether each process is running, frozen or dead."""
     info = _load(lab_dir).status()
     if as_json:
@@ -111,7 +109,7 @@ def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(Fal
     for broker, url in info["broker_metrics_urls"].items():
         typer.echo(f"  broker {broker} JMX exporter {url}")
     for n in info["nodes"]:
-        typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {str(n['pid']):>7}  "
+        typer.echo(f"  node {n['node_id']:>2} {'+'.join(n['roles']):<18} pid {n['pid']!s:>7}  "
                    f"port {n['port'] or '-':>5}  {n['state']}")
     if info["proxy"]:
         p = info["proxy"]
@@ -121,15 +119,15 @@ def status(lab_dir: Optional[Path] = DirOption, as_json: bool = typer.Option(Fal
 
 
 @app.command()
-def bootstrap(lab_dir: Optional[Path] = DirOption) -> None:
+def bootstrap(lab_dir: Path | None = DirOption) -> None:
     """Print the bootstrap servers (for scripts: `--bootstrap-servers $(txnwatch lab bootstrap)`)."""
     typer.echo(_load(lab_dir).bootstrap_servers)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
              name="kafka-transactions")
-def kafka_transactions(ctx: typer.Context, lab_dir: Optional[Path] = DirOption,
-                       bootstrap_servers: Optional[str] = typer.Option(
+def kafka_transactions(ctx: typer.Context, lab_dir: Path | None = DirOption,
+                       bootstrap_servers: str | None = typer.Option(
                            None, "--bootstrap-server", help="Any cluster instead of the lab.")) -> None:
     """Run Kafka's own kafka-transactions tool against the lab: list, describe, describe-producers,
     find-hanging, abort (arguments are passed through)."""
@@ -148,10 +146,10 @@ def kafka_transactions(ctx: typer.Context, lab_dir: Optional[Path] = DirOption,
 @app.command()
 def workload(
     scenario: str = typer.Option("demo", help="demo | steady | chaos"),
-    duration: Optional[float] = typer.Option(None, help="Seconds to run (default: until Ctrl-C)."),
-    lab_dir: Optional[Path] = DirOption,
-    bootstrap_servers: Optional[str] = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
-    topic_prefix: Optional[str] = typer.Option(None, help="Prefix of the workload's topics (default: txnwatch-<scenario>)."),
+    duration: float | None = typer.Option(None, help="Seconds to run (default: until Ctrl-C)."),
+    lab_dir: Path | None = DirOption,
+    bootstrap_servers: str | None = typer.Option(None, "--bootstrap-server", help="Any cluster instead of the lab."),
+    topic_prefix: str | None = typer.Option(None, help="Prefix of the workload's topics (default: txnwatch-<scenario>)."),
     verbose: bool = typer.Option(False, "-v", help="Log what the workload does (INFO)."),
     report_every: float = typer.Option(10.0, help="Seconds between progress lines."),
     background: bool = typer.Option(False, "--background", help="Detach; `lab down` or `lab workload-stop` "
@@ -178,6 +176,7 @@ def workload(
     if background:
         if lab is None:
             _fail(LabError("--background needs a lab (its state file records the process)"))
+        assert lab is not None  # _fail does not return
         try:
             pid = lab.start_workload_process(scenario, report_every)
         except LabError as exc:
@@ -198,7 +197,7 @@ def workload(
 
 
 @app.command("workload-stop")
-def workload_stop(lab_dir: Optional[Path] = DirOption) -> None:
+def workload_stop(lab_dir: Path | None = DirOption) -> None:
     """Stop background workloads (their faults are cleared on the way out)."""
     lab = _load(lab_dir)
     names = list(lab.state.workloads)
@@ -230,7 +229,7 @@ PartitionOption = typer.Option(0, min=0, help="Partition of the topic.")
 
 
 @fault_app.command("hanging")
-def fault_hanging(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
+def fault_hanging(topic: str, partition: int = PartitionOption, lab_dir: Path | None = DirOption,
                   hold: bool = typer.Option(False, help="Stay in the foreground and abort it on Ctrl-C.")) -> None:
     """A transactional batch the coordinator never heard of (stays until `txnwatch lab kafka-transactions abort`)."""
     from txnwatch.lab.faults import inject_hanging_transaction
@@ -254,8 +253,8 @@ def fault_hanging(topic: str, partition: int = PartitionOption, lab_dir: Optiona
 
 
 @fault_app.command("lso-stall")
-def fault_lso_stall(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
-                    timeout_ms: Optional[int] = typer.Option(None, help="transaction.timeout.ms (default: the lab's max).")) -> None:
+def fault_lso_stall(topic: str, partition: int = PartitionOption, lab_dir: Path | None = DirOption,
+                    timeout_ms: int | None = typer.Option(None, help="transaction.timeout.ms (default: the lab's max).")) -> None:
     """Open a transaction and go silent until Ctrl-C (or until the coordinator times it out)."""
     from txnwatch.lab.faults import start_lso_stall
 
@@ -266,7 +265,7 @@ def fault_lso_stall(topic: str, partition: int = PartitionOption, lab_dir: Optio
 
 
 @fault_app.command("coordinator-timeout")
-def fault_coordinator_timeout(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption,
+def fault_coordinator_timeout(topic: str, partition: int = PartitionOption, lab_dir: Path | None = DirOption,
                               timeout_ms: int = typer.Option(2000, help="The producer's transaction.timeout.ms.")) -> None:
     """Open a transaction with a short timeout, let the coordinator abort it and bump the epoch, then
     show what the late producer's commit gets (KIP-588)."""
@@ -279,7 +278,7 @@ def fault_coordinator_timeout(topic: str, partition: int = PartitionOption, lab_
 
 
 @fault_app.command("fence")
-def fault_fence(topic: str, partition: int = PartitionOption, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_fence(topic: str, partition: int = PartitionOption, lab_dir: Path | None = DirOption) -> None:
     """Start a second producer with a running producer's transactional.id and show the zombie's fate."""
     from txnwatch.lab.faults import fence_producer
 
@@ -289,21 +288,21 @@ def fault_fence(topic: str, partition: int = PartitionOption, lab_dir: Optional[
 
 
 @fault_app.command("freeze")
-def fault_freeze(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_freeze(node_id: int, lab_dir: Path | None = DirOption) -> None:
     """SIGSTOP a broker (clear with `fault thaw`)."""
     _load(lab_dir).freeze_broker(node_id)
     typer.echo(f"node {node_id} frozen")
 
 
 @fault_app.command("thaw")
-def fault_thaw(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_thaw(node_id: int, lab_dir: Path | None = DirOption) -> None:
     """SIGCONT a frozen broker."""
     _load(lab_dir).thaw_broker(node_id)
     typer.echo(f"node {node_id} resumed")
 
 
 @fault_app.command("stop")
-def fault_stop(node_id: int, lab_dir: Optional[Path] = DirOption,
+def fault_stop(node_id: int, lab_dir: Path | None = DirOption,
                kill: bool = typer.Option(False, help="SIGKILL (crash) instead of a controlled shutdown.")) -> None:
     """Stop a broker (clear with `fault start`)."""
     _load(lab_dir).stop_broker(node_id, kill=kill)
@@ -311,7 +310,7 @@ def fault_stop(node_id: int, lab_dir: Optional[Path] = DirOption,
 
 
 @fault_app.command("start")
-def fault_start(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_start(node_id: int, lab_dir: Path | None = DirOption) -> None:
     """Start a stopped broker again (waits until the proxy follows it)."""
     lab = _load(lab_dir)
     try:
@@ -322,7 +321,7 @@ def fault_start(node_id: int, lab_dir: Optional[Path] = DirOption) -> None:
 
 
 @fault_app.command("coordinator-failover")
-def fault_coordinator_failover(transactional_id: str, lab_dir: Optional[Path] = DirOption) -> None:
+def fault_coordinator_failover(transactional_id: str, lab_dir: Path | None = DirOption) -> None:
     """Stop the broker leading the transactional id's __transaction_state partition (clear: `fault start`)."""
     from txnwatch.lab.faults import fail_over_coordinator
 
@@ -331,15 +330,15 @@ def fault_coordinator_failover(transactional_id: str, lab_dir: Optional[Path] = 
 
 
 @fault_app.command("latency")
-def fault_latency(ms: float, node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."),
-                  lab_dir: Optional[Path] = DirOption) -> None:
+def fault_latency(ms: float, node_id: int | None = typer.Option(None, "--node", help="Broker (default: all)."),
+                  lab_dir: Path | None = DirOption) -> None:
     """Add one-way latency between clients and a broker (0 clears)."""
     _load(lab_dir).proxy.delay(node_id, ms)
     typer.echo(f"latency {ms} ms on {'all brokers' if node_id is None else f'node {node_id}'}")
 
 
 @fault_app.command("cut")
-def fault_cut(node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."), lab_dir: Optional[Path] = DirOption,
+def fault_cut(node_id: int | None = typer.Option(None, "--node", help="Broker (default: all)."), lab_dir: Path | None = DirOption,
               block: bool = typer.Option(False, help="Also refuse new connections until `fault clear-network`.")) -> None:
     """Drop clients' connections to a broker."""
     reply = _load(lab_dir).proxy.cut(node_id, block=block)
@@ -347,8 +346,8 @@ def fault_cut(node_id: Optional[int] = typer.Option(None, "--node", help="Broker
 
 
 @fault_app.command("clear-network")
-def fault_clear_network(node_id: Optional[int] = typer.Option(None, "--node", help="Broker (default: all)."),
-                        lab_dir: Optional[Path] = DirOption) -> None:
+def fault_clear_network(node_id: int | None = typer.Option(None, "--node", help="Broker (default: all)."),
+                        lab_dir: Path | None = DirOption) -> None:
     """Remove latency and cuts, and accept connections again."""
     _load(lab_dir).proxy.clear(node_id)
     typer.echo("network faults cleared")

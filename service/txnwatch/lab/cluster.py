@@ -22,13 +22,22 @@ from typing import Any
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
-    JMX_EXPORTER_CONFIG, classpath, kafka_major, require_tool, resolve_jmx_exporter, resolve_kafka_jars,
+    JMX_EXPORTER_CONFIG,
+    classpath,
+    kafka_major,
+    require_tool,
+    resolve_jmx_exporter,
+    resolve_kafka_jars,
 )
 from txnwatch.lab.ports import free_ports, port_open
 from txnwatch.lab.processes import process_state, signal_if_ours, spawn, stop
 from txnwatch.lab.proxy import ProxyControl
 from txnwatch.lab.settings import (
-    LabSettings, NodePorts, TransactionSettings, format_properties, render_properties,
+    LabSettings,
+    NodePorts,
+    TransactionSettings,
+    format_properties,
+    render_properties,
 )
 
 STATE_FILE = "lab.json"
@@ -114,7 +123,7 @@ class LabState:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, lab_dir: Path) -> "LabState":
+    def load(cls, lab_dir: Path) -> LabState:
         path = lab_dir / STATE_FILE
         if not path.exists():
             raise LabError(f"no lab state in {lab_dir} (start one with `txnwatch lab up --dir {lab_dir}`)")
@@ -137,7 +146,7 @@ class LabCluster:
     # -- identity -------------------------------------------------------------------------------
 
     @classmethod
-    def load(cls, lab_dir: Path | str | None = None) -> "LabCluster":
+    def load(cls, lab_dir: Path | str | None = None) -> LabCluster:
         return cls(LabState.load(Path(lab_dir) if lab_dir else default_lab_dir()))
 
     @property
@@ -319,7 +328,7 @@ class LabCluster:
         self._children.clear()
         (self.lab_dir / STATE_FILE).unlink(missing_ok=True)
 
-    def __enter__(self) -> "LabCluster":
+    def __enter__(self) -> LabCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -443,7 +452,7 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
                                  advertised=(proxied if settings.proxy else client) if broker else None))
     voters = ",".join(f"{p.node_id}@127.0.0.1:{p.controller}" for p in planned if p.controller)
     nodes = []
-    for (node_id, roles), p in zip(specs, planned):
+    for (node_id, roles), p in zip(specs, planned, strict=False):
         node_dir = lab_path / f"node-{node_id}"
         (node_dir / "data").mkdir(parents=True)
         props = render_properties(settings, p, roles, voters, str(node_dir / "data"))
@@ -514,7 +523,7 @@ def _check_alive(lab: LabCluster, nodes: list[LabNode]) -> None:
 def _wait_ports(nodes: list[LabNode], lab: LabCluster, deadline: float, *, clients: bool = False) -> None:
     """`clients`: wait for the port clients use instead of the node's own, i.e. for the proxy, which
     listens for a broker only once it has seen that broker listen (and is a poll behind it)."""
-    waiting = [n for n in nodes]
+    waiting = list(nodes)
     while waiting:
         _check_alive(lab, waiting)
         waiting = [n for n in waiting

@@ -12,8 +12,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import kafka.errors as Errors
 from kafka import KafkaProducer, TopicPartition
@@ -323,7 +324,7 @@ class StuckPrepare(Fault):
     (or aborts): the coordinator persists PrepareCommit/PrepareAbort but cannot write the marker, so the
     transaction stays in Prepare* until the broker comes back (`clear()`)."""
 
-    lab: "LabCluster"
+    lab: LabCluster
     producer: KafkaProducer
     transactional_id: str
     topic: str
@@ -344,18 +345,18 @@ class StuckPrepare(Fault):
         self.producer.close(timeout=5)
 
 
-def _transactional_id_not_on(lab: "LabCluster", avoid: int, prefix: str) -> tuple[str, int]:
+def _transactional_id_not_on(lab: LabCluster, avoid: int, prefix: str) -> tuple[str, int]:
     """A transactional id whose coordinator is not `avoid`: freezing the partition leader must not also
     freeze the coordinator, or we would see a coordinator outage instead of a stuck marker."""
     for _ in range(200):
         candidate = unique_transactional_id(prefix)
-        coordinator = _retry(lambda: lab.transaction_coordinator(candidate))
+        coordinator = _retry(lambda: lab.transaction_coordinator(candidate))  # noqa: B023  # called at once, in this iteration
         if coordinator != avoid:
             return candidate, coordinator
     raise LabError(f"every transactional id maps to broker {avoid}; the lab needs at least 2 brokers")
 
 
-def stuck_prepare(lab: "LabCluster", topic: str, partition: int = 0, *, mode: str = "freeze",
+def stuck_prepare(lab: LabCluster, topic: str, partition: int = 0, *, mode: str = "freeze",
                   commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepare:
     """`mode`: "freeze" (SIGSTOP) or "stop" (SIGKILL) the partition leader right before EndTxn.
 
@@ -393,7 +394,7 @@ def stuck_prepare(lab: "LabCluster", topic: str, partition: int = 0, *, mode: st
 
 @dataclass
 class BrokerDown(Fault):
-    lab: "LabCluster"
+    lab: LabCluster
     node_id: int
     killed: bool
 
@@ -401,7 +402,7 @@ class BrokerDown(Fault):
         self.lab.start_broker(self.node_id)
 
 
-def kill_broker(lab: "LabCluster", node_id: int, *, hard: bool = True) -> BrokerDown:
+def kill_broker(lab: LabCluster, node_id: int, *, hard: bool = True) -> BrokerDown:
     """`hard`: SIGKILL, a crash; otherwise SIGTERM, a controlled shutdown. `clear()` restarts it."""
     lab.stop_broker(node_id, kill=hard)
     return BrokerDown(lab=lab, node_id=node_id, killed=hard)
@@ -409,7 +410,7 @@ def kill_broker(lab: "LabCluster", node_id: int, *, hard: bool = True) -> Broker
 
 @dataclass
 class CoordinatorFailover(Fault):
-    lab: "LabCluster"
+    lab: LabCluster
     transactional_id: str
     old_coordinator: int
     down: BrokerDown
@@ -432,7 +433,7 @@ class CoordinatorFailover(Fault):
         self.down.clear()
 
 
-def fail_over_coordinator(lab: "LabCluster", transactional_id: str, *, hard: bool = False) -> CoordinatorFailover:
+def fail_over_coordinator(lab: LabCluster, transactional_id: str, *, hard: bool = False) -> CoordinatorFailover:
     """Stop the broker leading the transactional id's __transaction_state partition."""
     old = lab.transaction_coordinator(transactional_id)
     return CoordinatorFailover(lab=lab, transactional_id=transactional_id, old_coordinator=old,
@@ -441,14 +442,14 @@ def fail_over_coordinator(lab: "LabCluster", transactional_id: str, *, hard: boo
 
 @dataclass
 class FrozenBroker(Fault):
-    lab: "LabCluster"
+    lab: LabCluster
     node_id: int
 
     def _clear(self) -> None:
         self.lab.thaw_broker(self.node_id)
 
 
-def freeze_broker(lab: "LabCluster", node_id: int) -> FrozenBroker:
+def freeze_broker(lab: LabCluster, node_id: int) -> FrozenBroker:
     lab.freeze_broker(node_id)
     return FrozenBroker(lab=lab, node_id=node_id)
 
@@ -456,7 +457,7 @@ def freeze_broker(lab: "LabCluster", node_id: int) -> FrozenBroker:
 # -- network (through the lab's TCP proxy) ----------------------------------------------------------
 
 
-def _proxy(lab: "LabCluster") -> Any:
+def _proxy(lab: LabCluster) -> Any:
     proxy = lab.proxy
     if proxy is None:
         raise LabError("this lab runs without the TCP proxy (started with proxy=False)")
@@ -465,7 +466,7 @@ def _proxy(lab: "LabCluster") -> Any:
 
 @dataclass
 class Latency(Fault):
-    lab: "LabCluster"
+    lab: LabCluster
     node_id: int | None
     delay_ms: float
 
@@ -473,7 +474,7 @@ class Latency(Fault):
         _proxy(self.lab).delay(self.node_id, 0)
 
 
-def add_latency(lab: "LabCluster", node_id: int | None, delay_ms: float) -> Latency:
+def add_latency(lab: LabCluster, node_id: int | None, delay_ms: float) -> Latency:
     """One-way delay on every chunk between clients and broker `node_id` (None: every broker)."""
     _proxy(lab).delay(node_id, delay_ms)
     return Latency(lab=lab, node_id=node_id, delay_ms=delay_ms)
@@ -481,7 +482,7 @@ def add_latency(lab: "LabCluster", node_id: int | None, delay_ms: float) -> Late
 
 @dataclass
 class ConnectionCut(Fault):
-    lab: "LabCluster"
+    lab: LabCluster
     node_id: int | None
     blocked: bool
     connections_cut: int
@@ -490,7 +491,7 @@ class ConnectionCut(Fault):
         _proxy(self.lab).cut(self.node_id, block=False)
 
 
-def cut_connections(lab: "LabCluster", node_id: int | None, *, block: bool = False) -> ConnectionCut:
+def cut_connections(lab: LabCluster, node_id: int | None, *, block: bool = False) -> ConnectionCut:
     """Abort clients' open connections to the broker; with `block`, refuse new ones until clear()."""
     reply = _proxy(lab).cut(node_id, block=block)
     return ConnectionCut(lab=lab, node_id=node_id, blocked=block, connections_cut=int(reply.get("cut", 0)))

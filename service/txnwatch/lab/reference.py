@@ -8,14 +8,20 @@ keys and int values where Kafka prints integers.
 
 from __future__ import annotations
 
+import builtins
 import re
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
-    DEFAULT_KAFKA_VERSION, cache_root, classpath, kafka_major, require_tool, resolve_tools_jars, tools_version,
+    DEFAULT_KAFKA_VERSION,
+    cache_root,
+    classpath,
+    kafka_major,
+    require_tool,
+    resolve_tools_jars,
+    tools_version,
 )
 
 _TOOLS_LOG4J2 = """\
@@ -122,7 +128,7 @@ def parse_table(output: str) -> list[dict[str, Any]]:
     for line in lines[1:]:
         cells = [c.strip() for c in line.rstrip("\t").split("\t")]
         cells += [""] * (len(header) - len(cells))
-        rows.append({key: _value(cell) for key, cell in zip(header, cells)})
+        rows.append({key: _value(cell) for key, cell in zip(header, cells, strict=False)})
     return rows
 
 
@@ -178,7 +184,7 @@ class KafkaTransactionsTool:
     def describe(self, transactional_id: str) -> dict[str, Any]:
         return parse_describe(self.run("describe", "--transactional-id", transactional_id))
 
-    def describe_producers(self, topic: str, partition: int, broker_id: int | None = None) -> list[dict[str, Any]]:
+    def describe_producers(self, topic: str, partition: int, broker_id: int | None = None) -> builtins.list[dict[str, Any]]:
         args = ["describe-producers", "--topic", topic, "--partition", str(partition)]
         if broker_id is not None:
             args += ["--broker-id", str(broker_id)]
@@ -186,7 +192,7 @@ class KafkaTransactionsTool:
 
     def find_hanging(self, *, broker_id: int | None = None, topic: str | None = None,
                      partition: int | None = None, max_transaction_timeout_min: int | None = None
-                     ) -> list[dict[str, Any]]:
+                     ) -> builtins.list[dict[str, Any]]:
         args = ["find-hanging"]
         if broker_id is not None:
             args += ["--broker-id", str(broker_id)]

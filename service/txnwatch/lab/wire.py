@@ -34,7 +34,7 @@ def send(admin: KafkaAdminClient, request: Any, node_id: int | None = None) -> A
 def find_transaction_coordinator(admin: KafkaAdminClient, transactional_id: str) -> int:
     """Node id of the coordinator for `transactional_id`; raises the broker's error (e.g. while
     __transaction_state is still being created)."""
-    from kafka.errors import for_code, NoError
+    from kafka.errors import NoError, for_code
 
     response = send(admin, FindCoordinatorRequest(key_type=CoordinatorType.TRANSACTION.value,
                                                   coordinator_keys=[transactional_id], min_version=4))

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import kafka.errors as Errors
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 
 from txnwatch.lab import faults
@@ -120,17 +122,16 @@ class Workload:
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
-    def start(self) -> "Workload":
+    def start(self) -> Workload:
         self._ensure_topics()
         s = self.scenario
         for i in range(s.producers):
-            self._spawn(f"producer-{i}", lambda i=i: self._producer_loop(i))
+            self._spawn(f"producer-{i}", partial(self._producer_loop, i))
         for i in range(s.read_committed_groups):
-            self._spawn(f"rc-{i}", lambda i=i: self._consumer_loop(f"{self.prefix}-read-committed-{i}",
-                                                                   "read_committed"))
+            self._spawn(f"rc-{i}", partial(self._consumer_loop, f"{self.prefix}-read-committed-{i}", "read_committed"))
         for i in range(s.read_uncommitted_groups):
-            self._spawn(f"ru-{i}", lambda i=i: self._consumer_loop(f"{self.prefix}-read-uncommitted-{i}",
-                                                                   "read_uncommitted"))
+            self._spawn(f"ru-{i}", partial(self._consumer_loop, f"{self.prefix}-read-uncommitted-{i}",
+                                           "read_uncommitted"))
         if s.consume_transform_produce:
             self._spawn("ctp", self._ctp_loop)
         if s.standing_faults:
@@ -168,7 +169,7 @@ class Workload:
             pass
         return self.stop()
 
-    def __enter__(self) -> "Workload":
+    def __enter__(self) -> Workload:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -186,8 +187,8 @@ class Workload:
         self._threads.append(thread)
 
     def _start_java_producer(self, index: int) -> None:
-        from txnwatch.lab.java_clients import JavaProducerSpec, start_java_producer
         from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION
+        from txnwatch.lab.java_clients import JavaProducerSpec, start_java_producer
 
         s = self.scenario
         spec = JavaProducerSpec(transactional_id=f"{self.prefix}-java-{index}", topic=self.java_topic,

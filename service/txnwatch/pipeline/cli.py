@@ -6,7 +6,7 @@ import sys
 import time
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -16,8 +16,8 @@ from txnwatch.extras import require
 
 app = typer.Typer(help="PySpark rollups over the Parquet history archive.", no_args_is_help=True)
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="txnwatch YAML config file.")]
-ArchiveOpt = Annotated[Optional[str], typer.Option(
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="txnwatch YAML config file.")]
+ArchiveOpt = Annotated[str | None, typer.Option(
     "--archive", help="Archive root: local path or filesystem URI (default: retention.archive_dir).")]
 
 
@@ -35,16 +35,16 @@ def _say(message: str) -> None:
 
 @app.command()
 def run(
-    since: Annotated[Optional[str], typer.Option(help="First UTC day (YYYY-MM-DD); default two days ago.")] = None,
-    until: Annotated[Optional[str], typer.Option(help="Last UTC day, inclusive; default today.")] = None,
-    master: Annotated[Optional[str], typer.Option(
+    since: Annotated[str | None, typer.Option(help="First UTC day (YYYY-MM-DD); default two days ago.")] = None,
+    until: Annotated[str | None, typer.Option(help="Last UTC day, inclusive; default today.")] = None,
+    master: Annotated[str | None, typer.Option(
         help="Spark master: local[*] (default), spark://host:7077, k8s://https://…; omit under spark-submit.")] = None,
     archive: ArchiveOpt = None,
     config: ConfigOpt = None,
     prefix_rule: Annotated[str, typer.Option(
         help="Transactional-id prefix: last-dash, none, first:N, regex:PAT.")] = "last-dash",
     top: Annotated[int, typer.Option(help="Offenders kept per cluster, day and kind.")] = 10,
-    output: Annotated[Optional[str], typer.Option(
+    output: Annotated[str | None, typer.Option(
         help="Where rollup Parquet goes (default <archive>/_rollups).")] = None,
     no_db: Annotated[bool, typer.Option("--no-db", help="Write Parquet only; do not load the database.")] = False,
     export_first: Annotated[bool, typer.Option("--export/--no-export",

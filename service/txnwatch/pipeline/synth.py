@@ -9,7 +9,7 @@ a few stalls and hanging transactions.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta, timezone
 
 import pyarrow as pa
@@ -39,7 +39,7 @@ def _exp(n: int, mean: float) -> pa.Array:
     return pc.cast(pc.floor(pc.multiply(pc.negate(pc.ln(pc.subtract(1.0, pc.random(n)))), mean)), pa.int64())
 
 
-def _pick(pool: list[object], idx: pa.Array, type_: pa.DataType | None = None) -> pa.Array:
+def _pick(pool: Sequence[object], idx: pa.Array, type_: pa.DataType | None = None) -> pa.Array:
     return pc.take(pa.array(pool, type=type_), idx)
 
 

@@ -28,7 +28,7 @@ import re
 import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -198,14 +198,14 @@ def _select(spec: ArchiveTable) -> Any:
     cols = [getattr(model, f.name, None) if hasattr(model, f.name) else literal(None).label(f.name)
             for f in spec.schema]
     return (select(m.Cluster.name, *cols)
-            .join(m.Cluster, m.Cluster.id == model.cluster_id)  # type: ignore[attr-defined]
-            .order_by(model.id))  # type: ignore[attr-defined]
+            .join(m.Cluster, m.Cluster.id == model.cluster_id)  # type: ignore[attr-defined]  # archive specs name any mapped model; all have cluster_id
+            .order_by(model.id))  # type: ignore[attr-defined]  # archive specs name any mapped model; all have id
 
 
 def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
-            chunk_rows: int) -> Iterator[list[Any]]:
+            chunk_rows: int) -> Iterator[Sequence[Any]]:
     """Keyset pagination by id: memory stays at one chunk whatever the table's size."""
-    model_id = spec.model.id  # type: ignore[attr-defined]
+    model_id = spec.model.id  # type: ignore[attr-defined]  # archive specs name any mapped model; all have id
     after = -1
     while True:
         with engine.connect() as conn:
@@ -216,7 +216,7 @@ def _chunks(engine: Engine, spec: ArchiveTable, where: ColumnElement[bool],
         after = rows[-1][1]
 
 
-def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: list[Any],
+def _write_chunk(fs: pafs.FileSystem, root: str, spec: ArchiveTable, rows: Sequence[Any],
                  state: TableState, prefix: str = "part") -> int:
     time_index = 1 + spec.schema.get_field_index(spec.time_column)
     buckets: dict[tuple[str, str], list[Any]] = defaultdict(list)
@@ -241,7 +241,7 @@ def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manif
     writer transaction older than that has committed, so the exported id range has no holes."""
     state = manifest.table(spec.name)
     orphans = _remove_orphans(fs, root, spec.name, state)
-    model_id = spec.model.id  # type: ignore[attr-defined]
+    model_id = spec.model.id  # type: ignore[attr-defined]  # archive specs name any mapped model; all have id
     with engine.connect() as conn:
         high = conn.execute(select(model_id).order_by(model_id.desc()).limit(1)).scalar() or state.last_id
     fresh = (model_id > state.last_id) & (model_id <= high)
@@ -260,7 +260,7 @@ def export_table(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manif
             if recent is not None:
                 break
     else:
-        end = getattr(spec.model, spec.end_column)  # type: ignore[arg-type]
+        end = getattr(spec.model, spec.end_column)  # type: ignore[arg-type]  # the end column is named in the spec; getattr is typed loosely
         candidates = fresh | model_id.in_(state.open_ids) if state.open_ids else fresh
         for chunk in _chunks(engine, spec, candidates & end.is_not(None), chunk_rows):
             files += _write_chunk(fs, root, spec, chunk, state)

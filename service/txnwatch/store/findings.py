@@ -65,7 +65,8 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id, coordinator_id=h.coordinator_id,
         reason=h.reason.value, txn_start_offset=h.txn_start_offset, last_write_at=ts(h.last_timestamp_ms),
         first_seen_at=at, last_seen_at=at) for h in findings.hanging},
-        undecided={incident_key(snapshot.cluster, u.tp, u.producer_id) for u in findings.undetermined})
+        undecided={incident_key(snapshot.cluster, u.tp, u.producer_id) for u in findings.undetermined
+                   if u.producer_id is not None})  # a leader that did not answer names no producer: no episode
     stalls = EpisodeSync(m.LsoStallEpisode, {_stall_key(s.tp.topic, s.tp.partition): dict(
         topic=s.tp.topic, partition=s.tp.partition, started_at=ts(s.started_ms), last_seen_at=at,
         stalled_lso=s.stalled_lso, max_gap=s.max_gap, blocking_producer_id=s.blocking_producer_id,
@@ -73,13 +74,13 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
         for s in findings.lso_stalls},
         undecided={_stall_key(tp.topic, tp.partition) for tp, p in snapshot.partitions.items()
                    if p.last_stable_offset is None or p.high_watermark is None})
-    inserts = [(m.TransactionTransition.__table__, transitions), (m.VerificationSample.__table__, verification),
-               (m.ConsumerLagSample.__table__, lags)]
+    inserts: list[tuple[Table, list[dict[str, Any]]]] = [(m.table(m.TransactionTransition), transitions), (m.table(m.VerificationSample), verification),
+               (m.table(m.ConsumerLagSample), lags)]
     return inserts, [hanging, stalls]
 
 
 def sync_episodes(session: Session, cluster_id: int, sync: EpisodeSync, at: datetime) -> None:
-    model = sync.model
+    model: Any = sync.model  # either episode model; both have the columns used here
     is_hanging = model is m.HangingEpisode
     end_column = "resolved_at" if is_hanging else "ended_at"
     open_rows = session.scalars(select(model).where(model.cluster_id == cluster_id,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
 
+from alembic import command
 from txnwatch.store.db import normalise_url
 
 ALEMBIC_DIR_ENV = "TXNWATCH_ALEMBIC_DIR"

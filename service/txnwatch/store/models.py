@@ -9,7 +9,7 @@ Indexes follow the API's queries: "latest per cluster/partition", "open episodes
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from sqlalchemy import (
     JSON,
@@ -22,6 +22,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -58,7 +59,12 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
-    type_annotation_map = {datetime: UtcDateTime(), int: BigInteger(), dict[str, Any]: JSON()}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UtcDateTime(), int: BigInteger(), dict[str, Any]: JSON()}
+
+
+def table(model: type[Base]) -> Table:
+    """The Core table of a mapped class, typed as such (SQLAlchemy types ``__table__`` as a FromClause)."""
+    return cast(Table, model.__table__)
 
 
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite autoincrements INTEGER PRIMARY KEY only

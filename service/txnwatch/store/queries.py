@@ -34,7 +34,7 @@ from sqlalchemy import (
     true,
     tuple_,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from txnwatch.model import TxnState
 from txnwatch.store import models as m
@@ -44,21 +44,23 @@ OPEN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
 NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
 
 Keyset = tuple[Any, ...]
+#: A column as queries pass it: a mapped attribute or an expression.
+Col = ColumnElement[Any] | InstrumentedAttribute[Any]
 
 
-def _after(columns: Sequence[ColumnElement[Any]], after: Keyset | None, descending: bool) -> ColumnElement[bool]:
+def _after(columns: Sequence[Col], after: Keyset | None, descending: bool) -> ColumnElement[bool]:
     """Rows strictly past ``after`` in (columns...) order; a row-value comparison both backends index."""
     if after is None:
         return true()
-    left, right = tuple_(*columns), tuple_(*(_bind_like(c, v) for c, v in zip(columns, after)))
+    left, right = tuple_(*columns), tuple_(*(_bind_like(c, v) for c, v in zip(columns, after, strict=False)))
     return left < right if descending else left > right
 
 
-def _bind_like(column: ColumnElement[Any], value: Any) -> ColumnElement[Any]:
+def _bind_like(column: Col, value: Any) -> ColumnElement[Any]:
     return literal(value, type_=column.type)
 
 
-def _any_of(column: ColumnElement[Any], values: Collection[Any]) -> ColumnElement[bool]:
+def _any_of(column: Col, values: Collection[Any]) -> ColumnElement[bool]:
     """``column IN values`` as equalities: an IN list is re-rendered on every execution, these stay in the
     compiled-statement cache (measurable on the hottest list queries)."""
     values = list(values)
@@ -67,7 +69,7 @@ def _any_of(column: ColumnElement[Any], values: Collection[Any]) -> ColumnElemen
     return column == values[0] if len(values) == 1 else or_(*(column == v for v in values))
 
 
-def _order(columns: Sequence[ColumnElement[Any]], descending: bool) -> list[ColumnElement[Any]]:
+def _order(columns: Sequence[Col], descending: bool) -> list[ColumnElement[Any]]:
     return [c.desc() if descending else c.asc() for c in columns]
 
 
@@ -77,7 +79,7 @@ def _with_cluster_name(model: type[m.Base]) -> Select[Any]:
     return select(*table.c, m.Cluster.name.label("cluster_name")).join(m.Cluster, m.Cluster.id == table.c.cluster_id)
 
 
-def _bytewise(session: Session, column: ColumnElement[str]) -> ColumnElement[str]:
+def _bytewise(session: Session, column: Col) -> Col:
     """Order names by their bytes on PostgreSQL as SQLite does: the same order on both backends, whatever
     the database's locale, and no locale-aware comparisons in sorts and cursors."""
     return column.collate("C") if _dialect(session) == "postgresql" else column
@@ -94,7 +96,7 @@ def cluster_ids(session: Session, names: Iterable[str] | None = None) -> dict[st
     stmt = select(m.Cluster.name, m.Cluster.id)
     if names is not None:
         stmt = stmt.where(m.Cluster.name.in_(list(names)))
-    return {name: id_ for name, id_ in session.execute(stmt)}
+    return {row.name: row.id for row in session.execute(stmt)}
 
 
 def cluster_records(session: Session, names: Iterable[str] | None = None) -> dict[str, m.Cluster]:
@@ -186,8 +188,10 @@ _AGE_KEY = case((and_(_any_of(_T.state, OPEN_STATES), _T.txn_started_at.is_not(N
                 else_=_bind_like(_T.txn_started_at, NO_AGE))
 
 
-def _txn_key_column(sort: TxnSort) -> ColumnElement[Any]:
-    return {TxnSort.AGE: _AGE_KEY, TxnSort.TRANSACTIONAL_ID: _T.transactional_id, TxnSort.STATE: _T.state}[sort]
+def _txn_key_column(sort: TxnSort) -> Col:
+    keys: dict[TxnSort, Col] = {TxnSort.AGE: _AGE_KEY, TxnSort.TRANSACTIONAL_ID: _T.transactional_id,
+                                 TxnSort.STATE: _T.state}
+    return keys[sort]
 
 
 def txn_sort_key(txn: Row[Any] | m.TransactionState, sort: TxnSort) -> Keyset:

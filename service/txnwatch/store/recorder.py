@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Table, update
+from sqlalchemy import Table, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -67,7 +67,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
         for p in sorted(snapshot.partitions.values(), key=lambda p: p.tp)
     ]
     states = [
-        Upsert(m.TransactionState.__table__, ("cluster_id", "transactional_id"), dict(
+        Upsert(m.table(m.TransactionState), ("cluster_id", "transactional_id"), dict(
             transactional_id=t.transactional_id, coordinator_id=t.coordinator_id, state=t.state.value,
             producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
             txn_started_at=ts(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions),
@@ -75,7 +75,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
         ), insert_only=("first_seen_at",))
         for t in snapshot.transactions.values()
     ]
-    return [(m.PartitionOffsetSample.__table__, samples)], states
+    return [(m.table(m.PartitionOffsetSample), samples)], states
 
 
 class Recorder:
@@ -133,7 +133,7 @@ class Recorder:
         if self._exact_history(cluster):
             # The transaction log tail writes this cluster's exact transitions; guesses between polls would
             # only duplicate them.
-            inserts = [(table, rows) for table, rows in inserts if table is not m.TransactionTransition.__table__]
+            inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.TransactionTransition)]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record
@@ -179,7 +179,7 @@ class Recorder:
         if record.ok:
             values["last_success_at"] = record.at
         session.execute(update(m.Cluster).where(m.Cluster.id == cluster_id).values(**values))
-        session.execute(m.Poll.__table__.insert().values(
+        session.execute(m.table(m.Poll).insert().values(
             cluster_id=cluster_id, started_at=record.at, duration_ms=record.duration_ms, ok=record.ok,
             error_count=record.error_count, error=record.error))
         for table, rows in record.inserts:
@@ -190,11 +190,11 @@ class Recorder:
         for episodes in record.episodes:
             sync_episodes(session, cluster_id, episodes, record.at)
         if record.txn_ids_seen is not None:
-            table = m.TransactionState.__table__
+            table = m.table(m.TransactionState)
             session.execute(
                 update(table)
                 .where(table.c.cluster_id == cluster_id, table.c.gone_at.is_(None),
-                       table.c.transactional_id.not_in(record.txn_ids_seen) if record.txn_ids_seen else True)
+                       table.c.transactional_id.not_in(record.txn_ids_seen) if record.txn_ids_seen else true())
                 .values(gone_at=record.at)
             )
 

@@ -41,7 +41,7 @@ def with_log_state(row: queries.TxnRow | None, logged: t.TxnLogId | None, cluste
         first_seen_at=getattr(base, "first_seen_at", None) or logged.last_update_at,
         last_seen_at=max(filter(None, (getattr(base, "last_seen_at", None), logged.last_update_at))),
         gone_at=getattr(base, "gone_at", None))
-    return queries.TxnRow(SimpleNamespace(**fields), cluster, row.hanging if row is not None else False)  # type: ignore[arg-type]
+    return queries.TxnRow(SimpleNamespace(**fields), cluster, row.hanging if row is not None else False)  # type: ignore[arg-type]  # TxnRow reads attributes; a namespace of the same fields stands in for the row
 
 
 _FIELDS = ("id", "observed_at", "from_state", "to_state", "producer_id", "producer_epoch", "prev_producer_id",

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from txnwatch.model import (ClusterSnapshot, GroupSnapshot, ListedTransaction, PartitionSnapshot, ProducerState,
-                            RequestError, TopicPartition, TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    GroupSnapshot,
+    ListedTransaction,
+    PartitionSnapshot,
+    ProducerState,
+    RequestError,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 
 TP = TopicPartition("orders", 0)
 TP1 = TopicPartition("orders", 1)

@@ -6,25 +6,24 @@ from dataclasses import replace
 
 import pytest
 
+from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
 from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate, event_counts
 from txnwatch.detect import lso as lso_detect
 from txnwatch.model import GroupSnapshot, HangingReason, TxnState
 
-from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
-
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000, verification_grace_ms=10_000)
 
 
-def _polls() -> list:  # type: ignore[type-arg]
+def _polls() -> list:
     """A transaction opens on TP at offset 10 and never ends; the coordinator only knows TP1."""
-    def at(ms: int, hwm: int, state: TxnState = TxnState.ONGOING):  # type: ignore[no-untyped-def]
+    def at(ms: int, hwm: int, state: TxnState = TxnState.ONGOING):
         return snapshot(at=ms, partitions=(partition(hwm=hwm, lso=10, producers=(producer(start=10, last_ms=0),)),),
                         txns=(txn(state=state, partitions=(TP1,), start=0, timeout=60_000),),
                         groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 10}),))
     return [at(0, 20), at(15_000, 30), at(31_000, 40), at(MAX_TIMEOUT + 1, 50)]
 
 
-def _run(polls: list) -> list[Findings]:  # type: ignore[type-arg]
+def _run(polls: list) -> list[Findings]:
     state, out = INITIAL, []
     for snap in polls:
         state, findings = evaluate(state, snap, snap.taken_at_ms, S)

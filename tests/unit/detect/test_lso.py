@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from tests.unit.detect.builders import TP1, partition, producer, snapshot, txn
 from txnwatch.detect import lso
 from txnwatch.detect.settings import DetectionSettings
-
-from tests.unit.detect.builders import TP1, partition, producer, snapshot, txn
 
 S = DetectionSettings(lso_stall_ms=30_000, verification_grace_ms=10_000)
 
 
-def run_lso(*polls: tuple[int, int | None, int | None]) -> tuple[list, list]:  # type: ignore[type-arg]
-    tracks: dict = {}  # type: ignore[type-arg]
-    active: list = []  # type: ignore[type-arg]
-    ended_all: list = []  # type: ignore[type-arg]
+def run_lso(*polls: tuple[int, int | None, int | None]) -> tuple[list, list]:
+    tracks: dict = {}
+    active: list = []
+    ended_all: list = []
     for at, lso_value, hwm in polls:
         blocker = producer(pid=9, epoch=3, start=lso_value, last_ms=at) if lso_value is not None else None
         snap = snapshot(partitions=(partition(hwm=hwm, lso=lso_value, producers=(blocker,) if blocker else ()),),

@@ -6,8 +6,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate
-from txnwatch.model import (ClusterSnapshot, GroupSnapshot, ListedTransaction, PartitionSnapshot, ProducerState,
-                            RequestError, TopicPartition, TransactionDescription, TxnState)
+from txnwatch.model import (
+    ClusterSnapshot,
+    GroupSnapshot,
+    ListedTransaction,
+    PartitionSnapshot,
+    ProducerState,
+    RequestError,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
 
 TPS = [TopicPartition("t", i) for i in range(3)]
 PIDS = [1, 2, 3]
@@ -83,7 +92,7 @@ def _coordinator_vouches(snap: ClusterSnapshot, tp: TopicPartition, producer_id:
 @EXAMPLES
 @given(sequences())
 def test_hanging_verdicts_only_on_evidence(seq: list[ClusterSnapshot]) -> None:
-    for snap, findings in zip(seq, _run(seq)):
+    for snap, findings in zip(seq, _run(seq), strict=False):
         undetermined = {(u.tp, u.producer_id) for u in findings.undetermined}
         for h in findings.hanging:
             assert not _coordinator_vouches(snap, h.tp, h.producer_id)
@@ -101,7 +110,7 @@ def test_hanging_verdicts_only_on_evidence(seq: list[ClusterSnapshot]) -> None:
 def test_no_coordinator_answering_means_no_hanging_verdict_but_for_unlisted_producers(
         seq: list[ClusterSnapshot]) -> None:
     """Even answers that contradict the failure (a description, TRANSACTIONAL_ID_NOT_FOUND) are not evidence."""
-    for snap, findings in zip(seq, _run(seq)):
+    for snap, findings in zip(seq, _run(seq), strict=False):
         for h in findings.hanging:
             assert snap.listing_complete and not snap.transactional_ids_for_producer(h.producer_id)
 
@@ -109,7 +118,7 @@ def test_no_coordinator_answering_means_no_hanging_verdict_but_for_unlisted_prod
 @EXAMPLES
 @given(sequences())
 def test_episodes_samples_and_lags_are_consistent(seq: list[ClusterSnapshot]) -> None:
-    for snap, findings in zip(seq, _run(seq)):
+    for snap, findings in zip(seq, _run(seq), strict=False):
         for stall in findings.lso_stalls:
             assert stall.last_seen_ms - stall.started_ms >= SETTINGS.lso_stall_ms
             partition = snap.partitions.get(stall.tp)

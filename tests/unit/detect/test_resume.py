@@ -7,16 +7,15 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 from txnwatch import detect
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import LsoStall, TxnState
-
-from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
+from txnwatch.model import ClusterSnapshot, LsoStall, TransactionDescription, TxnState
 
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000)
 
 
-def stalled_at(at: int, lso: int = 10, hwm: int = 40) -> object:
+def stalled_at(at: int, lso: int = 10, hwm: int = 40) -> ClusterSnapshot:
     blocker = producer(pid=9, epoch=3, start=lso, last_ms=0)
     return snapshot(partitions=(partition(hwm=hwm, lso=lso, producers=(blocker,)),),
                     txns=(txn(txn_id="blocker", pid=9, epoch=3),), at=at)
@@ -86,7 +85,7 @@ def test_a_restart_at_any_poll_keeps_every_open_episode(steps: list[tuple[int, i
             resumed_state = detect.resumed(findings.lso_stalls, state.prepare_since, {})
 
 
-def open_on_partition(at: int, *, last_write: int, coordinator: tuple = ()) -> object:  # type: ignore[type-arg]
+def open_on_partition(at: int, *, last_write: int, coordinator: tuple[TransactionDescription, ...] = ()) -> ClusterSnapshot:
     """Producer 7 holds a transaction open on TP, last written at ``last_write``."""
     return snapshot(partitions=(partition(hwm=40, lso=10, producers=(producer(pid=7, start=10, last_ms=last_write),)),),
                     txns=coordinator, at=at)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from tests.unit.detect.builders import snapshot, txn
 from txnwatch.detect import transitions
 from txnwatch.model import ListedTransaction, TxnState
 
-from tests.unit.detect.builders import snapshot, txn
-
-O, PC, PA, CC, CA, E = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
+# One letter per state keeps the transition tables readable.
+O, PC, PA, CC, CA, E = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,  # noqa: E741
                         TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.EMPTY)
 
 
-def events(prev, cur, now=1_000):  # type: ignore[no-untyped-def]
+def events(prev, cur, now=1_000):
     return transitions.derive_events(prev, cur, now)
 
 

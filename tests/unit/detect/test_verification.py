@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot, txn
 from txnwatch.detect import verification
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.model import TxnState
-
-from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot, txn
 
 S = DetectionSettings(lso_stall_ms=30_000, verification_grace_ms=10_000)
 
@@ -44,7 +43,7 @@ def test_verification_keeps_clocks_of_partitions_it_could_not_ask() -> None:
     open_p = partition(producers=(producer(pid=7, start=10),))
     pending, _ = verification.check({}, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP1,)),)), 0, S)
     pending, blind = verification.check(pending, snapshot(partitions=(partition(producers=None),)), 5_000, S)
-    assert blind.checks == 0 and list(pending.values())[0].first_seen_ms == 0
+    assert blind.checks == 0 and next(iter(pending.values())).first_seen_ms == 0
     _, seen = verification.check(pending, snapshot(partitions=(open_p,), txns=(txn(partitions=(TP,)),)), 9_000, S)
     assert [s.verification_ms for s in seen.samples] == [9_000]
 

@@ -28,6 +28,7 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
     view_at = _ms(view.last_poll_at_ms) if view is not None else None
     db_at = record.last_poll_at if record is not None else None
     if view is not None and view_at is not None and (db_at is None or view_at >= db_at):
+        last_poll: datetime | None
         up, last_poll, last_error = view.up, view_at, view.last_error
     elif record is not None:
         up, last_poll, last_error = record.up, record.last_poll_at, record.last_error

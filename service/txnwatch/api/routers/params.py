@@ -48,7 +48,7 @@ def decode_cursor(token: str | None, kind: str, types: Sequence[type]) -> tuple[
         got_kind, values = json.loads(raw)
         if got_kind != kind or not isinstance(values, list) or len(values) != len(types):
             raise ValueError
-        return tuple(_typed(value, type_) for value, type_ in zip(values, types))
+        return tuple(_typed(value, type_) for value, type_ in zip(values, types, strict=False))
     except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
         raise invalid("cursor", "invalid cursor: pass the next_cursor of a previous page requested with the same "
                                 "sort and order", token) from None

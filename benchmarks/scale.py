@@ -1,0 +1,215 @@
+"""Issue 18 item 2: one poll's in-process cost on a big cluster, without Kafka.
+
+Default scale: 100,000 partitions (2,000 topics of 50), 100,000 group partitions (2,000 groups
+committing on 50 partitions each) and 50,000 transactional ids (500 open, 50 of them hanging).
+Broker answers are synthesised as the attribute trees kafka-python's decoder yields and go through
+the real parsers (txnwatch.kafka.parse: ListTransactions, DescribeTransactions, DescribeProducers,
+ListOffsets x2, OffsetFetch), are assembled into a ClusterSnapshot, run through the real detection
+(txnwatch.detect.evaluate) and published into LatestState, as the collector does.  Wire decoding and
+network time are not in here (benchmarks/poll.py measures those on a real lab).
+
+Each scale point runs in a fresh interpreter so its RSS is its own; the memory constant is the slope
+of RSS over objects (partitions + group partitions + ids) between the points.  Figures are printed
+next to the goals (poll <= 5 s, RSS <= 1 GB on 2 cores); nothing is asserted.
+
+    .venv/bin/python benchmarks/scale.py                      # 25 %, 50 %, 100 % of the default scale
+    .venv/bin/python benchmarks/scale.py --profile            # plus where a poll's time goes
+    .venv/bin/python benchmarks/scale.py --partitions 20000 --group-partitions 20000 --ids 10000
+
+--profile uses pyinstrument when installed (``pip install pyinstrument``, an optional benchmark
+tool: ``pip install -e '.[bench]'``), else the standard library's cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace as NS
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+
+GOAL_POLL_S = 5.0
+GOAL_RSS_MB = 1024
+PER_TOPIC = 50
+BROKERS = 3
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dict[str, Any]:
+    """The brokers' answers of one poll, shaped as kafka-python decodes them."""
+    topics = max(1, partitions // PER_TOPIC)
+    names = [f"topic-{t:05d}" for t in range(topics)]
+    open_ids = max(1, ids // 100)
+    hanging = max(1, open_ids // 10)
+    open_on: dict[tuple[str, int], int] = {}
+    txn_rows, listed_rows = [], []
+    for i in range(ids):
+        txn_id = f"app-{i % 40:02d}-task-{i:06d}"
+        tp = (names[i * 7 % topics], i % PER_TOPIC)
+        is_open = i < open_ids
+        if is_open:
+            open_on[tp] = 1_000 + i
+        state = "Ongoing" if is_open else ("CompleteCommit" if i % 3 else "Empty")
+        if is_open and i < hanging:
+            continue  # open on its partition, unknown to the coordinator: hanging
+        listed_rows.append(NS(transactional_id=txn_id, producer_id=1_000 + i, transaction_state=state))
+        txn_rows.append(NS(error_code=0, transactional_id=txn_id, transaction_state=state, transaction_timeout_ms=60_000,
+                           transaction_start_time_ms=at_ms - 120_000 if is_open else -1, producer_id=1_000 + i,
+                           producer_epoch=0, topics=[NS(topic=tp[0], partitions=[tp[1]])] if is_open else []))
+
+    def producers(name: str, p: int) -> list[Any]:
+        pid = open_on.get((name, p))
+        return [] if pid is None else [NS(producer_id=pid, producer_epoch=0, last_sequence=5,
+                                          last_timestamp=at_ms - 3_600_000, coordinator_epoch=0,
+                                          current_txn_start_offset=9_000)]
+
+    described = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0, error_message=None,
+                                                    active_producers=producers(n, p)) for p in range(PER_TOPIC)])
+                           for n in names])
+    hwm = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0, offset=10_000 + p + at_ms // 1000 % 1000)
+                                            for p in range(PER_TOPIC)]) for n in names])
+    lso = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0,
+                                               offset=9_000 if (n, p) in open_on else 10_000 + p + at_ms // 1000 % 1000)
+                                            for p in range(PER_TOPIC)]) for n in names])
+    groups = max(1, group_partitions // PER_TOPIC)
+    fetched = NS(groups=[NS(group_id=f"group-{g:05d}", error_code=0, topics=[
+        NS(name=names[g % topics], partitions=[NS(partition_index=p, error_code=0, committed_offset=8_500)
+                                               for p in range(PER_TOPIC)])]) for g in range(groups)])
+    return {"listed": NS(error_code=0, transaction_states=listed_rows),
+            "described": NS(transaction_states=txn_rows), "producers": described, "hwm": hwm, "lso": lso,
+            "offsets": fetched}
+
+
+def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tuple[Any, dict[str, float]]:
+    """Parse, assemble, detect, publish: the CPU part of one poll.  Returns the detector and stage times."""
+    from txnwatch import detect
+    from txnwatch.kafka import parse
+    from txnwatch.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot
+
+    stages: dict[str, float] = {}
+    t = time.perf_counter()
+    listed = parse.parse_list_transactions(replies["listed"], 0).value or ()
+    txns = parse.parse_describe_transactions(replies["described"], 0).value
+    producers = parse.parse_describe_producers(replies["producers"], 0).value
+    hwm = parse.parse_list_offsets(replies["hwm"], 0, "latest/read_uncommitted").value
+    lso = parse.parse_list_offsets(replies["lso"], 0, "latest/read_committed").value
+    committed = parse.parse_offset_fetch(replies["offsets"]).value
+    stages["parse_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    parts = {tp: PartitionSnapshot(tp, leader=n % BROKERS, high_watermark=hwm.get(tp), last_stable_offset=lso.get(tp),
+                                   log_start_offset=0, producers=producers.get(tp))
+             for n, tp in enumerate(hwm)}
+    groups = {gid: GroupSnapshot(gid, "Stable", "consumer", offsets) for gid, offsets in committed.items()}
+    snap = ClusterSnapshot(cluster="bench", taken_at_ms=at_ms, duration_ms=1_000, listed=tuple(listed),
+                           transactions=txns, partitions=parts, groups=groups, max_transaction_timeout_ms=900_000)
+    stages["assemble_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    detector, findings = detect.evaluate(detector, snap, at_ms)
+    stages["detect_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    state.update("bench", up=True, polls=1, last_poll_at_ms=at_ms, last_success_at_ms=at_ms, last_poll_duration_ms=1_000,
+                 snapshot=snap, findings=findings)
+    stages["publish_s"] = time.perf_counter() - t
+    stages["poll_s"] = sum(stages.values())
+    stages["hanging"] = float(len(findings.hanging))
+    return detector, stages
+
+
+def child(partitions: int, group_partitions: int, ids: int, polls: int, profile: bool) -> dict[str, Any]:
+    from txnwatch import detect
+    from txnwatch.state import LatestState
+
+    base_mb = _rss_mb()
+    state, detector = LatestState(["bench"]), detect.INITIAL
+    now = int(time.time() * 1000)
+    runs = []
+    for k in range(polls):  # each poll gets fresh answers, as from the wire; the previous poll's are dropped
+        at = now + k * 15_000
+        replies = answers(at, partitions, group_partitions, ids)
+        detector, stages = poll(state, detector, replies, at)
+        del replies
+        runs.append(stages)
+    rss = _rss_mb()
+    result: dict[str, Any] = {"base_mb": base_mb, "rss_mb": rss, "hanging": runs[-1]["hanging"],
+                              **{k: statistics.median(r[k] for r in runs[1:] or runs)
+                                 for k in ("parse_s", "assemble_s", "detect_s", "publish_s", "poll_s")}}
+    if profile:
+        at = now + polls * 15_000
+        replies = answers(at, partitions, group_partitions, ids)
+        try:
+            from pyinstrument import Profiler  # type: ignore[import-not-found,unused-ignore]  # optional: [bench]
+            profiler = Profiler(interval=0.001)
+            profiler.start()
+            poll(state, detector, replies, at)
+            profiler.stop()
+            result["profile"] = profiler.output_text(unicode=False, color=False, show_all=False)
+        except ImportError:
+            import cProfile
+            import io
+            import pstats
+            prof = cProfile.Profile()
+            prof.runcall(poll, state, detector, replies, at)
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+            result["profile"] = "(cProfile; pip install pyinstrument for a call tree)\n" + out.getvalue()
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--group-partitions", type=int, default=100_000)
+    parser.add_argument("--ids", type=int, default=50_000)
+    parser.add_argument("--polls", type=int, default=3)
+    parser.add_argument("--fractions", default="0.25,0.5,1", help="scale points, for the memory constant")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.partitions, args.group_partitions, args.ids, args.polls, args.profile)))
+        return 0
+
+    print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} (shared machines move these a lot)")
+    points = []
+    fractions = [float(f) for f in args.fractions.split(",")]
+    for frac in fractions:
+        p, g, i = (int(args.partitions * frac), int(args.group_partitions * frac), int(args.ids * frac))
+        cmd = [sys.executable, __file__, "--child", "--partitions", str(p), "--group-partitions", str(g),
+               "--ids", str(i), "--polls", str(args.polls)] + (["--profile"] if args.profile and frac == fractions[-1] else [])
+        out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        objects = p + g + i
+        points.append((objects, out))
+        print(f"{p:>7,} partitions {g:>7,} group partitions {i:>6,} ids: poll {out['poll_s']:.2f} s "
+              f"(parse {out['parse_s']:.2f}, assemble {out['assemble_s']:.2f}, detect {out['detect_s']:.2f}, "
+              f"publish {out['publish_s']:.2f}), RSS {out['rss_mb']:.0f} MB (idle {out['base_mb']:.0f} MB), "
+              f"{out['hanging']:.0f} hanging")
+    if len(points) >= 2:
+        (o1, a), (o2, b) = points[0], points[-1]
+        per_obj_kb = (b["rss_mb"] - a["rss_mb"]) * 1024 / max(1, o2 - o1)
+        print(f"memory growth: {per_obj_kb:.2f} KB per object (partition, group partition or id), "
+              f"RSS ~ {a['rss_mb'] - per_obj_kb * o1 / 1024:.0f} MB + {per_obj_kb:.2f} KB x objects")
+    objects, top = points[-1]
+    print(f"goals at {objects:,} objects: poll {top['poll_s']:.2f} s vs <= {GOAL_POLL_S:g} s "
+          f"(ratio {top['poll_s'] / GOAL_POLL_S:.2f}); RSS {top['rss_mb']:.0f} MB vs <= {GOAL_RSS_MB} MB "
+          f"(ratio {top['rss_mb'] / GOAL_RSS_MB:.2f})")
+    if "profile" in top:
+        print(top["profile"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

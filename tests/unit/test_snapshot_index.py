@@ -1,0 +1,25 @@
+"""ClusterSnapshot.transactional_ids_for_producer: the per-snapshot index answers as a scan of ``listed`` does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from txnwatch.model import ClusterSnapshot, ListedTransaction, TxnState
+
+_listed = st.lists(st.builds(ListedTransaction, st.text(min_size=1, max_size=5), st.integers(0, 5),
+                             st.just(TxnState.ONGOING), st.integers(0, 2)), max_size=30)
+
+
+@given(_listed, st.integers(-1, 6))
+def test_index_equals_a_scan_in_listing_order(listed: list[ListedTransaction], producer_id: int) -> None:
+    snap = ClusterSnapshot(cluster="c", taken_at_ms=0, duration_ms=0, listed=tuple(listed))
+    scan = tuple(t.transactional_id for t in listed if t.producer_id == producer_id)
+    assert snap.transactional_ids_for_producer(producer_id) == scan
+    assert snap.transactional_ids_for_producer(producer_id) == scan  # second call: from the index
+    # a copy with another listing must not reuse the first snapshot's index
+    other = dataclasses.replace(snap, listed=tuple(reversed(listed)))
+    assert other.transactional_ids_for_producer(producer_id) == tuple(reversed(scan))
+    assert snap == dataclasses.replace(snap)  # the cache takes no part in equality
