@@ -23,3 +23,10 @@ def test_index_equals_a_scan_in_listing_order(listed: list[ListedTransaction], p
     other = dataclasses.replace(snap, listed=tuple(reversed(listed)))
     assert other.transactional_ids_for_producer(producer_id) == tuple(reversed(scan))
     assert snap == dataclasses.replace(snap)  # the cache takes no part in equality
+
+
+@given(st.one_of(st.none(), st.text(max_size=20), st.sampled_from([s.value for s in TxnState]),
+                 st.sampled_from([s.value.upper() for s in TxnState])))
+def test_state_parse_is_a_case_insensitive_lookup_with_unknown_fallback(raw: str | None) -> None:
+    scan = next((s for s in TxnState if raw and s.value.lower() == raw.lower()), TxnState.UNKNOWN)
+    assert TxnState.parse(raw) is scan
