@@ -166,7 +166,13 @@ class ClusterCollector:
         self._notify(snapshot, findings, None, now_ms)
 
     def _back_early(self, now: float) -> bool:
-        """A tick inside the backoff: probe; True when the cluster is back and the full poll should run now."""
+        """A tick inside the backoff: report the cluster still down, then probe; True when it is back.
+
+        The report comes first: a probe of a cut-off cluster blocks for up to ``connect_timeout_ms``
+        (several intervals), and a page that waited for it would go out that much later.
+        """
+        view = self._state.get(self.name)
+        self._still_down((view.last_error if view else None) or "unreachable", now)
         error = self._probe()
         if error is None and self._probe_failed:
             self._probe_failed = False
@@ -174,8 +180,9 @@ class ClusterCollector:
             return True
         if error is not None:
             self._probe_failed = True
-        view = self._state.get(self.name)
-        standing = error or (view.last_error if view else None) or "unreachable"
+        return False
+
+    def _still_down(self, standing: str, now: float) -> None:
         for sink in self._sinks:
             still_down = getattr(sink, "on_still_down", None)
             if still_down is None:
@@ -187,7 +194,6 @@ class ClusterCollector:
                 streak.failed(exc, extra=self._log_context())
             else:
                 streak.ok(extra=self._log_context())
-        return False
 
     def _probe(self) -> str | None:
         """None if the cluster answers a bootstrap (or the poller cannot probe), else why not."""

@@ -25,7 +25,7 @@ from txnwatch.logbudget import FailureStreak
 
 log = logging.getLogger(__name__)
 
-GAP_POLLS = 5  # missed polls after which a pending alert's `for` starts over
+GAP_POLLS = 5  # missed ticks (interval + connect timeout each) after which a pending alert's `for` starts over
 HOUSEKEEPING = "*"  # the fleet-wide lease (txnwatch.fleet.balance.HOUSEKEEPING)
 
 
@@ -42,6 +42,18 @@ def runbook_document_url(settings: Settings) -> str:
     if settings.public_url and settings.console.enabled:
         return settings.public_url.rstrip("/") + "/console/runbooks"
     return DEFAULT_RUNBOOK_URL
+
+
+def slowest_tick_seconds(settings: Settings) -> float:
+    """The longest a cluster's reports may legitimately be apart: its interval plus its connect timeout.
+
+    A down cluster is reported once per tick, and each tick of a backed-off cluster first probes it
+    (a bootstrap bounded by ``connect_timeout_ms``, not by the interval): a 1 s interval with the 5 s
+    default connect timeout reports every ~6 s.  A gap window of poll intervals alone (5 s there)
+    restarted ``cluster_down``'s ``for:`` on every report, so a long outage never paged.
+    """
+    ticks = [settings.interval_for(c) + c.connect_timeout_ms / 1000 for c in settings.clusters]
+    return max(ticks or [settings.poll_interval_seconds])
 
 
 class Alerting:
@@ -88,10 +100,9 @@ class Alerting:
         notifiers.update(extra_notifiers or {})
         if not notifiers:
             log.info("alerting: no notifier enabled; alerts are tracked in the database and the API only")
-        slowest_poll = max([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
         return cls(sessions, effective_rules(settings.alert_rules), notifiers,
                    max_attempts=settings.pagerduty.max_attempts, leading=leading,
-                   max_gap_seconds=GAP_POLLS * slowest_poll, metrics=metrics, leases=leases)
+                   max_gap_seconds=GAP_POLLS * slowest_tick_seconds(settings), metrics=metrics, leases=leases)
 
     def evaluate(self, cluster: str, conditions: Iterable[Condition], now: datetime) -> EvaluationResult:
         """One poll's complete condition set for ``cluster``, in its own transaction; wakes delivery if it paged.
