@@ -96,6 +96,33 @@ def test_cluster_down_fires_within_for_plus_one_interval_despite_backoff(session
     assert cluster.polls <= 6, f"{cluster.polls} full polls in 2 min: the backoff no longer spaces them out"
 
 
+class SlowProbeCluster(Cluster):
+    """A cut-off cluster whose bootstrap waits out the default 5 s connect timeout (far past the 1 s interval)."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def probe(self) -> None:
+        self.clock[0] += 5.0
+        super().probe()
+
+
+def test_cluster_down_fires_when_each_probe_outlasts_the_interval(sessions: sessionmaker[Session]) -> None:
+    """Reports ~6 s apart (interval + connect timeout) are not a gap in watching: for: must not restart."""
+    clock = [1_000_000.0]
+    cluster = SlowProbeCluster(clock)
+    collector = build(sessions, cluster, clock)
+    start, fired_after = clock[0], None
+    for _ in range(40):
+        collector.poll_once()
+        if fired_after is None and cluster_down_state(sessions) == "firing":
+            fired_after = clock[0] - start
+        clock[0] += INTERVAL_S
+    assert fired_after is not None, "cluster_down never fired: each slow probe restarted its for: clock"
+    assert fired_after <= FOR_S + INTERVAL_S + 5.0 + 5.0  # one tick of interval + connect timeout, and its probe
+
+
 def test_polling_resumes_within_one_interval_of_the_clusters_return(sessions: sessionmaker[Session]) -> None:
     clock, cluster = [1_000_000.0], Cluster()
     collector = build(sessions, cluster, clock)
