@@ -36,9 +36,10 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # kafka-python logs every reconnect at WARNING/ERROR; txnwatch reports cluster health itself.
-    # A broker outage made it log an ERROR per connection attempt: silenced unless debugging (the collector
-    # logs each cluster's down/up transitions itself, see logbudget.py).
-    logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.CRITICAL)
+    # A broker outage made it log an ERROR per connection attempt (the collector logs each cluster's down/up
+    # transitions itself, see logbudget.py).  Silenced even at DEBUG: kafka-python's DEBUG lines print SASL
+    # request bytes (PLAIN passwords, OAuth tokens), and no txnwatch log level may leak a credential.
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     # httpx logs whole request URLs at INFO, and webhook URLs carry their secret.

@@ -94,6 +94,8 @@ class RequestError:
     name: str
     message: str = ""
     error_class: ErrorClass = ErrorClass.UNKNOWN
+    #: What to do about it (KIP-1050's remediation for the class), set by the Kafka layer with the class.
+    advice: str = ""
 
 
 class ClusterUnreachable(Exception):

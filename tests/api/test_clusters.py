@@ -74,3 +74,30 @@ def test_configured_cluster_never_polled(seeded: Seeded) -> None:
             assert client.get("/api/v1/consumer-groups/dr/orders-consumer").status_code == 404
     finally:
         runtime.engine.dispose()
+
+
+def test_cluster_detail_names_failed_requests_with_kip1050_advice(seeded: Seeded) -> None:
+    """The latest poll's failed requests, each with its KIP-1050 class and what to do (the Kafka layer sets
+    both), so an operator sees why part of the cluster is unknown."""
+    from kafka.errors import TransactionalIdAuthorizationFailedError
+
+    from txnwatch.kafka.error_classes import classify
+    from txnwatch.kafka.errors import from_code, from_exception
+    from txnwatch.model import ClusterSnapshot
+
+    denied = from_code("DescribeTransactions", "payments-1", TransactionalIdAuthorizationFailedError.errno)
+    refused = from_exception("ListTransactions", "broker:2", ConnectionRefusedError("refused"))
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    now_ms = int(time.time() * 1000)
+    runtime.state.update(PROD, up=True, polls=1, last_poll_at_ms=now_ms, last_success_at_ms=now_ms,
+                         snapshot=ClusterSnapshot(cluster=PROD, taken_at_ms=now_ms, duration_ms=5,
+                                                  errors=(denied, refused)))
+    try:
+        with make_client(runtime) as client:
+            errors = ok(client, f"{URL}/{PROD}")["request_errors"]
+    finally:
+        runtime.engine.dispose()
+    assert [(e["api"], e["target"], e["error_class"]) for e in errors] == [
+        ("DescribeTransactions", "payments-1", "invalid-configuration"), ("ListTransactions", "broker:2", "unknown")]
+    assert errors[0]["advice"] == classify("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")[1] and "Describe" in errors[0]["advice"]
+    assert errors[1]["advice"] == "" and "refused" in errors[1]["message"]

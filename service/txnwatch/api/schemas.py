@@ -44,12 +44,25 @@ class ClusterSummary(_Out):
                                            "(exact mode).")
 
 
+class RequestErrorOut(_Out):
+    api: str = Field(description="The Kafka API that failed, e.g. DescribeProducers.")
+    target: str = Field(description="What was asked: a broker, topic-partition, transactional id or group.")
+    name: str = Field(description="Kafka's error name (or the transport failure).")
+    error_class: str = Field(description="KIP-1050 class: retriable, refresh-retriable, abortable, "
+                                         "application-recoverable, invalid-configuration or unknown.")
+    advice: str = Field(description="What to do about it; empty where the message says it all.")
+    message: str
+
+
 class ClusterDetail(ClusterSummary):
     open_transactions: int = Field(description="Transactional ids the coordinators report in an open state "
                                                "(Ongoing, Prepare*): each pins the LSO of its partitions.")
     hanging_open: int = Field(description="Open hanging-transaction episodes.")
     lso_stalls_open: int = Field(description="Partitions whose LSO is stalled right now.")
     alerts_firing: int
+    request_errors: list[RequestErrorOut] = Field(default_factory=list, description=(
+        "Requests of this replica's latest poll that failed (at most 50): what they cover is unknown, never "
+        "taken as evidence, until a poll answers them."))
 
 
 # --- transactions ------------------------------------------------------------------------------------------

@@ -23,11 +23,18 @@ def error_class(code: int | None) -> ErrorClass:
     return ErrorClass.UNKNOWN if code is None else classify(code)[0]
 
 
+def _advice(code: int | None) -> str:
+    """The remediation an operator reads beside the error (cluster detail API); none for transport failures,
+    whose cause is in the message."""
+    return "" if code is None else classify(code)[1]
+
+
 def from_code(api: str, target: str, code: int, message: str | None = None) -> RequestError:
     kind = Errors.for_code(code)
     name = kind.message or kind.__name__
     return RequestError(api=api, target=target, code=code, name=name,
-                        message=message or kind.description or "", error_class=error_class(code))
+                        message=message or kind.description or "", error_class=error_class(code),
+                        advice=_advice(code))
 
 
 def from_exception(api: str, target: str, exc: BaseException, context: str = "") -> RequestError:
@@ -39,7 +46,7 @@ def from_exception(api: str, target: str, exc: BaseException, context: str = "")
     name = getattr(exc, "message", None) if code is not None else None
     detail = f"{context}: {exc}" if context else str(exc)
     return RequestError(api=api, target=target, code=code, name=name or type(exc).__name__,
-                        message=detail, error_class=error_class(code))
+                        message=detail, error_class=error_class(code), advice=_advice(code))
 
 
 def corrupt(api: str, target: str, detail: str) -> RequestError:

@@ -15,6 +15,7 @@ from txnwatch.store import models as m
 from txnwatch.store import queries
 
 router = APIRouter(prefix="/clusters", tags=["clusters"])
+MAX_ERRORS_SHOWN = 50
 
 
 def _ms(value: int | None) -> datetime | None:
@@ -73,5 +74,9 @@ def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) ->
     else:
         counts = queries.poll_counts(session, cluster.id).get(cluster.id, queries.PollCounts())
         activity = queries.cluster_activity(session, cluster.id)
-    summary = _summary(config, record, counts, runtime.state.get(cluster.name))
-    return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__})
+    view = runtime.state.get(cluster.name)
+    summary = _summary(config, record, counts, view)
+    snapshot = view.snapshot if view is not None else None
+    errors = [dict(api=e.api, target=e.target, name=e.name, error_class=e.error_class.value, advice=e.advice,
+                   message=e.message) for e in (snapshot.errors if snapshot is not None else ())[:MAX_ERRORS_SHOWN]]
+    return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors})
