@@ -163,8 +163,17 @@ def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab,
             "PrepareAbort", fault.coordinator, [(topic, 0)])
     finally:
         fault.clear()
-    wait_for(lambda: txn_state(admin, fault.transactional_id).state.value == "CompleteAbort", timeout=60,
-             what="CompleteAbort after restart")
+
+    def state_after_restart() -> str:
+        # A new client per try: one that found the coordinator before the restart can keep asking a broker
+        # that no longer coordinates the id and answer NotCoordinatorError until the wait runs out.
+        fresh = lab.admin()
+        try:
+            return str(txn_state(fresh, fault.transactional_id).state.value)
+        finally:
+            fresh.close()
+
+    wait_for(lambda: state_after_restart() == "CompleteAbort", timeout=60, what="CompleteAbort after restart")
 
 
 def test_coordinator_failover_moves_the_transactional_id(require_managed_lab, new_topic, ref):
