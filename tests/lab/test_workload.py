@@ -20,11 +20,16 @@ def test_steady_workload_commits_aborts_and_hides_aborted_data_from_read_committ
     scenario = Scenario(name="test", producers=2, transactions_per_second=5, abort_ratio=0.3, partitions=2)
     workload = Workload(lab_cluster.bootstrap_servers, scenario, topic_prefix=unique_topic_name("wl"), seed=7,
                         lab=lab_cluster)
-    stats = workload.run(duration=12, report_every=3)
-    assert stats.transactions_committed > 5 and stats.transactions_aborted > 0
-    assert stats.ctp_transactions > 0
     rc = f"{workload.prefix}-read-committed-0"
     ru = f"{workload.prefix}-read-uncommitted-0"
+    with workload:
+        # Until each part has been seen, not a fixed time: a loaded machine can take long over a consumer's first
+        # fetch (a fixed 12 s once ended with the read_committed consumer still joining).
+        wait_for(lambda: workload.stats.transactions_committed > 5 and workload.stats.transactions_aborted > 0
+                 and workload.stats.ctp_transactions > 0, timeout=90, what="commits, aborts and a CTP transaction")
+        wait_for(lambda: workload.stats.consumed.get(rc, 0) > 0 and workload.stats.aborted_records_seen.get(ru, 0) > 0,
+                 timeout=90, what="both consumers reading, read_uncommitted past an aborted record")
+    stats = workload.stats
     assert stats.consumed[rc] > 0
     assert stats.aborted_records_seen[rc] == 0  # the whole point of read_committed
     assert stats.aborted_records_seen[ru] > 0   # aborted data is in the log; read_uncommitted shows it
