@@ -10,7 +10,8 @@
 # writes only to /var/lib/txnwatch (SQLite file, Parquet archive; mount a volume there) and /tmp.
 #
 # Targets: `daemon` (default) and `pipeline` (adds PySpark; needs a BASE that also holds Java 17,
-# e.g. --build-arg BASE=<base with openjdk-17-jre-headless> --target pipeline).
+# e.g. --build-arg BASE=<base with openjdk-17-jre-headless> --target pipeline;
+# TXNWATCH_IMAGE_TARGET=pipeline scripts/build-image.sh makes that base and tags <version>-pipeline).
 ARG BASE=localhost/txnwatch-base:latest
 
 FROM ${BASE} AS daemon
@@ -47,11 +48,22 @@ LABEL org.opencontainers.image.title="txnwatch" \
       org.opencontainers.image.licenses="Apache-2.0"
 
 FROM daemon AS pipeline
-# PySpark for `txnwatch pipeline` (TXNWATCH_IMAGE_TARGET=pipeline puts its wheels in build/image/pipeline).
+# `txnwatch pipeline run` with a local Spark (the chart's CronJob, `local[*]` in the pod) or as the driver
+# of a Spark cluster. TXNWATCH_IMAGE_TARGET=pipeline scripts/build-image.sh puts PySpark's wheels in
+# build/image/pipeline and builds BASE with Debian's openjdk-17-jre-headless. The build fails here, with
+# the reason, if BASE has no Java 17+ or PySpark does not import: an image that cannot run the rollups
+# never gets a tag. Spark writes only under /tmp (SPARK_LOCAL_DIRS, the JVM's scratch files) and HOME.
 USER 0:0
 RUN --mount=type=bind,target=/context \
-    python3 -m venv /opt/txnwatch \
- && PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
+    { command -v java >/dev/null \
+      || { echo "the pipeline target needs a BASE with Java 17+ (Debian: openjdk-17-jre-headless)" >&2; exit 1; }; } \
+ && python3 -m venv /opt/txnwatch \
+ && PIP_NO_INDEX=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
     /opt/txnwatch/bin/pip install -q --find-links /context/build/image/pipeline /context/build/image/pipeline/*.whl \
- && /opt/txnwatch/bin/pip uninstall -q -y pip setuptools
+ && /opt/txnwatch/bin/pip uninstall -q -y pip setuptools \
+ && java -version \
+ && /opt/txnwatch/bin/python -c "import pyspark, txnwatch.pipeline.session as s; s.check_java(); print('pyspark', pyspark.__version__)"
+ENV SPARK_LOCAL_DIRS=/tmp
 USER 10001:10001
+LABEL org.opencontainers.image.title="txnwatch-pipeline" \
+      org.opencontainers.image.description="txnwatch's PySpark rollups over the Parquet history archive (Java 17, PySpark)"

@@ -3,14 +3,19 @@
 #   1. a Debian base (python3, python3-venv) made by debootstrap from Debian's mirror, cached under
 #      $TXNWATCH_CACHE/image keyed by its recipe, imported with `podman import`;
 #   2. `podman build` of the repository's Dockerfile with that base as the BASE build argument.
-# Prints the image name (ghcr.io/txnwatch/txnwatch:<pyproject version>) on stdout; progress goes to stderr.
+# Usage: scripts/build-image.sh [--name]
+# Prints the image name (ghcr.io/txnwatch/txnwatch:<pyproject version>, `-pipeline` appended to the tag for the
+# pipeline target) on stdout; progress, the build time and the image size go to stderr.
 #
 # Settings (environment):
 #   TXNWATCH_DEBIAN_MIRROR   Debian mirror for debootstrap. Default: the first Debian mirror in this
 #                            machine's apt sources (/etc/apt/sources.list{,.d}), else http://deb.debian.org/debian.
 #   TXNWATCH_DEBIAN_SUITE    Debian suite of the base (default bookworm: Python 3.11).
-#   TXNWATCH_IMAGE           image name to tag (default ghcr.io/txnwatch/txnwatch:<version>).
-#   TXNWATCH_IMAGE_TARGET    Dockerfile target (default daemon; `pipeline` needs a base with Java 17).
+#   TXNWATCH_IMAGE           image name to tag (default ghcr.io/txnwatch/txnwatch:<version>, and
+#                            ghcr.io/txnwatch/txnwatch:<version>-pipeline for the pipeline target: the name the
+#                            Helm chart's pipeline CronJob runs by default).
+#   TXNWATCH_IMAGE_TARGET    Dockerfile target: daemon (default) or pipeline (PySpark and Debian's
+#                            openjdk-17-jre-headless, which then goes into the debootstrap base).
 #   TXNWATCH_CACHE           cache root (default ~/.cache/txnwatch).
 #   PODMAN_STORAGE_ROOT      podman storage used for the build (default $TXNWATCH_CACHE/containers/storage,
 #                            vfs driver: works without fuse-overlayfs or kernel overlay support).
@@ -21,12 +26,20 @@ say() { printf '\033[1m==> [%3ds] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 die() { echo "build-image: $*" >&2; exit 1; }
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
-image=${TXNWATCH_IMAGE:-ghcr.io/txnwatch/txnwatch:$version}
 target=${TXNWATCH_IMAGE_TARGET:-daemon}
+case $target in
+  daemon) image=${TXNWATCH_IMAGE:-ghcr.io/txnwatch/txnwatch:$version} ;;
+  pipeline) image=${TXNWATCH_IMAGE:-ghcr.io/txnwatch/txnwatch:$version-pipeline} ;;
+  *) echo "build-image: TXNWATCH_IMAGE_TARGET must be daemon or pipeline, not '$target'" >&2; exit 2 ;;
+esac
 suite=${TXNWATCH_DEBIAN_SUITE:-bookworm}
 cache=${TXNWATCH_CACHE:-$HOME/.cache/txnwatch}
 storage=${PODMAN_STORAGE_ROOT:-$cache/containers/storage}
 runroot=${PODMAN_RUNROOT:-${XDG_RUNTIME_DIR:-/tmp}/txnwatch-podman-$(id -u)}
+
+# `--name`: print the image name this run would build and stop (the chart's tests compare it with the
+# chart's default images without building anything).
+if [[ ${1:-} == --name ]]; then echo "$image"; exit 0; fi
 
 debian_mirror() {
   # One-line ("deb URI suite ...") and deb822 ("URIs: ...") apt sources; the first that serves Debian's main archive.
@@ -46,8 +59,11 @@ done
 [[ $(id -u) -eq 0 ]] || die "debootstrap and podman's vfs storage need root here (or run rootless podman with your own BASE)"
 podman=(podman --root "$storage" --runroot "$runroot" --storage-driver vfs)
 
-# The base's recipe: what goes in and how it is trimmed. Any change here makes a new cache key.
+# The base's recipe: what goes in and how it is trimmed. Any change here makes a new cache key. The pipeline's
+# base adds Debian's Java 17 runtime (Spark 4 needs 17+); debootstrap resolves its dependencies and runs the
+# packages' scripts, so ca-certificates-java builds the JVM's trust store (cacerts) as apt would.
 base_packages=python3,python3-venv
+[[ $target == pipeline ]] && base_packages=$base_packages,openjdk-17-jre-headless
 recipe="suite=$suite variant=minbase include=$base_packages trim=doc,man,locale,apt-lists,debs v1"
 key=$(printf '%s' "$recipe" | sha1sum | cut -c1-12)
 base_image=localhost/txnwatch-base:$key
@@ -77,7 +93,7 @@ inputs=$( { echo "$target $base_image"; cat Dockerfile .containerignore pyprojec
             find service alembic -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
               | sort -z | xargs -0 sha1sum; } | sha1sum | cut -c1-16)
 if [[ "$("${podman[@]}" image inspect --format '{{ index .Labels "io.txnwatch.inputs" }}' "$image" 2>/dev/null)" == "$inputs" ]]; then
-  say "$image is current (inputs $inputs)"
+  say "$image is current (inputs $inputs), size $(( $("${podman[@]}" image inspect --format '{{ .Size }}' "$image") / 1000000 )) MB"
   echo "$image"; exit 0
 fi
 
@@ -99,7 +115,16 @@ if [[ ! -e $wheels/.complete ]]; then
   say "pip download of the image's dependency wheels into $wheels"
   rm -rf "$wheels"; mkdir -p "$wheels"
   printf '%s\n' "$requirements" > "$wheels/requirements.txt"
-  "$py" -m pip download -q "${platform[@]}" -c constraints.txt -r "$wheels/requirements.txt" -d "$wheels"
+  # PySpark is published as a source distribution only: it cannot come through the platform-pinned download.
+  # Its wheel is pure Python (py2.py3-none-any), so the host's pip builds it (its wheel cache makes that quick
+  # after the first time) and py4j, its one dependency, joins the download.
+  grep -v '^pyspark' "$wheels/requirements.txt" > "$wheels/binary.txt"
+  if grep -q '^pyspark' "$wheels/requirements.txt"; then echo py4j >> "$wheels/binary.txt"; fi
+  "$py" -m pip download -q "${platform[@]}" -c constraints.txt -r "$wheels/binary.txt" -d "$wheels"
+  if grep -q '^pyspark' "$wheels/requirements.txt"; then
+    say "pip wheel of PySpark (an sdist on PyPI; pure Python)"
+    "$py" -m pip wheel -q --no-deps -c constraints.txt "$(grep '^pyspark' "$wheels/requirements.txt")" -w "$wheels"
+  fi
   touch "$wheels/.complete"
 fi
 rm -rf build/image && mkdir -p build/image/deps build/image/app build/image/pipeline
@@ -110,11 +135,13 @@ if [[ $target == pipeline ]]; then mv build/image/deps/pyspark-* build/image/dep
 rm -rf build/lib build/bdist.* 2>/dev/null || true
 
 say "podman build $image (target $target, base $base_image)"
+build_started=$SECONDS
 # --layers=false: with the vfs driver every cached layer is a full copy of the root; one commit per stage is
 # much quicker, and the inputs label above already skips a build that would change nothing.
 "${podman[@]}" build --quiet --isolation chroot --layers=false --label io.txnwatch.inputs="$inputs" \
   --build-arg BASE="$base_image" --target "$target" -t "$image" -f Dockerfile . >/dev/null
 # The image this one replaced is now untagged: drop it (with vfs every image is a full copy).
 "${podman[@]}" image prune -f >/dev/null || true
-say "built $image"
+size_bytes=$("${podman[@]}" image inspect --format '{{ .Size }}' "$image")
+say "built $image in $((SECONDS - build_started))s (podman build; ${SECONDS}s with base and wheels), size $((size_bytes / 1000000)) MB"
 echo "$image"

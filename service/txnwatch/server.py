@@ -42,9 +42,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: Settings) -> None:
-    from txnwatch.api.app import create_app
     from txnwatch.runtime import SchemaNotReady, ensure_schema
-    from txnwatch.wiring import build_runtime
 
     logs.configure(settings.log_level, settings.log_format)
     listener = bind(settings.api.host, settings.api.port)
@@ -54,6 +52,17 @@ def serve(settings: Settings) -> None:
         raise StartupError(str(exc), exitcodes.USAGE) from exc
     except Exception as exc:
         raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED) from exc
+    if settings.api.workers:
+        from txnwatch.api_workers import run_with_workers
+
+        try:
+            run_with_workers(settings, listener)
+        except Exception as exc:
+            raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
+        return
+    from txnwatch.api.app import create_app  # not in the collecting process when API workers serve
+    from txnwatch.wiring import build_runtime
+
     runtime = build_runtime(settings)
     app = create_app(runtime)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",

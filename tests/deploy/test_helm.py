@@ -80,7 +80,7 @@ def test_expected_objects() -> None:
     kinds = sorted(d["kind"] for d in render(*VALUES["production"]))
     assert kinds == sorted(["ServiceAccount", "Secret", "Secret", "ConfigMap", "ConfigMap", "Service", "Deployment",
                             "CronJob", "Job", "ServiceMonitor", "PrometheusRule", "NetworkPolicy",
-                            "PodDisruptionBudget"])  # PostgreSQL: no PVC for SQLite
+                            "NetworkPolicy", "PodDisruptionBudget"])  # PostgreSQL: no PVC; the pipeline's own policy
 
 
 def test_deployment_is_hardened(rendered: tuple[str, list[dict[str, Any]]]) -> None:

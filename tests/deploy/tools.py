@@ -121,12 +121,16 @@ def secret_data(docs: list[dict[str, Any]], name: str) -> dict[str, bytes]:
     return values
 
 
-def pod_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str, str]:
-    """The environment Kubernetes would give the container: secretKeyRefs resolved, $(VAR) expanded."""
+def pod_env(docs: list[dict[str, Any]], container: dict[str, Any],
+            fields: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment Kubernetes would give the container: secretKeyRefs resolved, $(VAR) expanded,
+    downward-API fieldRefs (``status.podIP``, ``metadata.name``) taken from ``fields``."""
     env: dict[str, str] = {}
     for e in container["env"]:
         if "value" in e:
             env[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), e["value"])
+        elif "fieldRef" in e["valueFrom"]:
+            env[e["name"]] = (fields or {})[e["valueFrom"]["fieldRef"]["fieldPath"]]
         else:
             ref = e["valueFrom"]["secretKeyRef"]
             data = secret_data(docs, ref["name"])

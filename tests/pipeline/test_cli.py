@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from txnwatch import exitcodes
 from txnwatch.pipeline import prefix
-from txnwatch.pipeline.cli import app
+from txnwatch.pipeline.cli import app, parse_conf
 from txnwatch.pipeline.session import INSTALL_HINT, JavaMissing, check_java
 
 runner = CliRunner()
@@ -57,6 +57,23 @@ def test_bad_dates_and_rules(tmp_path: Path) -> None:
     assert runner.invoke(app, ["run", "--since", "yesterday", "--archive", str(tmp_path)]).exit_code == 2
     assert runner.invoke(app, ["run", "--since", "2026-11-02", "--until", "2026-11-01"]).exit_code == 2
     assert runner.invoke(app, ["run", "--prefix-rule", "first:x"]).exit_code == 2
+
+
+@pytest.mark.parametrize("item", [
+    pytest.param("spark.executor.memory", id="no-equals"),
+    pytest.param("executor.memory=2g", id="not-a-spark-key"),
+    pytest.param("=2g", id="empty-key"),
+    pytest.param("spark.=1", id="bare-prefix"),
+])
+def test_bad_spark_conf_is_refused_before_spark_starts(tmp_path: Path, item: str) -> None:
+    result = runner.invoke(app, ["run", "--no-db", "--no-export", "--archive", str(tmp_path), "--conf", item])
+    assert result.exit_code == 2 and "expected spark.KEY=VALUE" in result.output, result.output
+
+
+def test_spark_conf_pairs_keep_their_values() -> None:
+    # Values may hold '=' and be empty (spark-submit splits at the first '='); the last of a repeated key wins.
+    assert parse_conf(["spark.driver.extraJavaOptions=-Da=b -Dc=d", "spark.x=", "spark.y=1", "spark.y=2"]) == {
+        "spark.driver.extraJavaOptions": "-Da=b -Dc=d", "spark.x": "", "spark.y": "2"}
 
 
 @pytest.mark.parametrize(("rule", "txn_id", "expected"), [

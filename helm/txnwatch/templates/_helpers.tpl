@@ -143,6 +143,12 @@ app.kubernetes.io/part-of: txnwatch
 {{- if and .Values.pipeline.enabled (not .Values.archive.existingClaim) (not (contains "://" (toString (default "" (default (dict) .Values.config.retention).archive_dir)))) }}
 {{- fail "pipeline.enabled needs a shared history archive: set archive.existingClaim or a URI in config.retention.archive_dir" }}
 {{- end }}
+{{- if and .Values.pipeline.enabled (include "txnwatch.pipelineK8s" .) (not (hasKey .Values.pipeline.spark.conf "spark.kubernetes.container.image")) }}
+{{- fail "pipeline.spark.master k8s://… needs pipeline.spark.conf.\"spark.kubernetes.container.image\": the executors' image, a Spark image of the same version as the pipeline image's PySpark" }}
+{{- end }}
+{{- if and .Values.pipeline.enabled (include "txnwatch.pipelineK8s" .) (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) }}
+{{- fail "pipeline.spark.master k8s://… needs a service account the driver can create executor pods with: serviceAccount.create or serviceAccount.name" }}
+{{- end }}
 {{- if and .Values.config.pagerduty.enabled (not .Values.secrets.pagerdutyRoutingKey) (not .Values.secrets.existingSecret) }}
 {{- fail "config.pagerduty.enabled needs secrets.pagerdutyRoutingKey or secrets.existingSecret with key pagerduty-routing-key" }}
 {{- end }}
@@ -210,4 +216,31 @@ app.kubernetes.io/part-of: txnwatch
 {{- with .Values.extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/* The pipeline's image: PySpark and Java 17 on top of the daemon's (Dockerfile target `pipeline`),
+     by default the release's image repository with "-pipeline" appended to its tag. */}}
+{{- define "txnwatch.pipelineImage" -}}
+{{- $p := default (dict) .Values.pipeline.image }}
+{{- $repository := default .Values.image.repository $p.repository }}
+{{- $tag := default (printf "%s-pipeline" (default .Chart.AppVersion .Values.image.tag)) $p.tag }}
+{{- printf "%s:%s" $repository $tag }}
+{{- end }}
+
+{{/* Labels of the pipeline's pods: their own name, so the Deployment's, Service's, PodDisruptionBudget's
+     and NetworkPolicy's selectors (name + instance) never pick a pipeline pod up as a daemon replica. */}}
+{{- define "txnwatch.pipelineSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "txnwatch.name" . }}-pipeline
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: pipeline
+{{- end }}
+
+{{/* "true" when the Spark master is a cluster (not local[...]): the pod is then the driver that executors
+     connect back to. */}}
+{{- define "txnwatch.pipelineRemote" -}}
+{{- if not (hasPrefix "local" .Values.pipeline.spark.master) }}true{{- end }}
+{{- end }}
+
+{{- define "txnwatch.pipelineK8s" -}}
+{{- if hasPrefix "k8s://" .Values.pipeline.spark.master }}true{{- end }}
 {{- end }}

@@ -33,6 +33,20 @@ def _say(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """`--conf KEY=VALUE` pairs, as spark-submit takes them: the Helm chart passes the driver's address and
+    ports and the operator's Spark properties this way. Only `spark.*` keys: anything else is a typo Spark
+    would ignore in silence."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.startswith("spark.") or key == "spark.":
+            raise ValueError(f"--conf {item!r}: expected spark.KEY=VALUE (e.g. spark.executor.memory=2g)")
+        conf[key] = value
+    return conf
+
+
 @app.command()
 def run(
     since: Annotated[str | None, typer.Option(help="First UTC day (YYYY-MM-DD); default two days ago.")] = None,
@@ -50,6 +64,8 @@ def run(
     export_first: Annotated[bool, typer.Option("--export/--no-export",
                                                help="Archive new history rows before computing.")] = True,
     driver_memory: Annotated[str, typer.Option(help="Spark driver heap; keep it under the pod's memory limit.")] = "1g",
+    conf: Annotated[list[str] | None, typer.Option(
+        "--conf", help="Spark property KEY=VALUE (repeatable), e.g. spark.executor.memory=2g.")] = None,
 ) -> None:
     """Compute rollups for whole UTC days, write them as Parquet and load them into the database."""
     require("pyspark", "pyarrow")
@@ -65,6 +81,7 @@ def run(
         window = Window(date.fromisoformat(since) if since else default.since,
                         date.fromisoformat(until) if until else default.until)
         validate(prefix_rule)
+        spark_conf = parse_conf(conf or [])
     except ValueError as exc:
         _say(f"error: {exc}")
         raise typer.Exit(2) from None
@@ -88,7 +105,7 @@ def run(
                 figures.update({r.table: f"{r.rows:,}" for r in export_history(engine, target)})
         shown = master or ("as submitted" if submitted() else "local[*]")
         with progress.stage(f"starting Spark ({shown})"):
-            spark = build_session(master, driver_memory=driver_memory)
+            spark = build_session(master, extra=spark_conf, driver_memory=driver_memory)
         try:
             run_pipeline(spark, target, window, None if no_db else engine,
                          RollupOptions(prefix_rule, top), output, progress)
