@@ -10,11 +10,13 @@ and a group's lag series cover every partition of the topics it reads (kafka_exp
 
 Then the issue-18 figure: GET /metrics over real HTTP from a separate process (as
 Prometheus scrapes, gzip, keep-alive) while polls of ~50,000 series run back to back
-in the server process; p50/p99 are printed beside the goal (p99 <= 50 ms) and the
-machine's load average, since a shared machine moves them a lot.  Never asserted.
+in the collecting process, served side by side in one run from that process (``api.workers: 0``)
+and from API worker processes (``api.workers: 1``); p50/p99 are printed beside the goal
+(p99 <= 50 ms) and the machine's load average, since a shared machine moves them a lot.
+Never asserted.
 
     .venv/bin/python benchmarks/scrape.py [--partitions 5000] [--ids 10000] [--groups 500] [--repeat 20]
-        [--during-partitions 4000 --during-ids 2000 --during-groups 200 --scrapes 300]
+        [--during-partitions 4000 --during-ids 2000 --during-groups 200 --scrapes 300] [--workers 0,1]
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ def main() -> int:
     parser.add_argument("--during-ids", type=int, default=2000)
     parser.add_argument("--during-groups", type=int, default=200)
     parser.add_argument("--scrapes", type=int, default=300)
+    parser.add_argument("--workers", default="0,1", help="api.workers values to compare side by side, e.g. 0,1,2")
     args = parser.parse_args()
 
     state = LatestState([CLUSTER])
@@ -129,28 +132,41 @@ def main() -> int:
     print(f"render: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms over {args.repeat} scrapes; "
           f"{series:,} series, {len(body) / 1e6:.1f} MB")
 
-    scrape_during_poll(args.during_partitions, args.during_ids, args.during_groups, args.scrapes)
+    for workers in (int(w) for w in args.workers.split(",")):
+        scrape_during_poll(args.during_partitions, args.during_ids, args.during_groups, args.scrapes, workers)
     return 0
 
 
-def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int) -> None:
+def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, workers: int) -> None:
     """GET /metrics over real HTTP (uvicorn, keep-alive, gzip as Prometheus asks) while polls run back to back.
 
     A poll thread synthesises a snapshot, runs detection and publishes it, as the collector does, then tells
-    the exposition, whose thread renders it; the scrapes only take the latest render.
+    the exposition, whose thread renders it; the scrapes only take the latest render.  ``workers=0`` serves
+    from the polling process (``api.workers: 0``); ``workers>=1`` from API worker processes that read the
+    render the collector publishes (``api.workers: N``, txnwatch.api_workers), as the daemon runs them.
     """
+    import tempfile
     import threading
 
     import uvicorn
 
     from txnwatch.api.app import create_app
+    from txnwatch.api_workers import WorkerPool
     from txnwatch.config import Settings
+    from txnwatch.exposition import Exposition
     from txnwatch.lab.ports import free_ports
+    from txnwatch.publication import make_directory, remove_directory
+    from txnwatch.server import bind
     from txnwatch.wiring import build_runtime
 
-    settings = Settings(database_url="sqlite://", clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9"]}])
-    runtime = build_runtime(settings, collect=False)
+    port = free_ports(1)[0]
+    db = Path(tempfile.mkdtemp(prefix="txnwatch-scrape-")) / "db.sqlite"
+    settings = Settings(database_url=f"sqlite:///{db}", api={"port": port, "workers": workers},
+                        clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9"]}])
+    directory = make_directory() if workers else None
+    runtime = build_runtime(settings, collect=False, publish_to=directory)
     state, exposition = runtime.state, runtime.exposition
+    assert isinstance(exposition, Exposition)
     stop, polls = threading.Event(), [0]
 
     def poll_forever() -> None:
@@ -169,12 +185,26 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int) -> 
     while polls[0] < 2:
         time.sleep(0.1)
     exposition.start()
-    port = free_ports(1)[0]
-    server = uvicorn.Server(uvicorn.Config(create_app(runtime, manage_lifecycle=False), host="127.0.0.1", port=port,
-                                           log_config=None, access_log=False))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
+    pool, server = None, None
+    if workers:
+        assert directory is not None
+        pool = WorkerPool(settings, bind("127.0.0.1", port), directory, workers)
+        pool.start()
+        import httpx
+
+        while True:  # until a worker serves the collector's first publication
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    else:
+        server = uvicorn.Server(uvicorn.Config(create_app(runtime, manage_lifecycle=False), host="127.0.0.1",
+                                               port=port, log_config=None, access_log=False))
+        threading.Thread(target=server.run, daemon=True).start()
+        while not server.started:
+            time.sleep(0.05)
     # The scraper runs in its own process, as Prometheus does: it must not compete for this process's GIL.
     scraper = subprocess.run([sys.executable, "-c", SCRAPER, f"http://127.0.0.1:{port}/metrics", str(scrapes)],
                              capture_output=True, text=True, check=True)
@@ -182,13 +212,19 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int) -> 
     body = exposition.cached(False) or b""
     gzipped = exposition.cached(True) or b""
     stop.set()
-    server.should_exit = True
+    if server is not None:
+        server.should_exit = True
+    if pool is not None:
+        pool.stop()
     exposition.stop()
+    if directory is not None:
+        remove_directory(directory)
     load = os.getloadavg()[0]
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     times.sort()
     p50, p99 = times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.99))]
-    print(f"scrape during polls: {series:,} series ({len(body) / 1e6:.1f} MB, "
+    where = f"{workers} API worker process(es)" if workers else "the polling process (api.workers: 0)"
+    print(f"scrape during polls, served by {where}: {series:,} series ({len(body) / 1e6:.1f} MB, "
           f"{len(gzipped) / 1e6:.2f} MB gzip), {scrapes} scrapes over {polls[0]} polls "
           f"({partitions} partitions, {ids} ids, {groups} groups); render {exposition.last_render_seconds * 1000:.0f} ms "
           f"once per poll")

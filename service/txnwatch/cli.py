@@ -131,13 +131,17 @@ def migrate(config: ConfigOption = None,
 @app.command()
 def run(config: ConfigOption = None,
         host: Annotated[str | None, typer.Option(help="Override api.host.")] = None,
-        port: Annotated[int | None, typer.Option(help="Override api.port.")] = None) -> None:
+        port: Annotated[int | None, typer.Option(help="Override api.port.")] = None,
+        workers: Annotated[int | None, typer.Option(min=0, max=32, help=(
+            "Override api.workers: serve the API and /metrics from this many processes of their own "
+            "(0: in the daemon's process)."))] = None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics."""
     from txnwatch.server import StartupError, serve
 
     settings = _settings(config)
-    if host or port:
-        api = settings.api.model_copy(update={k: v for k, v in (("host", host), ("port", port)) if v})
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v is not None}
+    if overrides:
+        api = settings.api.model_copy(update=overrides)
         settings = settings.model_copy(update={"api": api})
     try:
         serve(settings)

@@ -18,7 +18,8 @@ import gzip
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -30,9 +31,19 @@ log = logging.getLogger(__name__)
 GZIP_LEVEL = 6  # ~10x smaller Prometheus text; level 9 costs twice the CPU for a few per cent
 
 
+class ExpositionSource(Protocol):
+    """What /metrics needs: this module's :class:`Exposition`, or an API worker's copy of the collector's render."""
+
+    def cached(self, compressed: bool) -> bytes | None: ...
+
+    def body(self, compressed: bool) -> bytes: ...
+
+
 class Exposition:
-    def __init__(self, registry: CollectorRegistry, *, min_interval_s: float = 1.0, max_age_s: float = 15.0) -> None:
+    def __init__(self, registry: CollectorRegistry, *, min_interval_s: float = 1.0, max_age_s: float = 15.0,
+                 on_render: Callable[[bytes, bytes], None] | None = None) -> None:
         self._registry = registry
+        self._on_render = on_render
         self._min_interval_s = min_interval_s
         self._max_age_s = max_age_s
         self._lock = threading.Lock()
@@ -71,6 +82,12 @@ class Exposition:
         self._render_s = time.perf_counter() - start
         return rendered
 
+    def _render_and_hand_on(self) -> None:
+        """The thread's render, handed to the API workers when there are (txnwatch.publication)."""
+        text, compressed = self.render()
+        if self._on_render is not None:
+            self._on_render(text, compressed)
+
     def invalidate(self) -> None:
         """Something the exposition shows changed (a poll finished): render again soon."""
         self._dirty.set()
@@ -95,9 +112,9 @@ class Exposition:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.render()
+                self._render_and_hand_on()
             except Exception:  # a broken collector must not stop the exposition; the last good render stays
-                log.exception("rendering /metrics failed; serving the previous render")
+                log.exception("rendering or publishing /metrics failed; serving the previous render")
             self._dirty.wait(self._max_age_s)
             self._stop.wait(self._min_interval_s)  # coalesce the polls of many clusters into one render
             self._dirty.clear()

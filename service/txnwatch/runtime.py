@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.config import ClusterConfig, Settings
-from txnwatch.exposition import Exposition
+from txnwatch.exposition import ExpositionSource
 from txnwatch.leader import Leadership
 from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.state import LatestState
@@ -64,9 +64,15 @@ class Runtime:
     leadership: Leadership
     registry: CollectorRegistry
     store_health: StoreHealth
-    exposition: Exposition
+    exposition: ExpositionSource
     abort_transaction: AbortTransaction
     services: tuple[Service, ...] = ()
+    #: Called once per API request before it reads ``state``, ``leadership``, ``store_health`` or ``exposition``:
+    #: an API worker process reloads there what the collector process published (txnwatch.publication).
+    refresh: Callable[[], None] = _nothing
+    #: Why the collector behind this API cannot be trusted now (an API worker: the collector process stopped
+    #: publishing); /readyz lists these among its reasons.
+    collector_problems: Callable[[], list[str]] = list
     _started: list[Service] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def start(self) -> None:

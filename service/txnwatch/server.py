@@ -54,6 +54,14 @@ def serve(settings: Settings) -> None:
         raise StartupError(str(exc), exitcodes.USAGE) from exc
     except Exception as exc:
         raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED) from exc
+    if settings.api.workers:
+        from txnwatch.api_workers import run_with_workers
+
+        try:
+            run_with_workers(settings, listener)
+        except Exception as exc:
+            raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
+        return
     runtime = build_runtime(settings)
     app = create_app(runtime)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
@@ -48,6 +49,7 @@ from txnwatch.leader import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics import build_registry
 from txnwatch.metrics_sink import PollMetrics
 from txnwatch.model import AbortOutcome, TopicPartition
+from txnwatch.publication import Publication, Publisher
 from txnwatch.runtime import Runtime, Service
 from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
@@ -62,8 +64,11 @@ STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
-    """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, API replicas)."""
+def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None) -> Runtime:
+    """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, tools).
+
+    ``publish_to``: the directory the API worker processes read (``api.workers`` ≥ 1); each render of the
+    exposition is written there with the clusters' views (txnwatch.publication)."""
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
@@ -72,13 +77,40 @@ def build_runtime(settings: Settings, *, collect: bool = True) -> Runtime:
     leadership: Leadership = leadership_for(settings.database_url, names, settings.fleet) if collect \
         else SingleInstance(names)
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    fastest_poll_s = min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
-    exposition = Exposition(registry, max_age_s=fastest_poll_s)
+    publisher = Publisher(publish_to, state, leadership, health, names) if publish_to is not None else None
+    exposition = Exposition(registry, max_age_s=fastest_poll_s(settings),
+                            on_render=publisher.publish if publisher is not None else None)
     services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
                 if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
                    registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
                    services=services)
+
+
+def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
+    """An API worker process's runtime: its own database pool; the collector's memory as last published."""
+    engine = make_engine(settings.database_url)
+    publication = Publication(directory, [c.name for c in settings.clusters])
+    stale_after_s = 3 * fastest_poll_s(settings) + 30
+
+    def collector_problems() -> list[str]:
+        age_s = publication.age_s()
+        if age_s is None:
+            return ["the collector process has not published its first poll yet"]
+        if age_s > stale_after_s:
+            return [f"the collector process has not published for {age_s:.0f}s (it publishes after every poll)"]
+        return []
+
+    return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine), state=publication.state,
+                   leadership=publication.leadership, registry=CollectorRegistry(auto_describe=False),
+                   store_health=publication.health, exposition=publication.exposition,
+                   abort_transaction=abort_transaction, refresh=publication.refresh,
+                   collector_problems=collector_problems)
+
+
+def fastest_poll_s(settings: Settings) -> float:
+    """The shortest poll interval: the exposition renders at least this often, even without a poll."""
+    return min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
 
 
 def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,

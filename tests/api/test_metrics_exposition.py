@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from txnwatch.api.app import create_app
 from txnwatch.api.routers.metrics import accepts_gzip
 from txnwatch.config import load_settings
+from txnwatch.exposition import Exposition
 from txnwatch.wiring import build_runtime
 
 
@@ -30,6 +31,7 @@ def test_scrapes_serve_the_poll_render_and_gzip_on_request() -> None:
     settings = load_settings(None, database_url="sqlite://", clusters=[dict(name="c", bootstrap_servers="127.0.0.1:9")])
     runtime = build_runtime(settings, collect=False)
     exposition = runtime.exposition
+    assert isinstance(exposition, Exposition)  # the daemon process's own render (an API worker's only reads it)
     with TestClient(create_app(runtime, manage_lifecycle=False)) as client:
         exposition.start()
         try:

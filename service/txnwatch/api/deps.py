@@ -26,9 +26,15 @@ from txnwatch.store import queries
 # --- runtime, sessions, state ------------------------------------------------------------------------
 
 
-async def get_runtime(request: Request) -> Runtime:
+def runtime_of(request: Request) -> Runtime:
+    """The app's runtime, refreshed: in an API worker process that reloads what the collector last published."""
     runtime: Runtime = request.app.state.runtime
+    runtime.refresh()
     return runtime
+
+
+async def get_runtime(request: Request) -> Runtime:
+    return runtime_of(request)
 
 
 def get_session(request: Request) -> Iterator[Session]:

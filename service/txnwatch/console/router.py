@@ -22,7 +22,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch import humanize
-from txnwatch.api.deps import read_session
+from txnwatch.api.deps import read_session, runtime_of
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.api.routers.params import now
 from txnwatch.api.routers.security import COOKIE, require_reader, token_ok
@@ -49,7 +49,7 @@ _env.globals["chart"] = _chart
 
 
 def _runtime(request: Request) -> Runtime:
-    return request.app.state.runtime
+    return runtime_of(request)
 
 
 Reader = Annotated[None, Depends(require_reader)]
@@ -90,10 +90,10 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
     incidents = IncidentBuilder(session, runtime.settings, at)
     names = [c.name for c in runtime.settings.clusters]
     records = queries.cluster_records(session, names)
-    hanging = [incidents.hanging(r, r.cluster_name) for r in
-               queries.list_hanging(session, clusters=names, include_resolved=False, after=None, limit=200)]
-    stalls = [incidents.stall(r, r.cluster_name) for r in
-              queries.list_lso_stalls(session, clusters=names, since=at, after=None, limit=200)]
+    hanging = incidents.hanging_all([(r, r.cluster_name) for r in queries.list_hanging(
+        session, clusters=names, include_resolved=False, after=None, limit=200)])
+    stalls = incidents.stall_all([(r, r.cluster_name) for r in queries.list_lso_stalls(
+        session, clusters=names, since=at, after=None, limit=200)])
     alerts = queries.list_alerts(session, clusters=names, with_unscoped=True, states=["firing", "pending"],
                                  after=None, limit=200)
     clusters = []
@@ -147,7 +147,7 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
     # The log and a poll may both report one fence: count each new (producer id, epoch) once.
     fences = len({(p.producer_id, p.producer_epoch) for p in points if "fenced" in p.events})
     incidents = IncidentBuilder(session, runtime.settings, at)
-    hanging = [incidents.hanging(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)]
+    hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
     return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
                  txn=row.txn, hanging=hanging, transitions=newest_first, truncated=len(newest_first) >= limit,
                  option=charts.transaction_timeline(points, at), fences=fences)
@@ -163,8 +163,8 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     samples = context.history(session, key, since)
     stall_rows, hanging_rows = context.episodes(session, key, since)
     incidents = IncidentBuilder(session, runtime.settings, at)
-    stalls = [incidents.stall(s, cluster) for s in stall_rows]
-    hanging = [incidents.hanging(h, cluster) for h in hanging_rows]
+    stalls = incidents.stall_all([(s, cluster) for s in stall_rows])
+    hanging = incidents.hanging_all([(h, cluster) for h in hanging_rows])
     option = charts.partition_offsets(
         [charts.OffsetPoint(s.sampled_at, s.high_watermark, s.last_stable_offset) for s in samples],
         [charts.Episode(s["started_at"], s["ended_at"] or at, _blocker(s)) for s in stalls],

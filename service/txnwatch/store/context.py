@@ -6,10 +6,12 @@ Read-only, shaped for the (cluster_id, topic, partition, sampled_at) and
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from txnwatch.store import models as m
@@ -58,6 +60,88 @@ def open_hanging_on(session: Session, key: PartitionKey, producer_id: int | None
     if producer_id is not None:
         stmt = stmt.where(H.producer_id == producer_id)
     return session.scalars(stmt.order_by(H.first_seen_at.desc()).limit(1)).first()
+
+
+# --- the same questions for a page of incidents at once ------------------------------------------------------
+# A page of 100 episodes asked the four questions above one by one: 300-400 queries, ~90 ms of CPU for
+# /api/v1/lso-stalls (benchmarks/api.py). Asked per page they are a handful of queries whatever the page size.
+
+
+def _by_cluster(keys: Iterable[PartitionKey]) -> dict[int, list[PartitionKey]]:
+    grouped: dict[int, list[PartitionKey]] = defaultdict(list)
+    for key in dict.fromkeys(keys):
+        grouped[key.cluster_id].append(key)
+    return grouped
+
+
+def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, m.PartitionOffsetSample]:
+    """:func:`latest_sample` of many partitions: every poll writes all of a cluster's partitions at one
+    ``sampled_at``, so their latest samples are at the cluster's newest time; a partition absent from that
+    poll (its topic deleted since) is looked up on its own."""
+    P = m.PartitionOffsetSample
+    found: dict[PartitionKey, m.PartitionOffsetSample] = {}
+    for cluster_id, wanted in _by_cluster(keys).items():
+        at = session.scalar(select(P.sampled_at).where(P.cluster_id == cluster_id)
+                            .order_by(P.sampled_at.desc()).limit(1))
+        if at is not None:
+            rows = session.scalars(select(P).where(P.cluster_id == cluster_id, P.sampled_at == at, tuple_(
+                P.topic, P.partition).in_([(k.topic, k.partition) for k in wanted])))
+            found.update({PartitionKey(cluster_id, r.topic, r.partition): r for r in rows})
+        for key in wanted:
+            if key not in found and (sample := latest_sample(session, key)) is not None:
+                found[key] = sample
+    return found
+
+
+def first_pinned_many(session: Session, pins: Collection[tuple[PartitionKey, int]]) -> dict[tuple[PartitionKey, int],
+                                                                                             datetime]:
+    """:func:`first_pinned_at` of many (partition, offset) pairs, in one query."""
+    if not pins:
+        return {}
+    wanted = [(k.cluster_id, k.topic, k.partition, lso) for k, lso in dict.fromkeys(pins)]
+    P = m.PartitionOffsetSample
+    rows = session.execute(
+        select(P.cluster_id, P.topic, P.partition, P.last_stable_offset, func.min(P.sampled_at))
+        .where(tuple_(P.cluster_id, P.topic, P.partition, P.last_stable_offset).in_(wanted),
+               P.high_watermark > P.last_stable_offset)
+        .group_by(P.cluster_id, P.topic, P.partition, P.last_stable_offset))
+    return {(PartitionKey(cid, topic, partition), lso): at for cid, topic, partition, lso, at in rows
+            if at is not None and lso is not None}
+
+
+def groups_reading_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey,
+                                                                                 list[m.ConsumerLagSample]]:
+    """:func:`groups_reading` of many partitions: one query per cluster for its newest lag samples of them."""
+    L = m.ConsumerLagSample
+    found: dict[PartitionKey, list[m.ConsumerLagSample]] = defaultdict(list)
+    for cluster_id, wanted in _by_cluster(keys).items():
+        at = session.scalar(select(L.sampled_at).where(L.cluster_id == cluster_id)
+                            .order_by(L.sampled_at.desc()).limit(1))
+        if at is None:
+            continue
+        for row in session.scalars(select(L).where(L.cluster_id == cluster_id, L.sampled_at == at, tuple_(
+                L.topic, L.partition).in_([(k.topic, k.partition) for k in wanted])).order_by(L.group_id)):
+            found[PartitionKey(cluster_id, row.topic, row.partition)].append(row)
+    return dict(found)
+
+
+def open_hanging_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, list[m.HangingEpisode]]:
+    """Open hanging episodes on many partitions, newest first per partition (pick with :func:`pick_hanging`)."""
+    if not keys:
+        return {}
+    H = m.HangingEpisode
+    found: dict[PartitionKey, list[m.HangingEpisode]] = defaultdict(list)
+    for row in session.scalars(select(H).where(
+            tuple_(H.cluster_id, H.topic, H.partition).in_([(k.cluster_id, k.topic, k.partition)
+                                                            for k in dict.fromkeys(keys)]),
+            H.resolved_at.is_(None)).order_by(H.first_seen_at.desc())):
+        found[PartitionKey(row.cluster_id, row.topic, row.partition)].append(row)
+    return dict(found)
+
+
+def pick_hanging(open_on: list[m.HangingEpisode], producer_id: int | None) -> m.HangingEpisode | None:
+    """:func:`open_hanging_on`'s answer from :func:`open_hanging_many`'s list for the partition."""
+    return next((h for h in open_on if producer_id is None or h.producer_id == producer_id), None)
 
 
 def history(session: Session, key: PartitionKey, since: datetime, limit: int = 5000) -> list[m.PartitionOffsetSample]:

@@ -39,6 +39,6 @@ def list_hanging(
                                 limit=limit)
     incidents = IncidentBuilder(session, runtime.settings, now())
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.first_seen_at, r.id))
-    return json_response(HangingPage, {"items": [incidents.hanging(r, r.cluster_name) for r in rows],
+    return json_response(HangingPage, {"items": incidents.hanging_all([(r, r.cluster_name) for r in rows]),
                                        "next_cursor": cursor_out})
 

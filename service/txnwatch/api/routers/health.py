@@ -29,6 +29,7 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
             conn.execute(text("SELECT 1"))
     except Exception as exc:
         reasons.append(f"database unreachable: {str(exc).splitlines()[0]}")
+    reasons.extend(runtime.collector_problems())
     if runtime.store_health.error:
         reasons.append(f"database writes failing: {runtime.store_health.error}")
     leading = runtime.leadership.is_leader()

@@ -51,5 +51,5 @@ def list_lso_stalls(
     rows = queries.list_lso_stalls(session, clusters=clusters.names, since=since, after=after, limit=limit)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
     incidents = IncidentBuilder(session, runtime.settings, at)
-    return json_response(LsoStallPage, {"items": [incidents.stall(r, r.cluster_name) for r in rows],
+    return json_response(LsoStallPage, {"items": incidents.stall_all([(r, r.cluster_name) for r in rows]),
                                         "next_cursor": cursor_out})

@@ -9,6 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from txnwatch.api.deps import RuntimeDep
+from txnwatch.publication import NotPublishedYet
 
 router = APIRouter(tags=["metrics"])
 
@@ -32,7 +33,11 @@ async def metrics(runtime: RuntimeDep, accept_encoding: Annotated[str | None, He
     # Served from the render the collector triggers after each poll; rendered here only if none runs (tests, tools).
     body = runtime.exposition.cached(compressed)
     if body is None:
-        body = await run_in_threadpool(runtime.exposition.body, compressed)
+        try:
+            body = await run_in_threadpool(runtime.exposition.body, compressed)
+        except NotPublishedYet as exc:  # an API worker in the seconds before the collector's first render
+            return Response(f"{exc}; retry shortly\n", status_code=503, media_type="text/plain",
+                            headers={"Retry-After": "5"})
     headers = {"Vary": "Accept-Encoding"}
     if compressed:
         headers["Content-Encoding"] = "gzip"

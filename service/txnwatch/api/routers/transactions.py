@@ -123,8 +123,8 @@ def get_transaction(
     return json_response(TransactionDetail, dict(
         **summary(row, at),
         partition_offsets=partitions,
-        hanging_episodes=[IncidentBuilder(session, runtime.settings, at).hanging(e, cluster.name)
-                          for e in queries.open_hanging_of(session, cluster.id, transactional_id)],
+        hanging_episodes=IncidentBuilder(session, runtime.settings, at).hanging_all(
+            [(e, cluster.name) for e in queries.open_hanging_of(session, cluster.id, transactional_id)]),
         timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
         history=None if logged is None else from_row(TxnLogHistory, logged, source="transaction_log"),
         timeline_truncated=len(timeline) > timeline_limit,
