@@ -81,9 +81,14 @@ def build_and_export(root: Path, target: str = "daemon", timeout_s: float = 1800
 
 
 def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | None = None,
-                   entrypoint: list[str] | None = None) -> list[str]:
+                   entrypoint: list[str] | None = None, files: dict[str, Path] | None = None) -> list[str]:
     """ARGS after the image's entrypoint (or ``entrypoint``) inside the image root: read-only root, state and
-    /tmp writable, the image's user and env."""
+    /tmp writable, the image's user and env; ``files`` maps paths in the image to host files mounted there
+    read-only (a ConfigMap's subPath mount)."""
+    for inside in files or {}:
+        target = image.root / inside.lstrip("/")  # the mount point, as a runtime creates it in the container
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
     root = shlex.quote(str(image.root))
     user = image.config["User"]
     variables = {**image.env, **(env or {})}
@@ -94,6 +99,8 @@ def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | 
         f"mount --bind {shlex.quote(str(state))} {root}{STATE_DIR}",
         f"mount -t tmpfs -o mode=1777 tmpfs {root}/tmp",
         f"mount -t proc proc {root}/proc", f"mount --rbind /dev {root}/dev",
+        *(f"mount --bind {shlex.quote(str(host))} {root}{shlex.quote(inside)}"
+          f" && mount -o remount,bind,ro {root}{shlex.quote(inside)}" for inside, host in (files or {}).items()),
         "exec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in variables.items())
         + f" chroot --userspec={shlex.quote(user)} {root} /bin/sh -c {shlex.quote(inner)} sh "
         + " ".join(shlex.quote(a) for a in entry),

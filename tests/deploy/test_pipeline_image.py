@@ -3,8 +3,9 @@
 `TXNWATCH_IMAGE_TARGET=pipeline scripts/build-image.sh` builds it from a debootstrap base that holds Debian's
 openjdk-17-jre-headless. The test runs it under chroot as the chart's CronJob would (tests/deploy/imagekit.py:
 read-only root, uid 10001, HOME and SPARK_LOCAL_DIRS on a tmpfs /tmp, the state volume at /var/lib/txnwatch):
-Java and PySpark inside, `txnwatch migrate`, then `txnwatch pipeline run` on a small synthesised archive,
-loading the database. Its rollups must equal the ones this machine's own venv computes from the same archive.
+Java and PySpark inside, then the CronJob exactly as the chart renders it (its args, environment and the
+ConfigMap's config file) on a small synthesised archive: export, rollups, database load. Its rollups must
+equal the ones this machine's own venv computes from the same archive.
 
 Opt-in: building a 1.1 GB image under podman's vfs driver and running Spark in it costs minutes
 (docs/container.md has the figures), more than the default suite's budget allows. Run it with
@@ -30,8 +31,8 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from tests.deploy.imagekit import STATE_DIR, Image, build_and_export, chroot_command, state_dir, tree_mb
-from tests.deploy.tools import ROOT, VENV_BIN
+from tests.deploy.imagekit import Image, build_and_export, chroot_command, state_dir, tree_mb
+from tests.deploy.tools import ROOT, VENV_BIN, pod_env, render_chart
 
 pytestmark = [
     pytest.mark.slow,
@@ -93,26 +94,54 @@ def test_pipeline_image_is_named_for_the_chart_and_holds_spark_and_java(image: I
     assert (imported.returncode, imported.stdout.strip()) == (0, host_pyspark), imported.stderr
 
 
-def test_pipeline_image_runs_the_rollups_like_the_host(image: Image, tmp_path: Path) -> None:
+def _chart_job(tmp_path: Path) -> tuple[dict[str, Any], dict[str, str], Path]:
+    """The chart's CronJob container (args expanded), its environment and its config file, as Kubernetes
+    would hand them to the pod: default values plus a small Spark and a fixed window."""
+    values = {"archive": {"existingClaim": "txnwatch-archive"},
+              "pipeline": {"enabled": True, "extraArgs": WINDOW,
+                           "spark": {"master": "local[2]", "driverMemory": "512m",
+                                     "conf": {"spark.sql.shuffle.partitions": "4"}}}}
+    docs = render_chart(values, tmp_path)
+    (cron,) = [d for d in docs if d["kind"] == "CronJob"]
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"]]
+    config = tmp_path / "config.yaml"
+    config.write_text(cm["data"]["config.yaml"])
+    config.chmod(0o644)
+    env = pod_env(docs, container, {"status.podIP": "127.0.0.1", "metadata.name": "txnwatch-pipeline-test"})
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
+    return container | {"args": args}, env, config
+
+
+def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image, tmp_path: Path) -> None:
+    """The CronJob exactly as the chart renders it (args, environment, ConfigMap at /etc/txnwatch/config.yaml)
+    in the pipeline image: export, Spark rollups, database load; the rollups equal the host venv's."""
     from sqlalchemy import create_engine, func, select
 
     from txnwatch.pipeline.synth import synthesize
     from txnwatch.store.rollups import MODELS
 
+    container, env, config = _chart_job(tmp_path)
+    assert container["image"] == image.name
     state = state_dir(tmp_path / "state", image)
-    archive = state / "archive"
+    archive = state / "archive"  # the archive PVC's mount point under the state volume
     written = synthesize(str(archive), rows=ROWS, days=DAYS, clusters=2, until=UNTIL)
     assert sum(written.values()) >= ROWS
-    db_env = {"TXNWATCH_DATABASE_URL": f"sqlite:///{STATE_DIR}/txnwatch.db"}
-    migrated = _in_image(image, state, "migrate", env=db_env)
-    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    uid, _, gid = image.config["User"].partition(":")
+    for path in [archive, *archive.rglob("*")]:  # the archive volume belongs to the pod's user (fsGroup)
+        os.chown(path, int(uid), int(gid))
+    files = {"/etc/txnwatch/config.yaml": config}
+    migrated = subprocess.run(chroot_command(image, state, "migrate", env=env, files=files), capture_output=True,
+                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]  # the daemon pod's init container, on SQLite
 
     started = time.monotonic()
-    ran = _in_image(image, state, "pipeline", "run", "--no-export", "--archive", f"{STATE_DIR}/archive",
-                    "--output", f"{STATE_DIR}/rollups", *WINDOW, *SPARK, env=db_env)
+    ran = subprocess.run(chroot_command(image, state, *container["args"], env=env, files=files),
+                         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     image_s = time.monotonic() - started
     assert ran.returncode == 0, ran.stderr[-4000:]
-    assert "loading rollups into the database" in ran.stderr, ran.stderr[-2000:]
+    for stage in ("exporting new history", "starting Spark (local[2])", "loading rollups into the database"):
+        assert stage in ran.stderr, (stage, ran.stderr[-2000:])
 
     started = time.monotonic()
     host = subprocess.run([sys.executable, "-m", "txnwatch.pipeline", "run", "--no-db", "--no-export",
@@ -121,7 +150,8 @@ def test_pipeline_image_runs_the_rollups_like_the_host(image: Image, tmp_path: P
                           env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1"})
     host_s = time.monotonic() - started
     assert host.returncode == 0, host.stderr[-4000:]
-    print(f"\npipeline run on {sum(written.values()):,} rows: in the image {image_s:.0f}s, on the host {host_s:.0f}s")
+    print(f"\npipeline run on {sum(written.values()):,} rows: the chart's job in the image {image_s:.0f}s, "
+          f"on the host {host_s:.0f}s")
 
     engine = create_engine(f"sqlite:///{state / 'txnwatch.db'}")
     try:
@@ -131,7 +161,7 @@ def test_pipeline_image_runs_the_rollups_like_the_host(image: Image, tmp_path: P
     finally:
         engine.dispose()
     for name in MODELS:
-        got, want = _rows(state / "rollups" / name), _rows(tmp_path / "host" / name)
+        got, want = _rows(archive / "_rollups" / name), _rows(tmp_path / "host" / name)
         assert want, f"{name}: the host computed nothing to compare"
         assert len(got) == len(want) == loaded[name], (name, len(got), len(want), loaded[name])
         for g, w in zip(got, want, strict=True):
