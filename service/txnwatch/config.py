@@ -273,7 +273,7 @@ class ApiConfig(_Strict):
     workers: int = Field(default=0, ge=0, le=32, description=(
         "0: the API and /metrics are served by the daemon's own process (the lean default). N >= 1: by N worker "
         "processes of their own on the same port, so scrapes and requests never wait on a poll; each worker "
-        "adds ~60 MB (see docs/performance.md)."))
+        "adds ~85 MB (see docs/performance.md)."))
 
     @model_validator(mode="after")
     def _admin(self) -> ApiConfig:

@@ -42,9 +42,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: Settings) -> None:
-    from txnwatch.api.app import create_app
     from txnwatch.runtime import SchemaNotReady, ensure_schema
-    from txnwatch.wiring import build_runtime
 
     logs.configure(settings.log_level, settings.log_format)
     listener = bind(settings.api.host, settings.api.port)
@@ -62,6 +60,9 @@ def serve(settings: Settings) -> None:
         except Exception as exc:
             raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
         return
+    from txnwatch.api.app import create_app  # not in the collecting process when API workers serve
+    from txnwatch.wiring import build_runtime
+
     runtime = build_runtime(settings)
     app = create_app(runtime)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
