@@ -137,6 +137,15 @@ def main() -> int:
     return 0
 
 
+def _serves(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, workers: int) -> None:
     """GET /metrics over real HTTP (uvicorn, keep-alive, gzip as Prometheus asks) while polls run back to back.
 
@@ -190,14 +199,10 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
         assert directory is not None
         pool = WorkerPool(settings, bind("127.0.0.1", port), directory, workers)
         pool.start()
-        import httpx
-
-        while True:  # until a worker serves the collector's first publication
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+        deadline = time.monotonic() + 120
+        while not _serves(f"http://127.0.0.1:{port}/metrics"):  # until a worker has the first publication
+            if time.monotonic() > deadline:
+                raise SystemExit("the API worker did not serve /metrics within 120 s")
             time.sleep(0.2)
     else:
         server = uvicorn.Server(uvicorn.Config(create_app(runtime, manage_lifecycle=False), host="127.0.0.1",
