@@ -1,25 +1,22 @@
 """The container image: built from the repository's Dockerfile with podman, then proven by running it.
 
 `podman run` is refused in the sandboxes this suite runs in (rlimits, cgroups), so the image's root
-filesystem is exported and run with `chroot` the way a container runtime would: its own Env, User and
-WorkingDir from the image config, the root mounted read-only (as the chart's readOnlyRootFilesystem),
-a writable state directory at /var/lib/txnwatch, uid 10001. It runs `txnwatch --version`, `migrate` and
-a short `run` that polls the session's lab cluster until /readyz says ready, then stops on SIGTERM.
+filesystem is exported and run with `chroot` the way a container runtime would (tests/deploy/imagekit.py):
+its own Env, User and WorkingDir from the image config, the root mounted read-only (as the chart's
+readOnlyRootFilesystem), a writable state directory at /var/lib/txnwatch, uid 10001. It runs
+`txnwatch --version`, `migrate` and a short `run` that polls the session's lab cluster until /readyz says
+ready, then stops on SIGTERM. The pipeline target is tests/deploy/test_pipeline_image.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
-import tarfile
-import time
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,90 +24,27 @@ import httpx
 import pytest
 import yaml
 
+from tests.deploy.imagekit import STATE_DIR, Image, build_and_export, chroot_command, state_dir
 from tests.deploy.tools import CHART, ROOT, run, tool
 from tests.fixtures.daemon import free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-STATE_DIR = "/var/lib/txnwatch"
-
-
-@dataclass(frozen=True)
-class Image:
-    name: str
-    config: dict[str, Any]  # podman image inspect's Config: Env, User, WorkingDir, Entrypoint, Cmd, Labels
-    root: Path  # the exported root filesystem
-
-    @property
-    def env(self) -> dict[str, str]:
-        return dict(item.split("=", 1) for item in self.config.get("Env") or [])
-
-
-def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    cache = Path(os.environ.get("TXNWATCH_CACHE", Path.home() / ".cache" / "txnwatch"))
-    storage = os.environ.get("PODMAN_STORAGE_ROOT", str(cache / "containers" / "storage"))
-    runroot = os.environ.get("PODMAN_RUNROOT", f"{os.environ.get('XDG_RUNTIME_DIR', '/tmp')}/txnwatch-podman-{os.getuid()}")
-    command = [tool("podman"), "--root", storage, "--runroot", runroot, "--storage-driver", "vfs", *args]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-    return proc
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
-    if os.getuid() != 0:
-        pytest.fail("the image test needs root (debootstrap, podman's vfs storage, chroot)", pytrace=False)
-    tool("debootstrap")
-    started = time.monotonic()
-    built = subprocess.run(["bash", str(ROOT / "scripts" / "build-image.sh")], capture_output=True, text=True,
-                           timeout=1200, cwd=ROOT)
-    assert built.returncode == 0, f"scripts/build-image.sh failed:\n{built.stderr[-4000:]}"
-    name = built.stdout.strip().splitlines()[-1]
-    print(f"image {name} ready in {time.monotonic() - started:.0f}s")
-    config = json.loads(podman("image", "inspect", name).stdout)[0]["Config"]
-    root = tmp_path_factory.mktemp("image-root")
-    container = podman("create", name).stdout.strip()
-    try:
-        export = root.parent / "rootfs.tar"
-        podman("export", "-o", str(export), container)
-        with tarfile.open(export) as tar:
-            tar.extractall(root, numeric_owner=True, filter="fully_trusted")
-        export.unlink()
-        root.chmod(0o755)  # the image's / (pytest made the directory 0700)
-    finally:
-        podman("rm", container)
-    yield Image(name, config, root)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
-    """`txnwatch ARGS` inside the image root: read-only root, state and /tmp writable, the image's user and env."""
-    root = shlex.quote(str(image.root))
-    user = image.config["User"]
-    variables = {**image.env, **(env or {})}
-    entry = [*image.config["Entrypoint"], *args]
-    inner = f'cd {shlex.quote(image.config["WorkingDir"])} && exec "$@"'
-    script = " && ".join([
-        f"mount --bind {root} {root}", f"mount -o remount,bind,ro {root}",
-        f"mount --bind {shlex.quote(str(state))} {root}{STATE_DIR}",
-        f"mount -t tmpfs -o mode=1777 tmpfs {root}/tmp",
-        f"mount -t proc proc {root}/proc", f"mount --rbind /dev {root}/dev",
-        "exec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in variables.items())
-        + f" chroot --userspec={shlex.quote(user)} {root} /bin/sh -c {shlex.quote(inner)} sh "
-        + " ".join(shlex.quote(a) for a in entry),
-    ])
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+    built = build_and_export(tmp_path_factory.mktemp("image-root"))
+    print(f"image {built.name} ready in {built.build_seconds:.0f}s, {built.size_bytes / 1e6:.0f} MB")
+    yield built
+    shutil.rmtree(built.root, ignore_errors=True)
 
 
 @pytest.fixture
 def state(tmp_path: Path, image: Image) -> Path:
     """The volume the chart mounts at /var/lib/txnwatch, owned by the image's user."""
-    path = tmp_path / "state"
-    path.mkdir()
-    uid, _, gid = image.config["User"].partition(":")
-    os.chown(path, int(uid), int(gid or uid))
-    return path
+    return state_dir(tmp_path / "state", image)
 
 
 def test_image_is_named_for_the_version_and_the_chart_runs_it(image: Image) -> None:

@@ -1,0 +1,168 @@
+"""The pipeline image (Dockerfile target `pipeline`): built without a registry, then made to compute rollups.
+
+`TXNWATCH_IMAGE_TARGET=pipeline scripts/build-image.sh` builds it from a debootstrap base that holds Debian's
+openjdk-17-jre-headless. The test runs it under chroot as the chart's CronJob would (tests/deploy/imagekit.py:
+read-only root, uid 10001, HOME and SPARK_LOCAL_DIRS on a tmpfs /tmp, the state volume at /var/lib/txnwatch):
+Java and PySpark inside, then the CronJob exactly as the chart renders it (its args, environment and the
+ConfigMap's config file) on a small synthesised archive: export, rollups, database load. Its rollups must
+equal the ones this machine's own venv computes from the same archive.
+
+Opt-in: building a 1.1 GB image under podman's vfs driver and running Spark in it costs minutes
+(docs/container.md has the figures), more than the default suite's budget allows. Run it with
+TXNWATCH_IMAGE_TESTS=all; the default suite keeps the fast checks (tests/deploy/test_helm_pipeline.py:
+the chart's pipeline image, its arguments through the real CLI parser, the Dockerfile target).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from tests.deploy.imagekit import Image, build_and_export, chroot_command, state_dir, tree_mb
+from tests.deploy.tools import ROOT, VENV_BIN, pod_env, render_chart
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("TXNWATCH_IMAGE_TESTS") != "all",
+                       reason="builds the 1.1 GB pipeline image (minutes under vfs): set TXNWATCH_IMAGE_TESTS=all"),
+]
+
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+UNTIL = date(2026, 11, 20)
+DAYS = 2
+ROWS = 3_000  # small: the point is that the image runs the job, not the volume (benchmarks/pipeline.py)
+SPARK = ["--master", "local[2]", "--driver-memory", "512m", "--conf", "spark.sql.shuffle.partitions=4"]
+WINDOW = ["--since", (UNTIL - timedelta(days=DAYS - 1)).isoformat(), "--until", UNTIL.isoformat()]
+CHART_ENV = {"HOME": "/tmp", "SPARK_LOCAL_DIRS": "/tmp"}  # as the CronJob sets them
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
+    built = build_and_export(tmp_path_factory.mktemp("pipeline-image-root"), target="pipeline")
+    print(f"\npipeline image {built.name}: scripts/build-image.sh {built.build_seconds:.0f}s, "
+          f"{built.size_bytes / 1e6:.0f} MB (podman), root {tree_mb(built.root):.0f} MiB")
+    yield built
+    shutil.rmtree(built.root, ignore_errors=True)
+
+
+def _in_image(image: Image, state: Path, *args: str, entrypoint: list[str] | None = None,
+              env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(chroot_command(image, state, *args, env=CHART_ENV | (env or {}), entrypoint=entrypoint),
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _rows(root: Path) -> list[dict[str, Any]]:
+    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
+    rows = [{k: v for k, v in row.items() if k != "date"} for row in table.to_pylist()]
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in sorted(r) if not isinstance(r[k], float)))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Sums of doubles may be added in another order: equal to 1e-9, else exactly."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    return bool(a == b)
+
+
+def test_pipeline_image_is_named_for_the_chart_and_holds_spark_and_java(image: Image, tmp_path: Path) -> None:
+    assert image.name == f"ghcr.io/txnwatch/txnwatch:{VERSION}-pipeline"
+    assert image.config["User"] == "10001:10001" and image.config["Entrypoint"] == ["txnwatch"]
+    site = next((image.root / "opt" / "txnwatch" / "lib").glob("python3*/site-packages"))
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert {"txnwatch", "pyspark", "py4j", "pyarrow", "sqlalchemy"} <= installed
+    assert not installed & {"pip", "setuptools", "pytest"}, installed
+    state = state_dir(tmp_path / "state", image)
+    java = _in_image(image, state, "-version", entrypoint=["java"])
+    assert java.returncode == 0 and re.search(r'version "17\.', java.stderr), java.stderr
+    probe = ("import pyspark, txnwatch.pipeline.session as s; s.check_java(); print(pyspark.__version__)")
+    imported = _in_image(image, state, "-c", probe, entrypoint=["python"])
+    host_pyspark = subprocess.run([str(VENV_BIN / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    assert (imported.returncode, imported.stdout.strip()) == (0, host_pyspark), imported.stderr
+
+
+def _chart_job(tmp_path: Path) -> tuple[dict[str, Any], dict[str, str], Path]:
+    """The chart's CronJob container (args expanded), its environment and its config file, as Kubernetes
+    would hand them to the pod: default values plus a small Spark and a fixed window."""
+    values = {"archive": {"existingClaim": "txnwatch-archive"},
+              "pipeline": {"enabled": True, "extraArgs": WINDOW,
+                           "spark": {"master": "local[2]", "driverMemory": "512m",
+                                     "conf": {"spark.sql.shuffle.partitions": "4"}}}}
+    docs = render_chart(values, tmp_path)
+    (cron,) = [d for d in docs if d["kind"] == "CronJob"]
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"]]
+    config = tmp_path / "config.yaml"
+    config.write_text(cm["data"]["config.yaml"])
+    config.chmod(0o644)
+    env = pod_env(docs, container, {"status.podIP": "127.0.0.1", "metadata.name": "txnwatch-pipeline-test"})
+    args = [re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), a) for a in container["args"]]
+    return container | {"args": args}, env, config
+
+
+def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image, tmp_path: Path) -> None:
+    """The CronJob exactly as the chart renders it (args, environment, ConfigMap at /etc/txnwatch/config.yaml)
+    in the pipeline image: export, Spark rollups, database load; the rollups equal the host venv's."""
+    from sqlalchemy import create_engine, func, select
+
+    from txnwatch.pipeline.synth import synthesize
+    from txnwatch.store.rollups import MODELS
+
+    container, env, config = _chart_job(tmp_path)
+    assert container["image"] == image.name
+    state = state_dir(tmp_path / "state", image)
+    archive = state / "archive"  # the archive PVC's mount point under the state volume
+    written = synthesize(str(archive), rows=ROWS, days=DAYS, clusters=2, until=UNTIL)
+    assert sum(written.values()) >= ROWS
+    uid, _, gid = image.config["User"].partition(":")
+    for path in [archive, *archive.rglob("*")]:  # the archive volume belongs to the pod's user (fsGroup)
+        os.chown(path, int(uid), int(gid))
+    files = {"/etc/txnwatch/config.yaml": config}
+    migrated = subprocess.run(chroot_command(image, state, "migrate", env=env, files=files), capture_output=True,
+                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert migrated.returncode == 0, migrated.stderr[-3000:]  # the daemon pod's init container, on SQLite
+
+    started = time.monotonic()
+    ran = subprocess.run(chroot_command(image, state, *container["args"], env=env, files=files),
+                         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    image_s = time.monotonic() - started
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    for stage in ("exporting new history", "starting Spark (local[2])", "loading rollups into the database"):
+        assert stage in ran.stderr, (stage, ran.stderr[-2000:])
+
+    started = time.monotonic()
+    host = subprocess.run([sys.executable, "-m", "txnwatch.pipeline", "run", "--no-db", "--no-export",
+                           "--archive", str(archive), "--output", str(tmp_path / "host"), *WINDOW, *SPARK],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1"})
+    host_s = time.monotonic() - started
+    assert host.returncode == 0, host.stderr[-4000:]
+    print(f"\npipeline run on {sum(written.values()):,} rows: the chart's job in the image {image_s:.0f}s, "
+          f"on the host {host_s:.0f}s")
+
+    engine = create_engine(f"sqlite:///{state / 'txnwatch.db'}")
+    try:
+        with engine.connect() as connection:
+            loaded = {name: connection.execute(select(func.count()).select_from(model)).scalar_one()
+                      for name, model in MODELS.items()}
+    finally:
+        engine.dispose()
+    for name in MODELS:
+        got, want = _rows(archive / "_rollups" / name), _rows(tmp_path / "host" / name)
+        assert want, f"{name}: the host computed nothing to compare"
+        assert len(got) == len(want) == loaded[name], (name, len(got), len(want), loaded[name])
+        for g, w in zip(got, want, strict=True):
+            assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
