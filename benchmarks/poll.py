@@ -625,7 +625,7 @@ def create_topics(admin: Any, scale: Scale, run: str) -> tuple[dict[tuple[str, i
     for start in range(0, len(new), 100):  # thousands of small topics (benchmarks/biglab.py) in a few requests
         admin.create_topics(new[start:start + 100], timeout_ms=120_000)
     leaders: dict[tuple[str, int], int] = {}
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + max(180.0, scale.partitions / 200)  # a loaded 2-core machine at 100k: minutes
     while time.monotonic() < deadline:
         leaders = {(t.get("name") or t.get("topic"), p["partition_index"]): p["leader_id"]
                    for t in admin.describe_topics(names) for p in t["partitions"] if p["leader_id"] >= 0}

@@ -15,6 +15,9 @@ which the normal thresholds trigger at once.  A poll is bounded by its request t
 the pause is too.  The GC is a property of the process, so the window is one per process
 (:data:`PROCESS`), counted across the threads of every cluster's poll: the GC resumes when
 the last poll in flight ends, and only if it was enabled when the first began.
+
+Work that can wait a few seconds and would otherwise hold the GIL against a poll (a /metrics
+render of hundreds of thousands of series) can ask :meth:`PollWindow.wait_quiet` first.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from contextlib import contextmanager
 
 class PollWindow:
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._in_flight = 0
         self._resume_gc = False
 
@@ -49,8 +52,16 @@ class PollWindow:
         finally:
             with self._lock:
                 self._in_flight -= 1
-                if self._in_flight == 0 and self._resume_gc:
-                    gc.enable()
+                if self._in_flight == 0:
+                    if self._resume_gc:
+                        gc.enable()
+                    self._lock.notify_all()
+
+    def wait_quiet(self, max_wait_s: float) -> bool:
+        """Until no poll runs, for at most ``max_wait_s`` (polls of many clusters may never leave a gap):
+        True if quiet now."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._in_flight == 0, timeout=max_wait_s)
 
 
 PROCESS = PollWindow()

@@ -45,3 +45,25 @@ def test_gc_left_off_if_it_was_off(gc_enabled: None) -> None:
     with PollWindow().poll():
         pass
     assert not gc.isenabled()
+
+
+def test_wait_quiet_waits_for_the_poll_and_no_longer(gc_enabled: None) -> None:
+    import threading
+
+    window = PollWindow()
+    assert window.wait_quiet(0)  # nothing polls: at once
+    poll = window.poll()
+    poll.__enter__()
+    assert not window.wait_quiet(0.01)  # bounded while a poll runs
+    quiet = threading.Event()
+
+    def wait() -> None:
+        if window.wait_quiet(60):
+            quiet.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert not quiet.wait(0.2), "returned while the poll still ran"
+    poll.__exit__(None, None, None)
+    assert quiet.wait(60)
+    waiter.join()
