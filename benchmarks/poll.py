@@ -621,8 +621,9 @@ def create_topics(admin: Any, scale: Scale, run: str) -> tuple[dict[tuple[str, i
     names = [f"{TOPIC_PREFIX}{run}-{i}" for i in range(scale.topics)]
     # Replication 1 keeps 5k partitions within the lab's 512 MB brokers; small preallocated indexes.
     configs = {"segment.index.bytes": "65536", "segment.bytes": str(16 << 20)}
-    for name, count in zip(names, per_topic, strict=False):
-        admin.create_topics([NewTopic(name, count, 1, topic_configs=configs)], timeout_ms=120_000)
+    new = [NewTopic(name, count, 1, topic_configs=configs) for name, count in zip(names, per_topic, strict=False)]
+    for start in range(0, len(new), 100):  # thousands of small topics (benchmarks/biglab.py) in a few requests
+        admin.create_topics(new[start:start + 100], timeout_ms=120_000)
     leaders: dict[tuple[str, int], int] = {}
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

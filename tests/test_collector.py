@@ -168,3 +168,27 @@ def test_a_new_epoch_is_a_new_term_and_a_lost_cluster_leaves_no_stale_view() -> 
     view = state.get("c")
     assert view is not None and view.last_poll_at_ms is None and view.snapshot is None
     assert poller.calls == 2
+
+
+def test_poll_runs_with_the_cyclic_gc_paused() -> None:
+    """The answers of a big poll set off full collections again and again (txnwatch.pollwindow)."""
+    import gc
+
+    from txnwatch.pollwindow import PollWindow
+
+    seen: list[bool] = []
+
+    class GcPoller(FakePoller):
+        def poll(self) -> ClusterSnapshot:
+            seen.append(gc.isenabled())
+            return super().poll()
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        state, sink = LatestState(), RecordingSink()
+        make("a", GcPoller("a"), state, sink, window=PollWindow()).poll_once()
+        assert seen == [False] and gc.isenabled()
+        assert sink.calls == [("a", True, None)]
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -34,6 +34,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from txnwatch.logbudget import FailureStreak
 from txnwatch.model import ClusterSnapshot
+from txnwatch.pollwindow import PROCESS, PollWindow
 from txnwatch.state import ClusterView, LatestState
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,10 @@ class ClusterCollector:
         clock: Callable[[], float] = time.time,
         backoff: Backoff = Backoff(),
         leading: Callable[[], object] = lambda: True,
+        window: PollWindow = PROCESS,
     ) -> None:
         self.name = name
+        self._window = window
         self._connect = connect
         self._evaluate = evaluate
         self._detector_state: Any = None
@@ -136,7 +139,8 @@ class ClusterCollector:
         try:
             if self._poller is None:
                 self._poller = self._connect()
-            snapshot = self._poller.poll()
+            with self._window.poll():  # no cyclic GC while the answers are decoded (txnwatch.pollwindow)
+                snapshot = self._poller.poll()
         except Exception as exc:  # any failure of the cluster must leave the daemon running
             self._failed(exc, now)
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 
@@ -83,3 +84,64 @@ def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None
     finally:
         server.stop()
         shutil.rmtree(server.root, ignore_errors=True)
+
+
+def _state_rows_written(engine: Engine) -> list[int]:
+    """Rows sent per INSERT into txn_states (an executemany counts its parameter sets)."""
+    from sqlalchemy import event
+
+    written: list[int] = []
+
+    def count(conn: object, cursor: object, statement: str, parameters: Any, context: object,
+              executemany: bool) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO TXN_STATES"):
+            written.append(len(parameters) if executemany else 1)
+
+    event.listen(engine, "before_cursor_execute", count)
+    return written
+
+
+def _steady(at_ms: int, ids: tuple[str, ...], **changes: TxnState) -> ClusterSnapshot:
+    """A poll where each id's transaction started at the same time as in every other poll (unchanged)."""
+    from dataclasses import replace
+
+    polled = snapshot(at_ms, ids)
+    return replace(polled, transactions={t: replace(d, start_time_ms=1_600_000_000_000, state=changes.get(t, d.state))
+                                         for t, d in polled.transactions.items()})
+
+
+def test_txn_states_written_as_a_difference(engine: Engine) -> None:
+    """Unchanged ids are stamped seen by one UPDATE, only new or changed ids are upserted; an id that was gone
+    and comes back unchanged is upserted again (its row says gone: the difference is taken against the database)."""
+    rec = Recorder(make_sessionmaker(engine), {"c": "h:9092"})
+    rec.start()
+    written = _state_rows_written(engine)
+    t0 = 1_700_000_000_000
+    ids = ("app-1", "app-2", "app-3")
+    rec.on_poll("c", _steady(t0, ids), None, None, 0)
+    assert sum(written) == 3
+    written.clear()
+    rec.on_poll("c", _steady(t0 + 15_000, ids), None, None, 0)  # nothing changed
+    assert sum(written) == 0
+    with make_sessionmaker(engine)() as s:
+        rows = {r.transactional_id: r for r in s.scalars(select(m.TransactionState))}
+    assert set(rows) == set(ids)
+    assert all(r.last_seen_at.timestamp() * 1000 == t0 + 15_000 and r.gone_at is None for r in rows.values())
+
+    rec.on_poll("c", _steady(t0 + 30_000, ("app-1", "app-2"), **{"app-2": TxnState.PREPARE_COMMIT}), None, None, 0)
+    assert sum(written) == 1  # app-2 only; app-3 is marked gone by the bulk update
+    with make_sessionmaker(engine)() as s:
+        rows = {r.transactional_id: r for r in s.scalars(select(m.TransactionState))}
+    assert rows["app-2"].state == TxnState.PREPARE_COMMIT.value
+    assert rows["app-3"].gone_at is not None and rows["app-1"].gone_at is None
+    assert rows["app-3"].last_seen_at.timestamp() * 1000 == t0 + 15_000
+    assert rows["app-1"].first_seen_at.timestamp() * 1000 == t0
+    assert rows["app-1"].last_seen_at.timestamp() * 1000 == t0 + 30_000
+
+    written.clear()
+    rec.on_poll("c", _steady(t0 + 45_000, ids, **{"app-2": TxnState.PREPARE_COMMIT}), None, None, 0)
+    assert sum(written) == 1  # app-3 again: same content as before it went, but its row says gone
+    with make_sessionmaker(engine)() as s:
+        rows = {r.transactional_id: r for r in s.scalars(select(m.TransactionState))}
+    assert all(r.gone_at is None for r in rows.values())
+    assert {r.last_seen_at.timestamp() * 1000 for r in rows.values()} == {t0 + 45_000}
