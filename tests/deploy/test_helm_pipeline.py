@@ -124,11 +124,17 @@ def test_config_secrets_and_volumes_are_the_daemons(tmp_path: Path) -> None:
     assert params["config"] == Path("/etc/txnwatch/config.yaml")
 
 
-def test_pipeline_pods_are_not_daemon_replicas(tmp_path: Path) -> None:
+@pytest.mark.parametrize("job", ["pipeline", "migrate"])
+def test_job_pods_are_not_daemon_replicas(tmp_path: Path, job: str) -> None:
     """Every daemon selector (Deployment, Service, PodDisruptionBudget, the API's NetworkPolicy) must miss
-    the pipeline's pods: a Service endpoint on a Spark job would take API traffic it cannot answer."""
-    docs = render_chart(ENABLED, tmp_path)
-    labels = _pod(docs)["metadata"]["labels"]
+    the pipeline's and the migration hook's pods: a Service endpoint on a Job's pod (Ready as soon as it
+    runs, having no readiness probe) would take API traffic it cannot answer."""
+    docs = render_chart(_with(ENABLED, secrets={"databaseUrl": "postgresql+psycopg://u:p@db/t"}), tmp_path)
+    if job == "pipeline":
+        labels = _pod(docs)["metadata"]["labels"]
+    else:
+        (migrate,) = _kind(docs, "Job", "-migrate")
+        labels = migrate["spec"]["template"]["metadata"]["labels"]
     (deploy,) = _kind(docs, "Deployment")
     (service,) = _kind(docs, "Service")
     (pdb,) = _kind(docs, "PodDisruptionBudget")
@@ -140,8 +146,9 @@ def test_pipeline_pods_are_not_daemon_replicas(tmp_path: Path) -> None:
     for kind, selector in selectors.items():
         assert selector.items() <= daemon_labels.items(), f"{kind} does not select the daemon"
         assert not selector.items() <= labels.items(), f"{kind} selects the pipeline's pods"
-    (policy,) = _kind(docs, "NetworkPolicy", "-pipeline")
-    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    if job == "pipeline":
+        (policy,) = _kind(docs, "NetworkPolicy", "-pipeline")
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
 
 
 def test_local_spark_by_default_with_no_ingress_and_no_api_token(tmp_path: Path) -> None:
