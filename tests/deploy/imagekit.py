@@ -81,10 +81,12 @@ def build_and_export(root: Path, target: str = "daemon", timeout_s: float = 1800
 
 
 def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | None = None,
-                   entrypoint: list[str] | None = None, files: dict[str, Path] | None = None) -> list[str]:
+                   entrypoint: list[str] | None = None, files: dict[str, Path] | None = None,
+                   volumes: dict[str, Path] | None = None) -> list[str]:
     """ARGS after the image's entrypoint (or ``entrypoint``) inside the image root: read-only root, state and
     /tmp writable, the image's user and env; ``files`` maps paths in the image to host files mounted there
-    read-only (a ConfigMap's subPath mount)."""
+    read-only (a ConfigMap's subPath mount), ``volumes`` paths under /tmp to host directories mounted there
+    writable (a volume a Spark cluster's executors see at the same path)."""
     for inside in files or {}:
         target = image.root / inside.lstrip("/")  # the mount point, as a runtime creates it in the container
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -101,6 +103,8 @@ def chroot_command(image: Image, state: Path, *args: str, env: dict[str, str] | 
         f"mount -t proc proc {root}/proc", f"mount --rbind /dev {root}/dev",
         *(f"mount --bind {shlex.quote(str(host))} {root}{shlex.quote(inside)}"
           f" && mount -o remount,bind,ro {root}{shlex.quote(inside)}" for inside, host in (files or {}).items()),
+        *(f"mkdir -p {root}{shlex.quote(inside)} && mount --bind {shlex.quote(str(host))} {root}{shlex.quote(inside)}"
+          for inside, host in (volumes or {}).items()),
         "exec env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in variables.items())
         + f" chroot --userspec={shlex.quote(user)} {root} /bin/sh -c {shlex.quote(inner)} sh "
         + " ".join(shlex.quote(a) for a in entry),

@@ -70,6 +70,24 @@ def _parsed(args: list[str]) -> dict[str, Any]:
     return params
 
 
+def _schema_errors(docs: list[dict[str, Any]]) -> list[str]:
+    errors = []
+    for doc in docs:
+        if doc["kind"] in {"ServiceMonitor", "PrometheusRule"}:  # CRDs: test_helm.py checks them
+            continue
+        try:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}")
+    return errors
+
+
+def _lint(values: dict[str, Any], tmp_path: Path) -> None:
+    values_file = tmp_path / "lint-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    run(tool("helm"), "lint", "--strict", str(CHART), "-f", str(values_file))
+
+
 def test_the_job_runs_the_pipeline_image_build_image_sh_makes(tmp_path: Path) -> None:
     built = subprocess.run(["bash", str(ROOT / "scripts" / "build-image.sh"), "--name"], capture_output=True,
                            text=True, timeout=60, env=os.environ | {"TXNWATCH_IMAGE_TARGET": "pipeline"},
@@ -124,11 +142,17 @@ def test_config_secrets_and_volumes_are_the_daemons(tmp_path: Path) -> None:
     assert params["config"] == Path("/etc/txnwatch/config.yaml")
 
 
-def test_pipeline_pods_are_not_daemon_replicas(tmp_path: Path) -> None:
+@pytest.mark.parametrize("job", ["pipeline", "migrate"])
+def test_job_pods_are_not_daemon_replicas(tmp_path: Path, job: str) -> None:
     """Every daemon selector (Deployment, Service, PodDisruptionBudget, the API's NetworkPolicy) must miss
-    the pipeline's pods: a Service endpoint on a Spark job would take API traffic it cannot answer."""
-    docs = render_chart(ENABLED, tmp_path)
-    labels = _pod(docs)["metadata"]["labels"]
+    the pipeline's and the migration hook's pods: a Service endpoint on a Job's pod (Ready as soon as it
+    runs, having no readiness probe) would take API traffic it cannot answer."""
+    docs = render_chart(_with(ENABLED, secrets={"databaseUrl": "postgresql+psycopg://u:p@db/t"}), tmp_path)
+    if job == "pipeline":
+        labels = _pod(docs)["metadata"]["labels"]
+    else:
+        (migrate,) = _kind(docs, "Job", "-migrate")
+        labels = migrate["spec"]["template"]["metadata"]["labels"]
     (deploy,) = _kind(docs, "Deployment")
     (service,) = _kind(docs, "Service")
     (pdb,) = _kind(docs, "PodDisruptionBudget")
@@ -140,8 +164,9 @@ def test_pipeline_pods_are_not_daemon_replicas(tmp_path: Path) -> None:
     for kind, selector in selectors.items():
         assert selector.items() <= daemon_labels.items(), f"{kind} does not select the daemon"
         assert not selector.items() <= labels.items(), f"{kind} selects the pipeline's pods"
-    (policy,) = _kind(docs, "NetworkPolicy", "-pipeline")
-    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    if job == "pipeline":
+        (policy,) = _kind(docs, "NetworkPolicy", "-pipeline")
+        assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
 
 
 def test_local_spark_by_default_with_no_ingress_and_no_api_token(tmp_path: Path) -> None:
@@ -171,8 +196,11 @@ def test_spark_standalone_master_makes_the_pod_a_reachable_driver(tmp_path: Path
                             "conf": {"spark.executor.memory": "2g", "spark.cores.max": 8,
                                      "spark.driver.port": "40000"}},
                      extraArgs=["--top", "20"])
-    docs = render_chart(_with(values, networkPolicy={"enabled": True, "ingressFrom": [
-        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "spark"}}}]}), tmp_path)
+    values = _with(values, networkPolicy={"enabled": True, "ingressFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "spark"}}}]})
+    docs = render_chart(values, tmp_path)
+    assert _schema_errors(docs) == []
+    _lint(values, tmp_path)
     params = _parsed(_expanded_args(docs))
     assert params["master"] == "spark://spark-master.spark:7077" and params["top"] == 20
     assert params["conf"] == {"spark.driver.host": FIELDS["status.podIP"], "spark.driver.bindAddress": "0.0.0.0",
@@ -206,15 +234,8 @@ def test_kubernetes_master_gets_rbac_and_owns_its_executors(tmp_path: Path) -> N
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "ns"}]
     (pods_rule,) = [r for r in role["rules"] if "pods" in r["resources"]]
     assert {"create", "delete", "watch", "list"} <= set(pods_rule["verbs"])
-    errors = []
-    for doc in docs:
-        if doc["kind"] in {"ServiceMonitor", "PrometheusRule"}:
-            continue
-        try:
-            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: {exc.message} at {list(exc.path)}")
-    assert errors == []
+    assert _schema_errors(docs) == []
+    _lint(values, tmp_path)
     no_rbac = _values(spark={**values["pipeline"]["spark"], "kubernetesRbac": False})
     assert _kind(render_chart(no_rbac, tmp_path), "Role") == []
 

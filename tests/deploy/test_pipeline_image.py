@@ -4,8 +4,9 @@
 openjdk-17-jre-headless. The test runs it under chroot as the chart's CronJob would (tests/deploy/imagekit.py:
 read-only root, uid 10001, HOME and SPARK_LOCAL_DIRS on a tmpfs /tmp, the state volume at /var/lib/txnwatch):
 Java and PySpark inside, then the CronJob exactly as the chart renders it (its args, environment and the
-ConfigMap's config file) on a small synthesised archive: export, rollups, database load. Its rollups must
-equal the ones this machine's own venv computes from the same archive.
+ConfigMap's config file) on a small synthesised archive: export, rollups, database load; and again with a
+`spark://` master, the image being the driver of a standalone cluster. The rollups must equal the ones this
+machine's own venv computes from the same archive.
 
 Opt-in: building a 1.1 GB image under podman's vfs driver and running Spark in it costs minutes
 (docs/container.md has the figures), more than the default suite's budget allows. Run it with
@@ -24,6 +25,7 @@ import sys
 import time
 import tomllib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,9 @@ import pytest
 
 from tests.deploy.imagekit import Image, build_and_export, chroot_command, state_dir, tree_mb
 from tests.deploy.tools import ROOT, VENV_BIN, pod_env, render_chart
+from tests.pipeline.test_standalone import standalone  # noqa: F401  # the Spark master + worker fixture
+from txnwatch.lab.ports import free_ports
+from txnwatch.pipeline.synth import synthesize
 
 pytestmark = [
     pytest.mark.slow,
@@ -94,13 +99,13 @@ def test_pipeline_image_is_named_for_the_chart_and_holds_spark_and_java(image: I
     assert (imported.returncode, imported.stdout.strip()) == (0, host_pyspark), imported.stderr
 
 
-def _chart_job(tmp_path: Path) -> tuple[dict[str, Any], dict[str, str], Path]:
+def _chart_job(tmp_path: Path, **pipeline: Any) -> tuple[dict[str, Any], dict[str, str], Path]:
     """The chart's CronJob container (args expanded), its environment and its config file, as Kubernetes
-    would hand them to the pod: default values plus a small Spark and a fixed window."""
+    would hand them to the pod: default values plus a small Spark and a fixed window (or ``pipeline``)."""
     values = {"archive": {"existingClaim": "txnwatch-archive"},
               "pipeline": {"enabled": True, "extraArgs": WINDOW,
                            "spark": {"master": "local[2]", "driverMemory": "512m",
-                                     "conf": {"spark.sql.shuffle.partitions": "4"}}}}
+                                     "conf": {"spark.sql.shuffle.partitions": "4"}}} | pipeline}
     docs = render_chart(values, tmp_path)
     (cron,) = [d for d in docs if d["kind"] == "CronJob"]
     (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
@@ -113,23 +118,63 @@ def _chart_job(tmp_path: Path) -> tuple[dict[str, Any], dict[str, str], Path]:
     return container | {"args": args}, env, config
 
 
-def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Reference:
+    archive: Path  # a synthesised archive (random content): tests run on copies of it
+    rollups: Path  # what this machine's venv computes from it, locally
+    rows: int
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    """One archive and its rollups by the host's own venv, shared by the tests (one host Spark run, not two)."""
+    root = tmp_path_factory.mktemp("reference")
+    archive, rollups = root / "archive", root / "rollups"
+    written = synthesize(str(archive), rows=ROWS, days=DAYS, clusters=2, until=UNTIL)
+    started = time.monotonic()
+    host = subprocess.run([sys.executable, "-m", "txnwatch.pipeline", "run", "--no-db", "--no-export",
+                           "--archive", str(archive), "--output", str(rollups), *WINDOW, *SPARK],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1"})
+    assert host.returncode == 0, host.stderr[-4000:]
+    print(f"\nreference: {sum(written.values()):,} rows, host venv's local run {time.monotonic() - started:.0f}s")
+    return Reference(archive, rollups, sum(written.values()))
+
+
+def _copy_archive(reference: Reference, to: Path, image: Image) -> None:
+    """The reference archive at ``to``, owned by the pod's user (the chart's fsGroup on the archive volume)."""
+    shutil.copytree(reference.archive, to)
+    uid, _, gid = image.config["User"].partition(":")
+    for item in [to, *to.rglob("*")]:
+        os.chown(item, int(uid), int(gid))
+
+
+def _assert_same_rollups(got_root: Path, want_root: Path, loaded: dict[str, int] | None = None) -> None:
+    from txnwatch.store.rollups import MODELS
+
+    for name in MODELS:
+        got, want = _rows(got_root / name), _rows(want_root / name)
+        assert want, f"{name}: the host computed nothing to compare"
+        assert len(got) == len(want), (name, len(got), len(want))
+        if loaded is not None:
+            assert loaded[name] == len(want), (name, loaded[name], len(want))
+        for g, w in zip(got, want, strict=True):
+            assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
+
+
+def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image, reference: Reference,
+                                                                     tmp_path: Path) -> None:
     """The CronJob exactly as the chart renders it (args, environment, ConfigMap at /etc/txnwatch/config.yaml)
     in the pipeline image: export, Spark rollups, database load; the rollups equal the host venv's."""
     from sqlalchemy import create_engine, func, select
 
-    from txnwatch.pipeline.synth import synthesize
     from txnwatch.store.rollups import MODELS
 
     container, env, config = _chart_job(tmp_path)
     assert container["image"] == image.name
     state = state_dir(tmp_path / "state", image)
     archive = state / "archive"  # the archive PVC's mount point under the state volume
-    written = synthesize(str(archive), rows=ROWS, days=DAYS, clusters=2, until=UNTIL)
-    assert sum(written.values()) >= ROWS
-    uid, _, gid = image.config["User"].partition(":")
-    for path in [archive, *archive.rglob("*")]:  # the archive volume belongs to the pod's user (fsGroup)
-        os.chown(path, int(uid), int(gid))
+    _copy_archive(reference, archive, image)
     files = {"/etc/txnwatch/config.yaml": config}
     migrated = subprocess.run(chroot_command(image, state, "migrate", env=env, files=files), capture_output=True,
                               text=True, timeout=600, stdin=subprocess.DEVNULL)
@@ -142,16 +187,7 @@ def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image
     assert ran.returncode == 0, ran.stderr[-4000:]
     for stage in ("exporting new history", "starting Spark (local[2])", "loading rollups into the database"):
         assert stage in ran.stderr, (stage, ran.stderr[-2000:])
-
-    started = time.monotonic()
-    host = subprocess.run([sys.executable, "-m", "txnwatch.pipeline", "run", "--no-db", "--no-export",
-                           "--archive", str(archive), "--output", str(tmp_path / "host"), *WINDOW, *SPARK],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env=os.environ | {"SPARK_LOCAL_IP": "127.0.0.1"})
-    host_s = time.monotonic() - started
-    assert host.returncode == 0, host.stderr[-4000:]
-    print(f"\npipeline run on {sum(written.values()):,} rows: the chart's job in the image {image_s:.0f}s, "
-          f"on the host {host_s:.0f}s")
+    print(f"\npipeline run on {reference.rows:,} rows: the chart's job in the image {image_s:.0f}s")
 
     engine = create_engine(f"sqlite:///{state / 'txnwatch.db'}")
     try:
@@ -160,9 +196,33 @@ def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image
                       for name, model in MODELS.items()}
     finally:
         engine.dispose()
-    for name in MODELS:
-        got, want = _rows(archive / "_rollups" / name), _rows(tmp_path / "host" / name)
-        assert want, f"{name}: the host computed nothing to compare"
-        assert len(got) == len(want) == loaded[name], (name, len(got), len(want), loaded[name])
-        for g, w in zip(got, want, strict=True):
-            assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
+    _assert_same_rollups(archive / "_rollups", reference.rollups, loaded)
+
+
+def test_the_charts_job_drives_a_spark_standalone_cluster(image: Image, reference: Reference, standalone: str,
+                                                          tmp_path: Path) -> None:
+    """pipeline.spark.master spark://…: the image's txnwatch is the driver (client mode) of a Spark cluster
+    whose executors run elsewhere (here: PySpark's own master and worker on this machine, the same Spark
+    version) and connect back on the chart's driver host and fixed ports. The executors are given a Python
+    that does not exist: the rollups must need none of theirs (DataFrames only, no Python UDFs)."""
+    driver_port, block_port = free_ports(2)
+    shared = tmp_path / "shared-archive"  # the same path for the driver (in the image) and the executors
+    container, env, config = _chart_job(
+        tmp_path, extraArgs=[*WINDOW, "--archive", str(shared), "--no-export", "--no-db"],
+        spark={"master": standalone, "driverMemory": "512m", "driverPort": driver_port,
+               "blockManagerPort": block_port,
+               "conf": {"spark.executor.memory": "512m", "spark.cores.max": "1",
+                        "spark.sql.shuffle.partitions": "4", "spark.pyspark.python": "/nonexistent/python3"}})
+    args = container["args"]
+    assert "spark.driver.host=127.0.0.1" in args and f"spark.driver.port={driver_port}" in args
+    _copy_archive(reference, shared, image)
+    state = state_dir(tmp_path / "state", image)
+    started = time.monotonic()
+    ran = subprocess.run(chroot_command(image, state, *args, env=env, files={"/etc/txnwatch/config.yaml": config},
+                                        volumes={str(shared): shared}),
+                         capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    image_s = time.monotonic() - started
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    assert f"starting Spark ({standalone})" in ran.stderr, ran.stderr[-2000:]
+    print(f"\npipeline run on {reference.rows:,} rows: the image as a standalone cluster's driver {image_s:.0f}s")
+    _assert_same_rollups(shared / "_rollups", reference.rollups)
