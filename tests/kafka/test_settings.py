@@ -71,3 +71,19 @@ def test_from_service_config() -> None:
     s = ClusterConnectionSettings.from_config(config)
     assert s.bootstrap_servers == ("k1:9092", "k2:9092") and s.sasl_password == "p" and s.ssl_cafile == "/ca.pem"
     assert s.watches("orders") and not s.watches("__consumer_offsets")
+
+
+def test_big_cluster_answers_are_accepted() -> None:
+    """The Metadata answer of a lab cluster with 80,000 partitions was 2,148,861 bytes; kafka-python's connection
+    manager refuses frames over 1 MB unless told otherwise, and every poll of that cluster failed."""
+    import struct
+
+    from kafka.net.manager import KafkaConnectionManager
+    from kafka.net.selector import NetworkSelector
+    from kafka.protocol.parser import KafkaProtocol
+
+    s = settings()
+    manager = KafkaConnectionManager(NetworkSelector(client_id=s.client_id), **s.client_config())
+    parser = KafkaProtocol(client_id=s.client_id,
+                           receive_message_max_bytes=manager.config["receive_message_max_bytes"])
+    assert parser.receive_bytes(struct.pack(">i", 2_148_861)) == []  # a frame header: waits for the rest

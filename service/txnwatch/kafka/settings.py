@@ -22,6 +22,8 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]
 #: Mechanisms that log in with sasl_username/sasl_password.
 PASSWORD_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
+"""Largest broker answer accepted (kafka-python's admin client and consumer use the same bound)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,10 @@ class ClusterConnectionSettings:
             "reconnect_backoff_max_ms": 5_000,
             # One poll pipelines up to seven requests to a broker in a single round trip.
             "max_in_flight_requests_per_connection": 16,
+            # The connection manager's own default (1 MB) refuses the answers of a big cluster: the Metadata
+            # answer of 80,000 partitions is 2.1 MB, and no poll got past its first round (benchmarks/biglab.py).
+            # KafkaAdminClient and KafkaConsumer allow 100 MB; so do we.
+            "receive_message_max_bytes": RECEIVE_MESSAGE_MAX_BYTES,
             "security_protocol": self.security_protocol,
             "sasl_mechanism": self.sasl_mechanism,
             "sasl_plain_username": self.sasl_username,
