@@ -145,3 +145,44 @@ def test_txn_states_written_as_a_difference(engine: Engine) -> None:
         rows = {r.transactional_id: r for r in s.scalars(select(m.TransactionState))}
     assert all(r.gone_at is None for r in rows.values())
     assert {r.last_seen_at.timestamp() * 1000 for r in rows.values()} == {t0 + 45_000}
+
+
+def test_open_episodes_refreshed_in_one_statement(engine: Engine) -> None:
+    """Every open LSO stall is refreshed each poll: one executemany, not an ORM UPDATE per episode (which
+    re-evaluated its criteria against all loaded episodes); started_at keeps its first value."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy import event
+
+    from txnwatch.store.findings import EpisodeSync, sync_episodes
+
+    rec = Recorder(make_sessionmaker(engine), {"c": "h:9092"})
+    rec.start()
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+    def stalls(at: datetime, gap: int) -> EpisodeSync:
+        return EpisodeSync(m.LsoStallEpisode, {f"orders-{p}": dict(
+            topic="orders", partition=p, started_at=at, last_seen_at=at, stalled_lso=5, max_gap=gap,
+            blocking_producer_id=7, blocking_producer_epoch=0, blocking_transactional_id="app-1") for p in range(5)})
+
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as s:
+        cluster_id = s.scalar(select(m.Cluster.id))
+        assert cluster_id is not None
+        sync_episodes(s, cluster_id, stalls(t0, 10), t0)
+    updates: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, parameters: Any, context: object,
+              executemany: bool) -> None:
+        if statement.lstrip().upper().startswith("UPDATE LSO_STALLS"):
+            updates.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    later = t0 + timedelta(seconds=15)
+    with sessions.begin() as s:
+        sync_episodes(s, cluster_id, stalls(later, 20), later)
+    assert len(updates) == 1
+    with sessions() as s:
+        rows = s.scalars(select(m.LsoStallEpisode)).all()
+    assert len(rows) == 5 and {r.max_gap for r in rows} == {20} and {r.started_at for r in rows} == {t0}
+    assert {r.last_seen_at for r in rows} == {later} and all(r.ended_at is None for r in rows)
