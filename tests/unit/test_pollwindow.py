@@ -67,3 +67,32 @@ def test_wait_quiet_waits_for_the_poll_and_no_longer(gc_enabled: None) -> None:
     poll.__exit__(None, None, None)
     assert quiet.wait(60)
     waiter.join()
+
+
+def test_polls_that_never_leave_a_gap_still_get_their_cyclic_garbage_collected(gc_enabled: None) -> None:
+    """Many clusters' polls overlapping for longer than the longest pause: the poll that ends after it
+    runs a full collection itself, and the GC stays paused for the polls still in flight."""
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    import time
+    import weakref
+
+    window = PollWindow(max_pause_s=0.05)
+    running = window.poll()
+    running.__enter__()
+    garbage = Cycle()
+    gone = weakref.ref(garbage)
+    del garbage
+    with window.poll():
+        pass  # ends before the pause is long: nothing collected
+    assert gone() is not None and window.forced_collections == 0
+    time.sleep(0.06)
+    with window.poll():
+        pass  # ends after it, while `running` still runs
+    assert gone() is None and window.forced_collections == 1
+    assert not gc.isenabled(), "the poll still in flight keeps the GC paused"
+    running.__exit__(None, None, None)
+    assert gc.isenabled()
