@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from txnwatch import pollwindow
 from txnwatch.model import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class Exposition:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            # A render of hundreds of thousands of series holds the GIL for seconds: not during a poll, if the
+            # polls leave a gap within max_age_s (txnwatch.pollwindow; polls of many clusters may never).
+            pollwindow.PROCESS.wait_quiet(self._max_age_s)
             try:
                 self._render_and_hand_on()
             except Exception:  # a broken collector must not stop the exposition; the last good render stays

@@ -64,3 +64,27 @@ def test_scrapes_serve_the_poll_render_and_gzip_on_request() -> None:
         finally:
             exposition.stop()
     runtime.engine.dispose()
+
+
+def test_the_render_waits_for_the_poll_in_flight() -> None:
+    """A render holds the GIL for seconds at big scale: it starts once no poll runs (within max_age_s)."""
+    from prometheus_client.registry import CollectorRegistry
+
+    from txnwatch import pollwindow
+
+    exposition = Exposition(CollectorRegistry(), max_age_s=60)
+    with pollwindow.PROCESS.poll():
+        exposition.start()
+        try:
+            time.sleep(0.5)
+            assert exposition.cached(False) is None, "rendered while a poll was in flight"
+        except BaseException:
+            exposition.stop()
+            raise
+    try:
+        deadline = time.monotonic() + 10
+        while exposition.cached(False) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert exposition.cached(False) is not None, "no render after the poll ended"
+    finally:
+        exposition.stop()
