@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-
 #: Polls of many clusters can overlap without a gap for a long time; cyclic garbage (exceptions with their
 #: tracebacks, closed connections) must still be collected: once the GC has waited this long, the next poll
 #: to end runs a full collection itself.

@@ -16,7 +16,6 @@ the chart's pipeline image, its arguments through the real CLI parser, the Docke
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -30,11 +29,11 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as ds
 import pytest
 
 from tests.deploy.imagekit import Image, build_and_export, chroot_command, state_dir, tree_mb
 from tests.deploy.tools import ROOT, VENV_BIN, pod_env, render_chart
+from tests.pipeline.rollup_rows import rollup_rows, same_value
 from tests.pipeline.test_standalone import standalone  # noqa: F401  # the Spark master + worker fixture
 from txnwatch.lab.ports import free_ports
 from txnwatch.pipeline.synth import synthesize
@@ -67,19 +66,6 @@ def _in_image(image: Image, state: Path, *args: str, entrypoint: list[str] | Non
               env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(chroot_command(image, state, *args, env=CHART_ENV | (env or {}), entrypoint=entrypoint),
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def _rows(root: Path) -> list[dict[str, Any]]:
-    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
-    rows = [{k: v for k, v in row.items() if k != "date"} for row in table.to_pylist()]
-    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in sorted(r) if not isinstance(r[k], float)))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Sums of doubles may be added in another order: equal to 1e-9, else exactly."""
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
-    return bool(a == b)
 
 
 def test_pipeline_image_is_named_for_the_chart_and_holds_spark_and_java(image: Image, tmp_path: Path) -> None:
@@ -153,13 +139,13 @@ def _assert_same_rollups(got_root: Path, want_root: Path, loaded: dict[str, int]
     from txnwatch.store.rollups import MODELS
 
     for name in MODELS:
-        got, want = _rows(got_root / name), _rows(want_root / name)
+        got, want = rollup_rows(got_root / name), rollup_rows(want_root / name)
         assert want, f"{name}: the host computed nothing to compare"
         assert len(got) == len(want), (name, len(got), len(want))
         if loaded is not None:
             assert loaded[name] == len(want), (name, loaded[name], len(want))
         for g, w in zip(got, want, strict=True):
-            assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
+            assert g.keys() == w.keys() and all(same_value(g[k], w[k]) for k in w), (name, g, w)
 
 
 def test_the_charts_job_runs_the_rollups_in_the_image_like_the_host(image: Image, reference: Reference,

@@ -8,7 +8,6 @@ sites with a Spark cluster run it. The answers must be the ones ``local`` gives 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -19,9 +18,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as ds
 import pytest
 
+from tests.pipeline.rollup_rows import rollup_rows, same_value
 from txnwatch.lab.ports import free_ports
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -101,19 +100,6 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             _stop(proc)
 
 
-def _rows(root: Path) -> list[dict[str, Any]]:
-    table = ds.dataset(root, format="parquet", partitioning="hive").to_table()
-    rows = [{k: v for k, v in row.items() if k != "date"} for row in table.to_pylist()]
-    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in sorted(r) if not isinstance(r[k], float)))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Sums of doubles may be added in another order on another executor: equal to 1e-9, else exactly."""
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
-    return bool(a == b)
-
-
 def test_rollups_on_a_standalone_cluster_equal_local(standalone: str, spark: Any, tmp_path: Path) -> None:
     from txnwatch.pipeline.run import Window, run_pipeline
     from txnwatch.pipeline.synth import synthesize
@@ -137,8 +123,8 @@ def test_rollups_on_a_standalone_cluster_equal_local(standalone: str, spark: Any
     assert submit.returncode == 0, submit.stderr[-4000:]
 
     for name, rows in local.items():
-        got, want = _rows(tmp_path / "cluster" / name), _rows(tmp_path / "local" / name)
+        got, want = rollup_rows(tmp_path / "cluster" / name), rollup_rows(tmp_path / "local" / name)
         assert len(got) == len(want) == len(rows), (name, len(got), len(want))
         for g, w in zip(got, want, strict=True):
-            assert g.keys() == w.keys() and all(_same(g[k], w[k]) for k in w), (name, g, w)
+            assert g.keys() == w.keys() and all(same_value(g[k], w[k]) for k in w), (name, g, w)
     assert sum(written.values()) >= ROWS
