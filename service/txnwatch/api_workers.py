@@ -23,7 +23,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
@@ -75,7 +75,6 @@ class _Slot:
     started_at: float = 0.0
     failures: int = 0
     restart_at: float = 0.0
-    history: list[int] = field(default_factory=list)  # exit codes, for the log
 
 
 class WorkerPool:

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -209,5 +209,3 @@ class PublishedExposition:
 class NotPublishedYet(Exception):
     """A worker asked for what the collector has not published yet (the first seconds after start)."""
 
-
-OnRender = Callable[[bytes, bytes], None]

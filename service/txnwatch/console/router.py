@@ -48,16 +48,12 @@ def _chart(option: dict[str, Any]) -> Markup:
 _env.globals["chart"] = _chart
 
 
-def _runtime(request: Request) -> Runtime:
-    return runtime_of(request)
-
-
 Reader = Annotated[None, Depends(require_reader)]
 ReadSession = Annotated[Session, Depends(read_session)]
 
 
 def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     html = _env.get_template(template).render(
         assets_ok=assets.present(), grafana=runtime.settings.console.grafana_url, clusters=runtime.settings.clusters,
         runbook=lambda rule: runbook_href(runtime.settings, rule),
@@ -85,7 +81,7 @@ _env.globals["grafana_link"] = grafana_link
 
 @router.get("", response_class=HTMLResponse)
 def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     at = now()
     incidents = IncidentBuilder(session, runtime.settings, at)
     names = [c.name for c in runtime.settings.clusters]
@@ -128,7 +124,7 @@ def _cluster_id(session: Session, runtime: Runtime, cluster: str) -> int:
 @router.get("/transactions/{cluster}/{transactional_id:path}", response_class=HTMLResponse)
 def transaction_page(request: Request, _: Reader, session: ReadSession, cluster: str, transactional_id: str,
                      limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> HTMLResponse:
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     cid = _cluster_id(session, runtime, cluster)
     row = logged = None
     if "\x00" not in transactional_id:
@@ -156,7 +152,7 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
 @router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)
 def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str, topic: str,
                    partition: int, hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
-    runtime = _runtime(request)
+    runtime = runtime_of(request)
     key = context.PartitionKey(_cluster_id(session, runtime, cluster), topic, partition)
     at = now()
     since = at - timedelta(hours=hours)
@@ -207,7 +203,7 @@ async def login(request: Request) -> Response:
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     offered = (form.get("token") or [""])[0]
     target = _local((form.get("next") or ["/console"])[0])
-    token = _runtime(request).settings.api.read_token
+    token = runtime_of(request).settings.api.read_token
     if not token_ok(token, f"Bearer {offered}", None):
         return RedirectResponse(f"{LOGIN}?error=true&next={quote(target)}", status.HTTP_303_SEE_OTHER)
     response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)

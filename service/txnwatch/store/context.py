@@ -31,39 +31,8 @@ def latest_sample(session: Session, key: PartitionKey) -> m.PartitionOffsetSampl
                            .order_by(P.sampled_at.desc()).limit(1)).first()
 
 
-def first_pinned_at(session: Session, key: PartitionKey, lso: int) -> datetime | None:
-    """The first sample with the LSO at ``lso`` and records above it: when txnwatch first saw the open
-    transaction that starts there, i.e. its first write to within a poll interval (None once retention
-    has removed those samples)."""
-    P = m.PartitionOffsetSample
-    return session.scalar(select(P.sampled_at).where(
-        P.cluster_id == key.cluster_id, P.topic == key.topic, P.partition == key.partition,
-        P.last_stable_offset == lso, P.high_watermark > lso).order_by(P.sampled_at).limit(1))
-
-
-def groups_reading(session: Session, key: PartitionKey) -> list[m.ConsumerLagSample]:
-    """The latest committed offsets of every group on the partition (one poll writes them all at one time)."""
-    L = m.ConsumerLagSample
-    at = session.scalar(select(L.sampled_at).where(L.cluster_id == key.cluster_id)
-                        .order_by(L.sampled_at.desc()).limit(1))
-    if at is None:
-        return []
-    return list(session.scalars(select(L).where(L.cluster_id == key.cluster_id, L.sampled_at == at,
-                                                L.topic == key.topic, L.partition == key.partition)
-                                .order_by(L.group_id)))
-
-
-def open_hanging_on(session: Session, key: PartitionKey, producer_id: int | None) -> m.HangingEpisode | None:
-    H = m.HangingEpisode
-    stmt = select(H).where(H.cluster_id == key.cluster_id, H.topic == key.topic, H.partition == key.partition,
-                           H.resolved_at.is_(None))
-    if producer_id is not None:
-        stmt = stmt.where(H.producer_id == producer_id)
-    return session.scalars(stmt.order_by(H.first_seen_at.desc()).limit(1)).first()
-
-
-# --- the same questions for a page of incidents at once ------------------------------------------------------
-# A page of 100 episodes asked the four questions above one by one: 300-400 queries, ~90 ms of CPU for
+# --- a page of incidents at once ---------------------------------------------------------------------------
+# A page of 100 episodes asked these questions one partition at a time: 300-400 queries, ~90 ms of CPU for
 # /api/v1/lso-stalls (benchmarks/api.py). Asked per page they are a handful of queries whatever the page size.
 
 
@@ -74,15 +43,21 @@ def _by_cluster(keys: Iterable[PartitionKey]) -> dict[int, list[PartitionKey]]:
     return grouped
 
 
+def _newest_poll(session: Session, model: type[m.PartitionOffsetSample] | type[m.ConsumerLagSample],
+                 cluster_id: int) -> datetime | None:
+    """When the cluster's latest poll wrote ``model``'s rows (a poll writes all of them at one time)."""
+    return session.scalar(select(model.sampled_at).where(model.cluster_id == cluster_id)
+                          .order_by(model.sampled_at.desc()).limit(1))
+
+
 def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, m.PartitionOffsetSample]:
-    """:func:`latest_sample` of many partitions: every poll writes all of a cluster's partitions at one
+    """The latest offset sample of each partition: every poll writes all of a cluster's partitions at one
     ``sampled_at``, so their latest samples are at the cluster's newest time; a partition absent from that
     poll (its topic deleted since) is looked up on its own."""
     P = m.PartitionOffsetSample
     found: dict[PartitionKey, m.PartitionOffsetSample] = {}
     for cluster_id, wanted in _by_cluster(keys).items():
-        at = session.scalar(select(P.sampled_at).where(P.cluster_id == cluster_id)
-                            .order_by(P.sampled_at.desc()).limit(1))
+        at = _newest_poll(session, P, cluster_id)
         if at is not None:
             rows = session.scalars(select(P).where(P.cluster_id == cluster_id, P.sampled_at == at, tuple_(
                 P.topic, P.partition).in_([(k.topic, k.partition) for k in wanted])))
@@ -95,7 +70,9 @@ def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[Par
 
 def first_pinned_many(session: Session, pins: Collection[tuple[PartitionKey, int]]) -> dict[tuple[PartitionKey, int],
                                                                                              datetime]:
-    """:func:`first_pinned_at` of many (partition, offset) pairs, in one query."""
+    """For each (partition, offset): the first sample with the LSO at that offset and records above it, i.e.
+    when txnwatch first saw the open transaction that starts there (its first write, to within a poll
+    interval); absent once retention has removed those samples. One query."""
     if not pins:
         return {}
     wanted = [(k.cluster_id, k.topic, k.partition, lso) for k, lso in dict.fromkeys(pins)]
@@ -111,12 +88,11 @@ def first_pinned_many(session: Session, pins: Collection[tuple[PartitionKey, int
 
 def groups_reading_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey,
                                                                                  list[m.ConsumerLagSample]]:
-    """:func:`groups_reading` of many partitions: one query per cluster for its newest lag samples of them."""
+    """The latest committed offsets of every group on each partition, by group id: one query per cluster."""
     L = m.ConsumerLagSample
     found: dict[PartitionKey, list[m.ConsumerLagSample]] = defaultdict(list)
     for cluster_id, wanted in _by_cluster(keys).items():
-        at = session.scalar(select(L.sampled_at).where(L.cluster_id == cluster_id)
-                            .order_by(L.sampled_at.desc()).limit(1))
+        at = _newest_poll(session, L, cluster_id)
         if at is None:
             continue
         for row in session.scalars(select(L).where(L.cluster_id == cluster_id, L.sampled_at == at, tuple_(
@@ -140,7 +116,7 @@ def open_hanging_many(session: Session, keys: Collection[PartitionKey]) -> dict[
 
 
 def pick_hanging(open_on: list[m.HangingEpisode], producer_id: int | None) -> m.HangingEpisode | None:
-    """:func:`open_hanging_on`'s answer from :func:`open_hanging_many`'s list for the partition."""
+    """The newest open episode on the partition, of ``producer_id`` when one is given."""
     return next((h for h in open_on if producer_id is None or h.producer_id == producer_id), None)
 
 
