@@ -16,6 +16,7 @@ from pathlib import Path
 
 from kafka.admin import KafkaAdminClient
 
+from tests.fixtures.daemon import terminate
 from tests.kafka.secure_broker import _free_ports, _wait_for_port
 from txnwatch.lab.jars import classpath, resolve_kafka_jars
 
@@ -76,9 +77,4 @@ def acl_broker(directory: Path, kafka_version: str = "4.1.1") -> Iterator[AclBro
         _wait_for_port(process, sasl, directory)
         yield AclBroker(sasl_bootstrap=f"127.0.0.1:{sasl}", internal_bootstrap=f"127.0.0.1:{internal}")
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, timeout=20)

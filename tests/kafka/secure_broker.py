@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.fixtures.daemon import terminate
 from txnwatch.lab.jars import classpath, resolve_kafka_jars
 
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
@@ -155,9 +156,4 @@ def secure_broker(directory: Path, kafka_version: str = "4.1.1", *, oauth_proper
                            ca=directory / "ca.pem", client_cert=directory / "client.crt",
                            client_key=directory / "client.key")
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        terminate(process, timeout=20)

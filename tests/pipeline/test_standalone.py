@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.daemon import terminate
 from tests.pipeline.rollup_rows import rollup_rows, same_value
 from txnwatch.lab.ports import free_ports
 
@@ -48,15 +49,6 @@ def _alive_workers(ui_port: int) -> int:
             return int(json.load(resp).get("aliveworkers", 0))
     except (OSError, ValueError):
         return 0
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +89,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield master_url
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            terminate(proc)
 
 
 def test_rollups_on_a_standalone_cluster_equal_local(standalone: str, spark: Any, tmp_path: Path) -> None:
