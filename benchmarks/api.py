@@ -144,7 +144,8 @@ def serve(url: str, port: int, workers: int) -> None:
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
     if not workers:
         app = create_app(build_runtime(settings, collect=False))
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="asyncio",
+                    http="h11")  # as txnwatch.server runs it in the daemon's process
         return
     directory = make_directory()
     runtime = build_runtime(settings, collect=False, publish_to=directory)

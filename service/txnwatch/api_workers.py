@@ -60,8 +60,9 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
 
     logs.configure(settings.log_level, settings.log_format)
     runtime = build_api_runtime(settings, Path(directory))
+    # loop/http "auto": uvloop and httptools (dependencies) when importable, asyncio and h11 otherwise.
     config = uvicorn.Config(create_app(runtime, manage_lifecycle=False), log_config=None, access_log=False,
-                            timeout_graceful_shutdown=20)
+                            timeout_graceful_shutdown=20, loop="auto", http="auto")
     try:
         uvicorn.Server(config).run(sockets=[listener])
     finally:

@@ -44,10 +44,8 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 def read_session(request: Request) -> Iterator[Session]:
-    """A session that only reads, in autocommit: no BEGIN/ROLLBACK round trips around each request.
-    Each statement still sees committed data; the API never needs a snapshot across its statements."""
-    with request.app.state.runtime.sessions() as session:
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    """A session that only reads, in autocommit (txnwatch.store.db.make_read_sessionmaker)."""
+    with request.app.state.runtime.read_sessions() as session:
         yield session
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import abort_at_offset_command
@@ -42,10 +43,10 @@ def runbook_href(settings: Settings, rule: str) -> str:
 class _Lookups:
     """What a page of incidents needs from the database, asked once for the whole page (store.context)."""
 
-    samples: Mapping[context.PartitionKey, m.PartitionOffsetSample]
-    groups: Mapping[context.PartitionKey, list[m.ConsumerLagSample]]
+    samples: Mapping[context.PartitionKey, Row[Any]]  # partition_offsets rows
+    groups: Mapping[context.PartitionKey, list[Row[Any]]]  # consumer_lag rows
     pinned: Mapping[tuple[context.PartitionKey, int], datetime]
-    open_hanging: Mapping[context.PartitionKey, list[m.HangingEpisode]]
+    open_hanging: Mapping[context.PartitionKey, list[Row[Any]]]  # hanging_txns rows
 
 
 def _key(episode: Any) -> context.PartitionKey:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -35,11 +37,51 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    return create_engine(url, connect_args={"connect_timeout": 5}, **kwargs)
+    idle_ping = not kwargs.get("pool_pre_ping", False)
+    engine = create_engine(url, connect_args={"connect_timeout": 5}, **kwargs)
+    if idle_ping:
+        ping_when_idle(engine)
+    return engine
+
+
+#: A pooled connection idle this long is pinged before use; busier ones are used as they are.
+IDLE_PING_AFTER_S = 10.0
+
+
+def ping_when_idle(engine: Engine, idle_s: float = IDLE_PING_AFTER_S) -> None:
+    """Ping a pooled connection at checkout only if it sat idle ``idle_s`` or longer.
+
+    ``pool_pre_ping`` pings on every checkout: at hundreds of API requests per second that was a round trip,
+    and CPU in both processes, on each of them (issue 18 item 5). Connections that PostgreSQL or a proxy
+    closed are the idle ones; a dead one found here is replaced before the caller sees it (the pool retries
+    a checkout that raises DisconnectionError with a fresh connection). A connection that dies while busy
+    fails its statement, as it did with pre-ping, and SQLAlchemy then invalidates the pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _stamp(_dbapi_connection: Any, record: Any) -> None:
+        record.info["txnwatch_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("txnwatch_idle_since")
+        if since is None or time.monotonic() - since < idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(f"pooled connection idle {time.monotonic() - since:.0f}s is dead: {exc}") \
+                from exc
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def make_read_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that only read, in autocommit: no BEGIN/ROLLBACK round trips around an API request, and no
+    per-session isolation change. Each statement still sees committed data; the API never needs a snapshot
+    across its statements. Same pool as ``engine`` (SQLAlchemy resets the level when a connection returns)."""
+    return sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
