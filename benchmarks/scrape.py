@@ -22,6 +22,7 @@ Never asserted.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import statistics
 import subprocess
@@ -214,8 +215,8 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
     scraper = subprocess.run([sys.executable, "-c", SCRAPER, f"http://127.0.0.1:{port}/metrics", str(scrapes)],
                              capture_output=True, text=True, check=True)
     times = [float(t) for t in scraper.stdout.split()]
-    body = exposition.cached(False) or b""
-    gzipped = exposition.cached(True) or b""
+    gzipped = exposition.cached(True) or b""  # only the gzip is kept; the text is decompressed from it
+    body = gzip.decompress(gzipped) if gzipped else b""
     stop.set()
     if server is not None:
         server.should_exit = True

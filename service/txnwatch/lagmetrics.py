@@ -25,9 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from txnwatch.detect.exporter import exporter_sums
+from txnwatch.metrics_text import LeanGauge, int_label
 from txnwatch.state import ClusterView
 
 if TYPE_CHECKING:
@@ -60,12 +61,12 @@ class _Exporter:
         self._extra = sorted({key for labels in options.cluster_labels.values() for key in labels})
         self._head = [options.cluster_label] if options.cluster_label else []
 
-    def gauge(self, name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-        return GaugeMetricFamily(name, doc, labels=[*self._head, *labels, *self._extra])
+    def gauge(self, name: str, doc: str, labels: list[str]) -> LeanGauge:
+        return LeanGauge(name, doc, [*self._head, *labels, *self._extra])
 
-    def values(self, cluster: str, values: Sequence[str]) -> list[str]:
+    def values(self, cluster: str, values: Sequence[str]) -> tuple[str, ...]:
         constant = self._options.cluster_labels.get(cluster, {})
-        return [*([cluster] if self._head else []), *values, *(constant.get(k, "") for k in self._extra)]
+        return (*([cluster] if self._head else []), *values, *(constant.get(k, "") for k in self._extra))
 
 
 def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Iterator[Metric]:
@@ -88,28 +89,28 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                        "(kafka_exporter's).", ["consumergroup", "topic"])
     group_partition = ["cluster", "consumergroup", "topic", "partition"]
     group_topic = ["cluster", "consumergroup", "topic"]
-    lag_lso = GaugeMetricFamily("txnwatch_consumergroup_lag_lso", "LSO minus committed offset: what read_committed "
-                                "consumers can still read; a trailing control marker counts as 0.", labels=group_partition)
-    lag_hwm = GaugeMetricFamily("txnwatch_consumergroup_lag_hwm", "High watermark minus committed offset, never "
-                                "negative; a trailing control marker counts as 0.", labels=group_partition)
-    lag_seconds = GaugeMetricFamily("txnwatch_consumergroup_lag_seconds", "Age of the first record the group has not "
-                                    "consumed (0 when caught up).", labels=group_partition)
-    last_commit = GaugeMetricFamily("txnwatch_consumergroup_last_commit_timestamp_seconds", "Unix time of the poll "
-                                    "that first saw the committed offset at its current value.", labels=group_partition)
-    topic_lso = GaugeMetricFamily("txnwatch_consumergroup_topic_lag_lso", "txnwatch_consumergroup_lag_lso summed over "
-                                  "the topic's partitions.", labels=group_topic)
-    topic_hwm = GaugeMetricFamily("txnwatch_consumergroup_topic_lag_hwm", "txnwatch_consumergroup_lag_hwm summed over "
-                                  "the topic's partitions.", labels=group_topic)
-    topic_seconds = GaugeMetricFamily("txnwatch_consumergroup_topic_lag_seconds", "Largest "
-                                      "txnwatch_consumergroup_lag_seconds of the topic's partitions.", labels=group_topic)
-    topic_commit = GaugeMetricFamily("txnwatch_consumergroup_topic_last_commit_timestamp_seconds", "Latest "
-                                     "txnwatch_consumergroup_last_commit_timestamp_seconds of the topic's partitions.",
-                                     labels=group_topic)
+    lag_lso = LeanGauge("txnwatch_consumergroup_lag_lso", "LSO minus committed offset: what read_committed "
+                        "consumers can still read; a trailing control marker counts as 0.", group_partition)
+    lag_hwm = LeanGauge("txnwatch_consumergroup_lag_hwm", "High watermark minus committed offset, never "
+                        "negative; a trailing control marker counts as 0.", group_partition)
+    lag_seconds = LeanGauge("txnwatch_consumergroup_lag_seconds", "Age of the first record the group has not "
+                            "consumed (0 when caught up).", group_partition)
+    last_commit = LeanGauge("txnwatch_consumergroup_last_commit_timestamp_seconds", "Unix time of the poll "
+                            "that first saw the committed offset at its current value.", group_partition)
+    topic_lso = LeanGauge("txnwatch_consumergroup_topic_lag_lso", "txnwatch_consumergroup_lag_lso summed over "
+                          "the topic's partitions.", group_topic)
+    topic_hwm = LeanGauge("txnwatch_consumergroup_topic_lag_hwm", "txnwatch_consumergroup_lag_hwm summed over "
+                          "the topic's partitions.", group_topic)
+    topic_seconds = LeanGauge("txnwatch_consumergroup_topic_lag_seconds", "Largest "
+                              "txnwatch_consumergroup_lag_seconds of the topic's partitions.", group_topic)
+    topic_commit = LeanGauge("txnwatch_consumergroup_topic_last_commit_timestamp_seconds", "Latest "
+                             "txnwatch_consumergroup_last_commit_timestamp_seconds of the topic's partitions.",
+                             group_topic)
     for view in views:
         name = view.name
         if view.snapshot is not None:  # per partition, not per group partition: kept under both granularities
             for p in view.snapshot.partitions.values():
-                labels = ex.values(name, [p.tp.topic, str(p.tp.partition)])
+                labels = ex.values(name, (p.tp.topic, int_label(p.tp.partition)))
                 if p.high_watermark is not None:
                     hwm.add_metric(labels, p.high_watermark)
                 if p.log_start_offset is not None:
@@ -119,17 +120,17 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
             continue
         rows = list(findings.exporter_lags)
         for row in rows if by_partition else ():
-            labels = ex.values(name, [row.group_id, row.tp.topic, str(row.tp.partition)])
+            labels = ex.values(name, (row.group_id, row.tp.topic, int_label(row.tp.partition)))
             committed.add_metric(labels, row.committed)
             if row.lag is not None:
                 lag.add_metric(labels, row.lag)
         for total in exporter_sums(rows):
-            labels = ex.values(name, [total.group_id, total.topic])
+            labels = ex.values(name, (total.group_id, total.topic))
             committed_sum.add_metric(labels, total.committed_sum)
             lag_sum.add_metric(labels, total.lag_sum)
         per_topic: dict[tuple[str, str], list[tuple[int | None, int | None, float | None, int | None]]] = defaultdict(list)
         for g in findings.lags:
-            labels = [name, g.group_id, g.tp.topic, str(g.tp.partition)]
+            labels = (name, g.group_id, g.tp.topic, int_label(g.tp.partition))  # shared by the four families
             commit_s = None if g.last_commit_ms is None else g.last_commit_ms / 1000
             per_topic[(g.group_id, g.tp.topic)].append((g.lag_lso, g.lag_hwm, g.lag_seconds, g.last_commit_ms))
             if not by_partition:
@@ -139,7 +140,7 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                 if value is not None:
                     family.add_metric(labels, value)
         for (group_id, topic), values in sorted(per_topic.items()):
-            labels = [name, group_id, topic]
+            labels = (name, group_id, topic)
             lsos, hwms, seconds, commits = zip(*values, strict=True)
             if None not in lsos:
                 topic_lso.add_metric(labels, sum(v for v in lsos if v is not None))

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
+from txnwatch.metrics_text import LeanGauge, int_label
 from txnwatch.model import ClusterSnapshot, TxnState
 from txnwatch.state import ClusterView, LatestState
 from txnwatch.verification_metrics import BrokerVerificationCollector
@@ -26,8 +27,8 @@ PARTITION = ["cluster", "topic", "partition"]
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
 
 
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=labels)
+def _gauge(name: str, doc: str, labels: list[str]) -> LeanGauge:
+    return LeanGauge(name, doc, labels)
 
 
 def _counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
@@ -82,7 +83,7 @@ class SnapshotCollector(Collector):
                 continue
             _transactions(view.name, snap, now_ms, by_state, oldest)
             for p in snap.partitions.values():
-                labels = [view.name, p.tp.topic, str(p.tp.partition)]
+                labels = (view.name, p.tp.topic, int_label(p.tp.partition))  # one tuple for the three families
                 if p.last_stable_offset is not None:
                     lso.add_metric(labels, p.last_stable_offset)
                 if p.high_watermark is not None and p.last_stable_offset is not None:
@@ -92,8 +93,8 @@ class SnapshotCollector(Collector):
         yield from (by_state, oldest, lso, gap, open_txns)
 
 
-def _transactions(cluster: str, snap: ClusterSnapshot, now_ms: float, by_state: GaugeMetricFamily,
-                  oldest: GaugeMetricFamily) -> None:
+def _transactions(cluster: str, snap: ClusterSnapshot, now_ms: float, by_state: LeanGauge,
+                  oldest: LeanGauge) -> None:
     counts = dict.fromkeys(TxnState, 0)
     oldest_start: int | None = None
     for txn in snap.transactions.values():
@@ -219,7 +220,7 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
         active = {s.tp: s for s in findings.lso_stalls}
         stalls.add_metric([name], len(active))
         for tp in (view.snapshot.partitions if view.snapshot else {}):
-            stalled.add_metric([name, tp.topic, str(tp.partition)], 1.0 if tp in active else 0.0)
+            stalled.add_metric((name, tp.topic, int_label(tp.partition)), 1.0 if tp in active else 0.0)
         for s in active.values():
             stall_duration.add_metric([name, s.tp.topic, str(s.tp.partition),
                                        "" if s.blocking_producer_id is None else str(s.blocking_producer_id),
@@ -230,8 +231,8 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                 *events.values())
 
 
-def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: GaugeMetricFamily,
-                      older_than: GaugeMetricFamily, txn_age: GaugeMetricFamily, txn_timeout: GaugeMetricFamily) -> None:
+def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: LeanGauge,
+                      older_than: LeanGauge, txn_age: LeanGauge, txn_timeout: LeanGauge) -> None:
     assert view.snapshot is not None
     open_txns = [t for t in view.snapshot.transactions.values() if t.state in OPEN_STATES and t.start_time_ms is not None]
     ages = {t.transactional_id: max(0.0, (now_ms - (t.start_time_ms or 0)) / 1000) for t in open_txns}

@@ -6,7 +6,8 @@ then never waits for the GIL a poll holds (issue 18: scrape p99 396 ms at 49k se
 process).  The workers read the database themselves; what lives only in the collector's memory is
 published here once per render (after each poll, and at least every poll interval):
 
-* ``metrics`` and ``metrics.gz``: the rendered exposition, served as they are;
+* ``metrics.gz``: the rendered exposition (gzip, the only form the collector keeps), served as it is, and
+  decompressed by the worker for the rare scrape that does not accept gzip;
 * ``views``: the clusters' views without the heavy parts of their snapshots (partitions, groups,
   transactions: the API reads those from the database), the replica's leases and the store's health.
 
@@ -18,6 +19,7 @@ because it holds the same frozen dataclasses the API already reads, and nothing 
 
 from __future__ import annotations
 
+import gzip
 import os
 import pickle
 import shutil
@@ -35,7 +37,7 @@ from txnwatch.leader import Leadership
 from txnwatch.state import ClusterView, LatestState
 from txnwatch.store.health import StoreHealth
 
-METRICS, METRICS_GZ, VIEWS = "metrics", "metrics.gz", "views"
+METRICS_GZ, VIEWS = "metrics.gz", "views"
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,13 @@ class Publisher:
         self._state, self._leadership, self._health, self._clusters = state, leadership, health, list(clusters)
         self._generation = 0
 
-    def publish(self, text: bytes, compressed: bytes) -> None:
+    def publish(self, compressed: bytes) -> None:
+        """Hand on one render (the exposition's gzip) with the views as of now."""
         self._generation += 1
         terms = {name: term for name in self._clusters if (term := self._leadership.term(name)) is not None}
         digest = Digest(generation=self._generation, published_at_ms=int(time.time() * 1000),
                         views=tuple(light(v) for v in self._state.views()), leader=self._leadership.is_leader(),
                         terms=terms, store_error=self._health.error)
-        _write(self.directory, METRICS, text)
         _write(self.directory, METRICS_GZ, compressed)
         _write(self.directory, VIEWS, pickle.dumps(digest, protocol=pickle.HIGHEST_PROTOCOL))
 
@@ -112,7 +114,7 @@ class Publication:
         self._lock = threading.Lock()
         self._seen: tuple[int, int] | None = None
         self.digest = Digest(generation=0, published_at_ms=0)
-        self.metrics: tuple[bytes, bytes] | None = None
+        self.metrics: bytes | None = None  # gzip
         self.state = PublishedState(self._clusters)
         self.leadership = PublishedLeadership(self)
         self.health = StoreHealth()
@@ -131,7 +133,7 @@ class Publication:
                 return
             try:
                 digest = pickle.loads((self.directory / VIEWS).read_bytes())
-                metrics = ((self.directory / METRICS).read_bytes(), (self.directory / METRICS_GZ).read_bytes())
+                metrics = (self.directory / METRICS_GZ).read_bytes()
             except FileNotFoundError:  # replaced between stat and read: the next request reads the newer one
                 return
             self.digest, self.metrics, self._seen = digest, metrics, key
@@ -194,16 +196,14 @@ class PublishedExposition:
         self._publication = publication
 
     def cached(self, compressed: bool) -> bytes | None:
-        metrics = self._publication.metrics
-        if metrics is None:
-            return None
-        return metrics[1] if compressed else metrics[0]
+        """The published gzip as it is; None for a scrape without gzip (:meth:`body` decompresses, off the loop)."""
+        return self._publication.metrics if compressed else None
 
     def body(self, compressed: bool) -> bytes:
-        body = self.cached(compressed)
-        if body is None:
+        metrics = self._publication.metrics
+        if metrics is None:
             raise NotPublishedYet("the collector has not rendered /metrics yet")
-        return body
+        return metrics if compressed else gzip.decompress(metrics)
 
 
 class NotPublishedYet(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import pickle
 import time
 from pathlib import Path
@@ -47,10 +48,9 @@ def _publish(daemon, directory: Path, now_ms: int) -> bytes:
     daemon.state.update(STAGING, up=False, polls=2, failed_polls=2, last_poll_at_ms=now_ms,
                         last_error="ClusterUnreachable: refused")
     assert isinstance(daemon.exposition, Exposition)
-    text, compressed = daemon.exposition.render()
-    Publisher(directory, daemon.state, daemon.leadership, daemon.store_health, [PROD, STAGING]).publish(text,
-                                                                                                       compressed)
-    return text
+    compressed = daemon.exposition.render()
+    Publisher(directory, daemon.state, daemon.leadership, daemon.store_health, [PROD, STAGING]).publish(compressed)
+    return gzip.decompress(compressed)
 
 
 def test_a_worker_answers_every_view_as_the_daemon_process_does(seeded, tmp_path: Path) -> None:
@@ -74,6 +74,8 @@ def test_a_worker_answers_every_view_as_the_daemon_process_does(seeded, tmp_path
             scraped = there.get("/metrics", headers={"Accept-Encoding": "gzip"})
             assert scraped.headers["content-encoding"] == "gzip"
             assert scraped.content == text  # httpx undoes the gzip
+            plain = there.get("/metrics", headers={"Accept-Encoding": "identity"})  # decompressed by the worker
+            assert plain.headers.get("content-encoding") is None and plain.content == text
             assert b'txnwatch_cluster_up{cluster="' + PROD.encode() + b'"} 1.0' in scraped.content
     finally:
         daemon.engine.dispose()
