@@ -237,13 +237,31 @@ def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[Colum
         # Open and started at least that long ago, as one range of the age index (others' key is NO_AGE).
         where.append(_T.age_key <= now - timedelta(seconds=f.min_age_seconds))
     if f.id_prefix:
-        # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping.
+        # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping. The byte range
+        # around it lets the (transactional_id, id) index find the ids instead of testing every row.
         where.append(func.substr(_T.transactional_id, 1, len(f.id_prefix)) == f.id_prefix)
+        ids = _bytewise(session, _T.transactional_id)
+        where.append(ids >= f.id_prefix)
+        if (upper := prefix_upper_bound(f.id_prefix)) is not None:
+            where.append(ids < upper)
     if f.topic:
         where.append(_topic_member(session, f.topic))
     if f.hanging is not None:
         where.append(_hanging_exists() if f.hanging else ~_hanging_exists())
     return where
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix``, in code point (= UTF-8 byte)
+    order; None when there is none (the prefix is all U+10FFFF)."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code == 0xD800:
+            code = 0xE000  # surrogates are not characters: UTF-8 cannot carry them
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
 
 
 def _txn_select() -> Select[Any]:
