@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from txnwatch.store.queries import prefix_upper_bound
 
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6)
+TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=6)
 EDGY = st.text(alphabet=st.sampled_from(["a", "\x00", "\x7f", "\u07ff", "\ud7ff", "\ue000", "\uffff", "\U0010ffff"]),
                max_size=5)
 
