@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Row
@@ -59,8 +60,8 @@ class IncidentBuilder:
     settings: Settings
     now: datetime
 
-    @property
-    def _bootstrap(self) -> Mapping[str, str]:
+    @cached_property
+    def _bootstrap(self) -> Mapping[str, str]:  # asked twice per item of a page
         return {c.name: ",".join(c.bootstrap_servers) for c in self.settings.clusters}
 
     def _lookups(self, hanging: Sequence[Any] = (), stalls: Sequence[Any] = ()) -> _Lookups:

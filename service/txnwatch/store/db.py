@@ -45,9 +45,24 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     kwargs.setdefault("max_overflow", 20)
     idle_ping = not kwargs.get("pool_pre_ping", False)
     engine = create_engine(url, connect_args={"connect_timeout": 5}, **kwargs)
+    event.listen(engine, "connect", _utc_session)
     if idle_ping:
         ping_when_idle(engine)
     return engine
+
+
+def _utc_session(dbapi_connection: Any, _record: Any) -> None:
+    """Timestamps come back in UTC: psycopg then hands out datetimes already in ``timezone.utc``, which
+    UtcDateTime passes through untouched (a list page reads hundreds; converting each from the server's
+    zone cost a tenth of the page's CPU). Only an optimisation: UtcDateTime converts whatever arrives,
+    e.g. behind a transaction-pooling proxy that drops session settings. No query depends on the session
+    zone (txnwatch compares instants, never calendar dates, in SQL)."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    try:
+        dbapi_connection.execute("SET TIME ZONE 'UTC'")
+    finally:
+        dbapi_connection.autocommit = autocommit
 
 
 #: A pooled connection idle this long is pinged before use; busier ones are used as they are.
