@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 
@@ -65,6 +66,7 @@ def serve(settings: Settings) -> None:
 
     runtime = build_runtime(settings)
     app = create_app(runtime)
+    gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.api_workers.worker_main)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
              settings.api.host, settings.api.port, len(settings.clusters))
     # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
