@@ -128,6 +128,7 @@ def free_port() -> int:
 def serve(url: str, port: int, workers: int) -> None:
     """Runs in the server subprocess: uvicorn in this process (``api.workers: 0``) or ``workers`` API worker
     processes fed by this one's publication (``api.workers: N``, as txnwatch.api_workers runs them)."""
+    import gc
     import signal
     import threading
 
@@ -144,7 +145,9 @@ def serve(url: str, port: int, workers: int) -> None:
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
     if not workers:
         app = create_app(build_runtime(settings, collect=False))
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        gc.freeze()  # as txnwatch.server does before serving
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="asyncio",
+                    http="h11")  # as txnwatch.server runs it in the daemon's process
         return
     directory = make_directory()
     runtime = build_runtime(settings, collect=False, publish_to=directory)

@@ -60,6 +60,8 @@ class Runtime:
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
+    #: Autocommit sessions for the API's reads (txnwatch.store.db.make_read_sessionmaker).
+    read_sessions: sessionmaker[Session]
     state: LatestState
     leadership: Leadership
     registry: CollectorRegistry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import socket
 
@@ -65,10 +66,13 @@ def serve(settings: Settings) -> None:
 
     runtime = build_runtime(settings)
     app = create_app(runtime)
+    gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.api_workers.worker_main)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
              settings.api.host, settings.api.port, len(settings.clusters))
+    # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
+    # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
     config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_config=None,
-                            access_log=False, timeout_graceful_shutdown=20)
+                            access_log=False, timeout_graceful_shutdown=20, loop="asyncio", http="h11")
     server = uvicorn.Server(config)
     server.run(sockets=[listener])
     if not server.started:

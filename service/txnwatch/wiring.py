@@ -53,7 +53,7 @@ from txnwatch.publication import Publication, Publisher
 from txnwatch.runtime import Runtime, Service
 from txnwatch.state import HistoryView, LatestState
 from txnwatch.store import resume
-from txnwatch.store.db import make_engine, make_sessionmaker
+from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
@@ -82,7 +82,8 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
                             on_render=publisher.publish if publisher is not None else None)
     services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
                 if collect else ())
-    return Runtime(settings=settings, engine=engine, sessions=sessions, state=state, leadership=leadership,
+    return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
+                   state=state, leadership=leadership,
                    registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
                    services=services)
 
@@ -101,7 +102,8 @@ def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
             return [f"the collector process has not published for {age_s:.0f}s (it publishes after every poll)"]
         return []
 
-    return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine), state=publication.state,
+    return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
+                   read_sessions=make_read_sessionmaker(engine), state=publication.state,
                    leadership=publication.leadership, registry=CollectorRegistry(auto_describe=False),
                    store_health=publication.health, exposition=publication.exposition,
                    abort_transaction=abort_transaction, refresh=publication.refresh,

@@ -12,7 +12,7 @@ shape, including the checks FastAPI cannot express (:func:`txnwatch.api.routers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -43,11 +43,13 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def read_session(request: Request) -> Iterator[Session]:
-    """A session that only reads, in autocommit: no BEGIN/ROLLBACK round trips around each request.
-    Each statement still sees committed data; the API never needs a snapshot across its statements."""
-    with request.app.state.runtime.sessions() as session:
-        session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+async def read_session(request: Request) -> AsyncIterator[Session]:
+    """A session that only reads, in autocommit (txnwatch.store.db.make_read_sessionmaker).
+
+    ``async``: opening a session does no I/O (the route's thread checks a connection out on its first
+    statement), and closing one in autocommit returns the connection to the pool without a round trip, so
+    neither needs a threadpool hop of its own; a sync generator cost two per request."""
+    with request.app.state.runtime.read_sessions() as session:
         yield session
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import abort_at_offset_command
@@ -42,10 +44,10 @@ def runbook_href(settings: Settings, rule: str) -> str:
 class _Lookups:
     """What a page of incidents needs from the database, asked once for the whole page (store.context)."""
 
-    samples: Mapping[context.PartitionKey, m.PartitionOffsetSample]
-    groups: Mapping[context.PartitionKey, list[m.ConsumerLagSample]]
+    samples: Mapping[context.PartitionKey, Row[Any]]  # partition_offsets rows
+    groups: Mapping[context.PartitionKey, list[Row[Any]]]  # consumer_lag rows
     pinned: Mapping[tuple[context.PartitionKey, int], datetime]
-    open_hanging: Mapping[context.PartitionKey, list[m.HangingEpisode]]
+    open_hanging: Mapping[context.PartitionKey, list[Row[Any]]]  # hanging_txns rows
 
 
 def _key(episode: Any) -> context.PartitionKey:
@@ -58,8 +60,8 @@ class IncidentBuilder:
     settings: Settings
     now: datetime
 
-    @property
-    def _bootstrap(self) -> Mapping[str, str]:
+    @cached_property
+    def _bootstrap(self) -> Mapping[str, str]:  # asked twice per item of a page
         return {c.name: ",".join(c.bootstrap_servers) for c in self.settings.clusters}
 
     def _lookups(self, hanging: Sequence[Any] = (), stalls: Sequence[Any] = ()) -> _Lookups:

@@ -7,33 +7,44 @@ Read-only, shaped for the (cluster_id, topic, partition, sampled_at) and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import BigInteger, ColumnElement, Integer, Row, String, false, func, literal, select, tuple_
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
+from sqlalchemy.types import TypeEngine
 
 from txnwatch.store import models as m
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
+class PartitionKey(NamedTuple):
+    """A partition of a cluster; a NamedTuple because a page hashes hundreds of them (C-level hash)."""
+
     cluster_id: int
     topic: str
     partition: int
 
 
-def latest_sample(session: Session, key: PartitionKey) -> m.PartitionOffsetSample | None:
-    P = m.PartitionOffsetSample
-    return session.scalars(select(P).where(P.cluster_id == key.cluster_id, P.topic == key.topic,
-                                           P.partition == key.partition)
-                           .order_by(P.sampled_at.desc()).limit(1)).first()
-
-
 # --- a page of incidents at once ---------------------------------------------------------------------------
 # A page of 100 episodes asked these questions one partition at a time: 300-400 queries, ~90 ms of CPU for
 # /api/v1/lso-stalls (benchmarks/api.py). Asked per page they are a handful of queries whatever the page size.
+# They return Core rows (attribute access like the models): ORM instances cost more than the query on a page.
+
+
+def _among(session: Session, columns: Sequence[ColumnElement[Any]], values: Sequence[tuple[Any, ...]],
+           types: Sequence[TypeEngine[Any]]) -> ColumnElement[bool]:
+    """``(columns...) IN values``. On PostgreSQL each column's values travel as one array, unnested in a
+    subquery: the statement's text is the same whatever the page holds, so SQLAlchemy's compiled cache,
+    psycopg's parsed queries and its prepared statements all apply. An IN list of N tuples is N × k
+    parameters, rendered and parsed anew on every request (~2 ms of CPU on a 100-episode page)."""
+    if not values:
+        return false()
+    if session.get_bind().dialect.name != "postgresql":
+        return tuple_(*columns).in_(values)
+    arrays = [literal([v[i] for v in values], ARRAY(t)) for i, t in enumerate(types)]
+    return tuple_(*columns).in_(select(*(func.unnest(a) for a in arrays)))
 
 
 def _by_cluster(keys: Iterable[PartitionKey]) -> dict[int, list[PartitionKey]]:
@@ -50,21 +61,28 @@ def _newest_poll(session: Session, model: type[m.PartitionOffsetSample] | type[m
                           .order_by(model.sampled_at.desc()).limit(1))
 
 
-def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, m.PartitionOffsetSample]:
-    """The latest offset sample of each partition: every poll writes all of a cluster's partitions at one
-    ``sampled_at``, so their latest samples are at the cluster's newest time; a partition absent from that
-    poll (its topic deleted since) is looked up on its own."""
+def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, Row[Any]]:
+    """The latest offset sample of each partition (a row of partition_offsets): every poll writes all of a
+    cluster's partitions at one ``sampled_at``, so their latest samples are at the cluster's newest time; a
+    partition absent from that poll (its topic deleted since) is looked up on its own."""
     P = m.PartitionOffsetSample
-    found: dict[PartitionKey, m.PartitionOffsetSample] = {}
+    table = m.table(P)
+    found: dict[PartitionKey, Row[Any]] = {}
     for cluster_id, wanted in _by_cluster(keys).items():
         at = _newest_poll(session, P, cluster_id)
         if at is not None:
-            rows = session.scalars(select(P).where(P.cluster_id == cluster_id, P.sampled_at == at, tuple_(
-                P.topic, P.partition).in_([(k.topic, k.partition) for k in wanted])))
+            rows = session.execute(select(table).where(
+                table.c.cluster_id == cluster_id, table.c.sampled_at == at,
+                _among(session, (table.c.topic, table.c.partition), [(k.topic, k.partition) for k in wanted],
+                       (String(), Integer())))).all()
             found.update({PartitionKey(cluster_id, r.topic, r.partition): r for r in rows})
         for key in wanted:
-            if key not in found and (sample := latest_sample(session, key)) is not None:
-                found[key] = sample
+            if key not in found:
+                latest = session.execute(select(table).where(
+                    table.c.cluster_id == key.cluster_id, table.c.topic == key.topic,
+                    table.c.partition == key.partition).order_by(table.c.sampled_at.desc()).limit(1)).first()
+                if latest is not None:
+                    found[key] = latest
     return found
 
 
@@ -76,46 +94,51 @@ def first_pinned_many(session: Session, pins: Collection[tuple[PartitionKey, int
     if not pins:
         return {}
     wanted = [(k.cluster_id, k.topic, k.partition, lso) for k, lso in dict.fromkeys(pins)]
-    P = m.PartitionOffsetSample
+    P = m.table(m.PartitionOffsetSample).c
     rows = session.execute(
         select(P.cluster_id, P.topic, P.partition, P.last_stable_offset, func.min(P.sampled_at))
-        .where(tuple_(P.cluster_id, P.topic, P.partition, P.last_stable_offset).in_(wanted),
+        .where(_among(session, (P.cluster_id, P.topic, P.partition, P.last_stable_offset), wanted,
+                      (BigInteger(), String(), Integer(), BigInteger())),
                P.high_watermark > P.last_stable_offset)
         .group_by(P.cluster_id, P.topic, P.partition, P.last_stable_offset))
     return {(PartitionKey(cid, topic, partition), lso): at for cid, topic, partition, lso, at in rows
             if at is not None and lso is not None}
 
 
-def groups_reading_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey,
-                                                                                 list[m.ConsumerLagSample]]:
-    """The latest committed offsets of every group on each partition, by group id: one query per cluster."""
-    L = m.ConsumerLagSample
-    found: dict[PartitionKey, list[m.ConsumerLagSample]] = defaultdict(list)
+def groups_reading_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, list[Row[Any]]]:
+    """The latest committed offsets of every group on each partition (rows of consumer_lag), by group id:
+    one query per cluster."""
+    table = m.table(m.ConsumerLagSample)
+    found: dict[PartitionKey, list[Row[Any]]] = defaultdict(list)
     for cluster_id, wanted in _by_cluster(keys).items():
-        at = _newest_poll(session, L, cluster_id)
+        at = _newest_poll(session, m.ConsumerLagSample, cluster_id)
         if at is None:
             continue
-        for row in session.scalars(select(L).where(L.cluster_id == cluster_id, L.sampled_at == at, tuple_(
-                L.topic, L.partition).in_([(k.topic, k.partition) for k in wanted])).order_by(L.group_id)):
+        for row in session.execute(select(table).where(
+                table.c.cluster_id == cluster_id, table.c.sampled_at == at,
+                _among(session, (table.c.topic, table.c.partition), [(k.topic, k.partition) for k in wanted],
+                       (String(), Integer()))).order_by(table.c.group_id)).all():
             found[PartitionKey(cluster_id, row.topic, row.partition)].append(row)
     return dict(found)
 
 
-def open_hanging_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, list[m.HangingEpisode]]:
-    """Open hanging episodes on many partitions, newest first per partition (pick with :func:`pick_hanging`)."""
+def open_hanging_many(session: Session, keys: Collection[PartitionKey]) -> dict[PartitionKey, list[Row[Any]]]:
+    """Open hanging episodes on many partitions (rows of hanging_txns), newest first per partition (pick
+    with :func:`pick_hanging`)."""
     if not keys:
         return {}
-    H = m.HangingEpisode
-    found: dict[PartitionKey, list[m.HangingEpisode]] = defaultdict(list)
-    for row in session.scalars(select(H).where(
-            tuple_(H.cluster_id, H.topic, H.partition).in_([(k.cluster_id, k.topic, k.partition)
-                                                            for k in dict.fromkeys(keys)]),
-            H.resolved_at.is_(None)).order_by(H.first_seen_at.desc())):
+    table = m.table(m.HangingEpisode)
+    found: dict[PartitionKey, list[Row[Any]]] = defaultdict(list)
+    for row in session.execute(select(table).where(
+            _among(session, (table.c.cluster_id, table.c.topic, table.c.partition),
+                   [(k.cluster_id, k.topic, k.partition) for k in dict.fromkeys(keys)],
+                   (BigInteger(), String(), Integer())),
+            table.c.resolved_at.is_(None)).order_by(table.c.first_seen_at.desc())).all():
         found[PartitionKey(row.cluster_id, row.topic, row.partition)].append(row)
     return dict(found)
 
 
-def pick_hanging(open_on: list[m.HangingEpisode], producer_id: int | None) -> m.HangingEpisode | None:
+def pick_hanging(open_on: list[Row[Any]], producer_id: int | None) -> Row[Any] | None:
     """The newest open episode on the partition, of ``producer_id`` when one is given."""
     return next((h for h in open_on if producer_id is None or h.producer_id == producer_id), None)
 

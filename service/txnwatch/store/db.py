@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 
@@ -28,6 +31,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     url = normalise_url(url)
+    # JSON columns (a transaction's partitions, alert labels) parsed by pydantic-core's parser: several
+    # times faster than json.loads per value, and a list page parses one per row.
+    kwargs.setdefault("json_deserializer", pydantic_core.from_json)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -35,11 +41,66 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    return create_engine(url, connect_args={"connect_timeout": 5}, **kwargs)
+    idle_ping = not kwargs.get("pool_pre_ping", False)
+    engine = create_engine(url, connect_args={"connect_timeout": 5}, **kwargs)
+    event.listen(engine, "connect", _utc_session)
+    if idle_ping:
+        ping_when_idle(engine)
+    return engine
+
+
+def _utc_session(dbapi_connection: Any, _record: Any) -> None:
+    """Timestamps come back in UTC: psycopg then hands out datetimes already in ``timezone.utc``, which
+    UtcDateTime passes through untouched (a list page reads hundreds; converting each from the server's
+    zone cost a tenth of the page's CPU). Only an optimisation: UtcDateTime converts whatever arrives,
+    e.g. behind a transaction-pooling proxy that drops session settings. No query depends on the session
+    zone (txnwatch compares instants, never calendar dates, in SQL)."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    try:
+        dbapi_connection.execute("SET TIME ZONE 'UTC'")
+    finally:
+        dbapi_connection.autocommit = autocommit
+
+
+#: A pooled connection idle this long is pinged before use; busier ones are used as they are.
+IDLE_PING_AFTER_S = 10.0
+
+
+def ping_when_idle(engine: Engine, idle_s: float = IDLE_PING_AFTER_S) -> None:
+    """Ping a pooled connection at checkout only if it sat idle ``idle_s`` or longer.
+
+    ``pool_pre_ping`` pings on every checkout: at hundreds of API requests per second that was a round trip,
+    and CPU in both processes, on each of them (issue 18 item 5). Connections that PostgreSQL or a proxy
+    closed are the idle ones; a dead one found here is replaced before the caller sees it (the pool retries
+    a checkout that raises DisconnectionError with a fresh connection). A connection that dies while busy
+    fails its statement, as it did with pre-ping, and SQLAlchemy then invalidates the pool.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _stamp(_dbapi_connection: Any, record: Any) -> None:
+        record.info["txnwatch_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _ping(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("txnwatch_idle_since")
+        if since is None or time.monotonic() - since < idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(f"pooled connection idle {time.monotonic() - since:.0f}s is dead: {exc}") \
+                from exc
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def make_read_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that only read, in autocommit: no BEGIN/ROLLBACK round trips around an API request, and no
+    per-session isolation change. Each statement still sees committed data; the API never needs a snapshot
+    across its statements. Same pool as ``engine`` (SQLAlchemy resets the level when a connection returns)."""
+    return sessionmaker(engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -40,8 +40,8 @@ from txnwatch.model import TxnState
 from txnwatch.store import models as m
 
 OPEN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
-# Sort key of transactions without an age: sorts them as the youngest.
-NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
+# Sort key of transactions without an age: sorts them as the youngest (txn_states.age_key holds it).
+NO_AGE = m.NO_AGE
 
 Keyset = tuple[Any, ...]
 #: A column as queries pass it: a mapped attribute or an expression.
@@ -184,12 +184,10 @@ def _open_start(txn: Row[Any] | m.TransactionState) -> datetime | None:
 
 
 _T = m.TransactionState
-_AGE_KEY = case((and_(_any_of(_T.state, OPEN_STATES), _T.txn_started_at.is_not(None)), _T.txn_started_at),
-                else_=_bind_like(_T.txn_started_at, NO_AGE))
 
 
 def _txn_key_column(sort: TxnSort) -> Col:
-    keys: dict[TxnSort, Col] = {TxnSort.AGE: _AGE_KEY, TxnSort.TRANSACTIONAL_ID: _T.transactional_id,
+    keys: dict[TxnSort, Col] = {TxnSort.AGE: _T.age_key, TxnSort.TRANSACTIONAL_ID: _T.transactional_id,
                                  TxnSort.STATE: _T.state}
     return keys[sort]
 
@@ -236,10 +234,16 @@ def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[Colum
     if f.states:
         where.append(_any_of(_T.state, f.states))
     if f.min_age_seconds is not None:
-        where += [_any_of(_T.state, OPEN_STATES), _T.txn_started_at <= now - timedelta(seconds=f.min_age_seconds)]
+        # Open and started at least that long ago, as one range of the age index (others' key is NO_AGE).
+        where.append(_T.age_key <= now - timedelta(seconds=f.min_age_seconds))
     if f.id_prefix:
-        # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping.
+        # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping. The byte range
+        # around it lets the (transactional_id, id) index find the ids instead of testing every row.
         where.append(func.substr(_T.transactional_id, 1, len(f.id_prefix)) == f.id_prefix)
+        ids = _bytewise(session, _T.transactional_id)
+        where.append(ids >= f.id_prefix)
+        if (upper := prefix_upper_bound(f.id_prefix)) is not None:
+            where.append(ids < upper)
     if f.topic:
         where.append(_topic_member(session, f.topic))
     if f.hanging is not None:
@@ -247,8 +251,21 @@ def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[Colum
     return where
 
 
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string above every string that starts with ``prefix``, in code point (= UTF-8 byte)
+    order; None when there is none (the prefix is all U+10FFFF)."""
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code == 0xD800:
+            code = 0xE000  # surrogates are not characters: UTF-8 cannot carry them
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
+
+
 def _txn_select() -> Select[Any]:
-    return (select(*_T.__table__.c, m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
+    return (select(*(c for c in _T.__table__.c if c.name != "age_key"), m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
             .join(m.Cluster, m.Cluster.id == _T.cluster_id))
 
 
