@@ -11,6 +11,7 @@ starts from the same state and the same heap):
   render is held while the next is made): the process's peak RSS above the state (``VmHWM`` after
   ``clear_refs``), what is still held after, the wall time;
 * the same after ``malloc_trim(0)`` (glibc): how much of what is held is free memory not given back;
+* the collectors' families alone, all held at once (``list(registry.collect())``): their share of the peak;
 * with ``--tracemalloc``: the Python heap's own peak during one render (slow; tells heap from allocator).
 
 ``--baseline REF`` runs the same measurement with the txnwatch of a git revision (its ``service/`` tree,
@@ -135,7 +136,11 @@ def child(args: argparse.Namespace) -> list[dict[str, Any]]:
         return {"render_s": times[-1], "peak_mb": peak, "held_mb": held, "after_trim_mb": trimmed,
                 "series": series, "gzip_mb": len(gzipped) / 1e6, "identical": identical}
 
-    results = [_measure_in_fork("render", render_twice)]
+    def families_only() -> dict[str, Any]:  # what the collectors' families alone hold, all at once
+        families = list(registry.collect())
+        return {"peak_mb": _status_mb("VmHWM"), "families": len(families)}
+
+    results = [_measure_in_fork("render", render_twice), _measure_in_fork("families", families_only)]
     if args.tracemalloc:
         def traced() -> dict[str, Any]:
             import tracemalloc
@@ -198,6 +203,9 @@ def main() -> int:
                       f"({r['gzip_mb']:.1f} MB gzip) in {r['render_s']:.1f} s; peak RSS +{r['peak_above_mb']:.0f} MB "
                       f"above the state; held after +{r['held_mb'] - r['state_mb']:.0f} MB, after malloc_trim(0) "
                       f"{r['after_trim_mb'] - r['state_mb']:+.0f} MB; {same}")
+            elif r["name"] == "families":
+                print(f"{label:>16}: the {r['families']} families alone (collect(), all held): peak RSS "
+                      f"+{r['peak_above_mb']:.0f} MB above the state")
             else:
                 print(f"{label:>16}: Python heap (tracemalloc) peak {r['heap_peak_mb']:.0f} MB during one render, "
                       f"{r['heap_after_mb']:.0f} MB after; largest at the end:")
