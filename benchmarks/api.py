@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -170,6 +171,8 @@ class Outcome:
     client_cpu_s: float = 0.0
     server_cpu_s: float = 0.0
     postgres_cpu_s: float = 0.0
+    machine_cpu_s: float = 0.0  # every process's, from /proc/stat: what is left is other work on the machine
+    slow_at_s: list[float] = field(default_factory=list)  # send offsets of requests over the target
 
 
 VEGETA_MODULE = "github.com/tsenart/vegeta/v12@v12.12.0"
@@ -190,20 +193,36 @@ def vegeta_binary() -> str | None:
 
 
 def vegeta_attack(binary: str, base: str, paths: list[str], rate: float, seconds: float,
-                  server_pid: int) -> dict[str, float]:
+                  server_pid: int, postgres_pid: int) -> dict[str, float]:
     """One constant-rate attack; returns vegeta's own latency figures (ms) and the server's CPU per request."""
     targets = "".join(f"GET {base}{path}\n\n" for path in paths)
-    cpu = process_cpu_seconds(server_pid, children=True)
+    cpu, machine = process_cpu_seconds(server_pid, children=True), machine_cpu_seconds()
+    postgres = process_cpu_seconds(postgres_pid, children=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
     attack = subprocess.run([binary, "attack", f"-rate={rate:g}/s", f"-duration={seconds:g}s", "-timeout=10s",
                              "-max-workers=256"], input=targets.encode(), capture_output=True, check=True)
+    elapsed = time.perf_counter() - started
     cpu = process_cpu_seconds(server_pid, children=True) - cpu
+    machine = machine_cpu_seconds() - machine
+    postgres = process_cpu_seconds(postgres_pid, children=True) - postgres
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    vegeta_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     report = json.loads(subprocess.run([binary, "report", "-type=json"], input=attack.stdout,
                                        capture_output=True, check=True).stdout)
     lat = report["latencies"]
     return {"p50_ms": lat["50th"] / 1e6, "p99_ms": lat["99th"] / 1e6, "max_ms": lat["max"] / 1e6,
             "requests": float(report["requests"]), "rate": float(report["rate"]),
-            "success": float(report["success"]), "cpu_ms_per_request": cpu * 1000 / max(report["requests"], 1)}
+            "success": float(report["success"]), "cpu_ms_per_request": cpu * 1000 / max(report["requests"], 1),
+            "other_cpus": max(0.0, machine - cpu - vegeta_cpu - postgres) / elapsed}
 
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time spent by everything on the machine (all CPUs, not idle or waiting for I/O)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    busy = sum(fields[:3]) + sum(fields[5:8])  # user nice system, irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu_seconds(pid: int, children: bool = False) -> float:
@@ -270,6 +289,7 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
     server shows up as latency instead of silently lowering the offered rate."""
     out = Outcome()
     client = KeepAliveGets(port, 16)
+    t0 = time.perf_counter()
     try:
         async def one(path: str) -> None:
             start = time.perf_counter()
@@ -279,7 +299,10 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
                 out.errors[type(exc).__name__] += 1
                 return
             if status == 200:
-                out.latencies[path].append((time.perf_counter() - start) * 1000)
+                latency_ms = (time.perf_counter() - start) * 1000
+                out.latencies[path].append(latency_ms)
+                if latency_ms > TARGET_P99_MS:
+                    out.slow_at_s.append(start - t0)
             else:
                 out.errors[f"HTTP {status}"] += 1
 
@@ -291,7 +314,8 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
         tasks: set[asyncio.Task[None]] = set()
         total = int(rate * seconds)
         cpu0, server0 = time.process_time(), process_cpu_seconds(server_pid, children=True)
-        postgres0 = process_cpu_seconds(postgres_pid, children=True)
+        postgres0, machine0 = process_cpu_seconds(postgres_pid, children=True), machine_cpu_seconds()
+        out.slow_at_s.clear()
         t0 = time.perf_counter()
         for i in range(total):
             delay = t0 + i / rate - time.perf_counter()
@@ -309,6 +333,7 @@ async def drive(port: int, rate: float, seconds: float, server_pid: int, postgre
         out.client_cpu_s = time.process_time() - cpu0
         out.server_cpu_s = process_cpu_seconds(server_pid, children=True) - server0
         out.postgres_cpu_s = process_cpu_seconds(postgres_pid, children=True) - postgres0
+        out.machine_cpu_s = machine_cpu_seconds() - machine0
         for task in list(tasks):
             task.cancel()
             out.errors["unfinished"] += 1
@@ -404,8 +429,8 @@ def measure(url: str, workers: int, rate: float, seconds: float, vegeta: str | N
         load_after = os.getloadavg()[0]
         attacks = {}
         if vegeta is not None:
-            attacks["floor /healthz"] = vegeta_attack(vegeta, base, ["/healthz"], rate, seconds, proc.pid)
-            attacks["list endpoints"] = vegeta_attack(vegeta, base, ENDPOINTS, rate, seconds, proc.pid)
+            attacks["floor /healthz"] = vegeta_attack(vegeta, base, ["/healthz"], rate, seconds, proc.pid, postmaster)
+            attacks["list endpoints"] = vegeta_attack(vegeta, base, ENDPOINTS, rate, seconds, proc.pid, postmaster)
     finally:
         proc.terminate()
         try:
@@ -437,12 +462,23 @@ def measure(url: str, workers: int, rate: float, seconds: float, vegeta: str | N
     print(f"CPU per request served: API server (all its processes) {outcome.server_cpu_s * per:.1f} ms, PostgreSQL "
           f"{outcome.postgres_cpu_s * per:.1f} ms, load generator {outcome.client_cpu_s * per:.1f} ms; "
           f"load average {load_before:.1f} before, {load_after:.1f} after, {os.cpu_count()} CPUs")
+    ours = outcome.server_cpu_s + outcome.postgres_cpu_s + outcome.client_cpu_s
+    other = max(0.0, outcome.machine_cpu_s - ours)
+    print(f"other work on the machine during the run: {other / outcome.elapsed:.2f} of {os.cpu_count()} CPUs "
+          f"(server, PostgreSQL and generator: {ours / outcome.elapsed:.2f})")
+    if outcome.slow_at_s:
+        # Requests over the target spread over the run mean the server queues; bunched in a few windows they
+        # mean the machine (or one pause in the server) stalled everything at once.
+        windows = sorted({int(at * 4) / 4 for at in outcome.slow_at_s})
+        print(f"requests over {TARGET_P99_MS:.0f} ms: {len(outcome.slow_at_s)}, sent in {len(windows)} of the run's "
+              f"{int(outcome.elapsed * 4)} quarter-seconds (at s: {', '.join(f'{w:g}' for w in windows[:12])}"
+              f"{' ...' if len(windows) > 12 else ''})")
     if attacks:
         print(f"vegeta at {rate:.0f} req/s for {seconds:.0f} s each, same server, same run:")
         for name, a in attacks.items():
             print(f"  {name:<16} p50 {a['p50_ms']:6.1f} ms  p99 {a['p99_ms']:7.1f} ms  max {a['max_ms']:7.1f} ms  "
                   f"achieved {a['rate']:.0f} req/s  success {a['success']:.1%}  "
-                  f"API CPU {a['cpu_ms_per_request']:.1f} ms/request")
+                  f"API CPU {a['cpu_ms_per_request']:.1f} ms/request  other work {a['other_cpus']:.2f} CPUs")
         floor, lists = attacks["floor /healthz"], attacks["list endpoints"]
         print(f"  p99/target = {lists['p99_ms'] / TARGET_P99_MS:.2f} "
               f"({'met' if lists['p99_ms'] <= TARGET_P99_MS and lists['success'] == 1 else 'MISSED'}); "
