@@ -136,7 +136,10 @@ def run(config: ConfigOption = None,
             "Override api.workers: serve the API and /metrics from this many processes of their own "
             "(0: in the daemon's process)."))] = None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics."""
+    from txnwatch.malloc_arenas import limit_arenas
     from txnwatch.server import StartupError, serve
+
+    limit_arenas()  # before any thread starts (txnwatch.malloc_arenas says why)
 
     settings = _settings(config)
     overrides = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v is not None}
