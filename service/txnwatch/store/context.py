@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, ColumnElement, Integer, Row, String, false, func, literal, select, tuple_
+from sqlalchemy import BigInteger, ColumnElement, Integer, Row, String, Table, false, func, literal, select, tuple_
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 from sqlalchemy.types import TypeEngine
@@ -47,6 +47,12 @@ def _among(session: Session, columns: Sequence[ColumnElement[Any]], values: Sequ
     return tuple_(*columns).in_(select(*(func.unnest(a) for a in arrays)))
 
 
+def _partitions_among(session: Session, table: Table, wanted: Sequence[PartitionKey]) -> ColumnElement[bool]:
+    """``table``'s (topic, partition) is one of ``wanted``'s (all of one cluster)."""
+    return _among(session, (table.c.topic, table.c.partition), [(k.topic, k.partition) for k in wanted],
+                  (String(), Integer()))
+
+
 def _by_cluster(keys: Iterable[PartitionKey]) -> dict[int, list[PartitionKey]]:
     grouped: dict[int, list[PartitionKey]] = defaultdict(list)
     for key in dict.fromkeys(keys):
@@ -73,8 +79,7 @@ def latest_samples(session: Session, keys: Collection[PartitionKey]) -> dict[Par
         if at is not None:
             rows = session.execute(select(table).where(
                 table.c.cluster_id == cluster_id, table.c.sampled_at == at,
-                _among(session, (table.c.topic, table.c.partition), [(k.topic, k.partition) for k in wanted],
-                       (String(), Integer())))).all()
+                _partitions_among(session, table, wanted))).all()
             found.update({PartitionKey(cluster_id, r.topic, r.partition): r for r in rows})
         for key in wanted:
             if key not in found:
@@ -116,8 +121,7 @@ def groups_reading_many(session: Session, keys: Collection[PartitionKey]) -> dic
             continue
         for row in session.execute(select(table).where(
                 table.c.cluster_id == cluster_id, table.c.sampled_at == at,
-                _among(session, (table.c.topic, table.c.partition), [(k.topic, k.partition) for k in wanted],
-                       (String(), Integer()))).order_by(table.c.group_id)).all():
+                _partitions_among(session, table, wanted)).order_by(table.c.group_id)).all():
             found[PartitionKey(cluster_id, row.topic, row.partition)].append(row)
     return dict(found)
 

@@ -36,10 +36,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from txnwatch.model import TxnState
 from txnwatch.store import models as m
 
-OPEN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
+OPEN_STATES = m.OPEN_TXN_STATES
 # Sort key of transactions without an age: sorts them as the youngest (txn_states.age_key holds it).
 NO_AGE = m.NO_AGE
 
@@ -265,7 +264,8 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 
 def _txn_select() -> Select[Any]:
-    return (select(*(c for c in _T.__table__.c if c.name != "age_key"), m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
+    columns = (c for c in _T.__table__.c if c.name != "age_key")  # the list computes ages from the row itself
+    return (select(*columns, m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
             .join(m.Cluster, m.Cluster.id == _T.cluster_id))
 
 
