@@ -59,6 +59,7 @@ DEFAULT_LIMIT = 200
 #: Decompressed bytes of one batch read to reach the record at a committed offset.  Producers' batches are
 #: ``batch.size`` (16 KiB by default) before compression; 8 MiB also covers batches of 1 MiB records.
 RECORD_BUDGET_BYTES = 8 * 1024 * 1024
+_FIRST_READ_BYTES = 64 * 1024
 _CACHE_SIZE = 50_000
 
 Key = tuple[TopicPartition, int]  # (partition, committed offset)
@@ -232,13 +233,21 @@ def first_data_record(raw: bytes, offset: int, high_watermark: int, budget: int 
         if calc_crc32c(batch[_CRC_FROM:]) != crc:
             raise Unreadable(f"record batch at offset {base_offset} fails its CRC check")
         codec = attributes & _CODEC_MASK
+        log_append_ms = max_ms if attributes & _LOG_APPEND_TIME else None
         try:
-            records = decompress.prefix(codec, batch[_BATCH_HEAD.size:], budget)
-        except ValueError as exc:
+            # Most committed offsets sit near the start of their batch: read a little first, the budget if need be.
+            for limit in sorted({min(_FIRST_READ_BYTES, budget), budget}):
+                records = decompress.prefix(codec, batch[_BATCH_HEAD.size:], limit)
+                try:
+                    timestamp = _record_timestamp(records, offset, base_offset, count, log_append_ms, first_ms)
+                    break
+                except _PastBudget:
+                    if limit == budget:
+                        raise
+        except Unreadable:
+            raise
+        except ValueError as exc:  # from the codec
             raise Unreadable(f"record batch at offset {base_offset}: {exc}") from exc
-        try:
-            timestamp = _record_timestamp(records, offset, base_offset, count,
-                                          max_ms if attributes & _LOG_APPEND_TIME else None, first_ms)
         except _PastBudget:
             raise Unreadable(f"it lies past the first {budget // (1024 * 1024)} MiB that its "
                              f"{decompress.CODEC_NAMES.get(codec, codec)} batch (offset {base_offset}, "
