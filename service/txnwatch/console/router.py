@@ -31,7 +31,7 @@ from txnwatch.console import assets, charts, runbooks
 from txnwatch.redact import redact_optional
 from txnwatch.runtime import Runtime
 from txnwatch.store import context, queries, txnlog_queries
-from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS
+from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 
 HERE = Path(__file__).resolve().parent
 LOGIN = "/console/login"
@@ -48,6 +48,7 @@ def _chart(option: dict[str, Any]) -> Markup:
 
 
 _env.globals["chart"] = _chart
+_env.globals["TxnEvent"] = TxnEvent  # templates name events as the code does
 
 
 Reader = Annotated[None, Depends(require_reader)]
@@ -143,7 +144,7 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
     points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
               for t in reversed(newest_first)]
     # The log and a poll may both report one fence: count each new (producer id, epoch) once.
-    fences = len({(p.producer_id, p.producer_epoch) for p in points if "fenced" in p.events})
+    fences = len({(p.producer_id, p.producer_epoch) for p in points if TxnEvent.FENCED in p.events})
     incidents = IncidentBuilder(session, runtime.settings, at)
     hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
     return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
