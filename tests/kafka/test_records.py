@@ -7,8 +7,8 @@ from typing import Any
 
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from txnwatch.core.model import PartitionSnapshot, TopicPartition
 from txnwatch.kafka.records import Dated, RecordDates, fetch_calls, parse_fetch
-from txnwatch.model import PartitionSnapshot, TopicPartition
 
 TP = TopicPartition("orders", 0)
 

@@ -16,8 +16,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.deploy.tools import tool
-from txnwatch.exposition import Exposition
-from txnwatch.metrics_text import LINES_PER_SLICE, LeanGauge, int_label, render_gzip, render_text, write_exposition
+from txnwatch.metrics.exposition import Exposition
+from txnwatch.metrics.render import LINES_PER_SLICE, LeanGauge, int_label, render_gzip, render_text, write_exposition
 
 
 class Families(Collector):

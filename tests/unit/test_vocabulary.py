@@ -1,4 +1,4 @@
-"""One vocabulary: the reasons and alerts of txnwatch.vocabulary are the ones code, docs and rules use."""
+"""One vocabulary: the reasons and alerts of txnwatch.core.vocabulary are the ones code, docs and rules use."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from txnwatch import vocabulary as v
 from txnwatch.alerting.rules import DEFAULT_RULES
-from txnwatch.model import HangingReason
+from txnwatch.core import vocabulary as v
+from txnwatch.core.model import HangingReason
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_prometheus_rules_and_runbooks_use_the_vocabulary() -> None:
 
 
 def test_api_schema_enumerates_the_reasons_and_severities() -> None:
-    from txnwatch.api.schemas import AlertOut, HangingEpisodeOut
+    from txnwatch.serve.api.schemas import AlertOut, HangingEpisodeOut
 
     defs = HangingEpisodeOut.model_json_schema()["$defs"]
     assert defs["HangingReason"]["enum"] == [r.value for r in HangingReason]

@@ -15,9 +15,9 @@ from pydantic import SecretStr
 
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
-from txnwatch.config import PagerDutyConfig
+from txnwatch.core.config import PagerDutyConfig
+from txnwatch.core.vocabulary import Severity
 from txnwatch.store import models as m
-from txnwatch.vocabulary import Severity
 
 SUMMARY_MAX = 1024
 SEVERITIES = tuple(s.value for s in Severity)

@@ -23,11 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
-from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.transitions import TxnEvent
-from txnwatch.detect.verification import VerificationCheck
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupLag,
     HangingTransaction,
@@ -39,6 +35,10 @@ from txnwatch.model import (
     Transition,
     Undetermined,
 )
+from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.detect.transitions import TxnEvent
+from txnwatch.detect.verification import VerificationCheck
 
 __all__ = [
     "INITIAL",

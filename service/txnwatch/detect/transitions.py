@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition, TxnState
+from txnwatch.core.model import ClusterSnapshot, TransactionDescription, Transition, TxnState
 
 
 class TxnEvent(StrEnum):

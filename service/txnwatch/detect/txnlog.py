@@ -44,8 +44,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import TxnLogKind, TxnLogRecord, TxnState
 
 EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT

@@ -24,9 +24,9 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 
+from txnwatch.core.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
 from txnwatch.kafka import errors
 from txnwatch.kafka.batches import Call, by_node
-from txnwatch.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
 
 #: Fetch v12 is the last that names topics (v13+ uses topic ids).
 _FETCH_VERSION = 12

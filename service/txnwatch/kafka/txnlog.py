@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.kafka import errors
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 TOPIC = "__transaction_state"
 API = "TransactionLog"

@@ -31,7 +31,7 @@ from sqlalchemy import Table, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.model import ClusterSnapshot
+from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts
