@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 # Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
 from txnwatch.core.vocabulary import HangingReason as HangingReason
+from txnwatch.core.vocabulary import TxnState as TxnState
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,45 +28,6 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-
-class TxnState(StrEnum):
-    """Coordinator-side transaction states as DescribeTransactions names them."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-    DEAD = "Dead"
-    UNKNOWN = "Unknown"
-
-    @classmethod
-    def parse(cls, raw: str | None) -> TxnState:
-        """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
-        if not raw:
-            return cls.UNKNOWN
-        return _TXN_STATES_BY_NAME.get(raw.lower(), cls.UNKNOWN)  # a dict: called per id per poll (50k+)
-
-    @property
-    def is_open(self) -> bool:
-        """States in which the transaction still pins the LSO of its partitions."""
-        return self in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                        TxnState.PREPARE_EPOCH_FENCE)
-
-
-    @property
-    def is_prepare(self) -> bool:
-        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
-
-    @property
-    def is_complete(self) -> bool:
-        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-
-_TXN_STATES_BY_NAME: dict[str, TxnState] = {member.value.lower(): member for member in TxnState}
 
 
 class ErrorClass(StrEnum):

@@ -22,7 +22,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
-from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS
+from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
@@ -46,6 +46,7 @@ def _chart(option: dict[str, Any]) -> Markup:
 
 
 _env.globals["chart"] = _chart
+_env.globals["TxnEvent"] = TxnEvent  # templates name events as the code does
 
 
 Reader = Annotated[None, Depends(require_reader)]
@@ -141,7 +142,7 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
     points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
               for t in reversed(newest_first)]
     # The log and a poll may both report one fence: count each new (producer id, epoch) once.
-    fences = len({(p.producer_id, p.producer_epoch) for p in points if "fenced" in p.events})
+    fences = len({(p.producer_id, p.producer_epoch) for p in points if TxnEvent.FENCED in p.events})
     incidents = IncidentBuilder(session, runtime.settings, at)
     hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
     return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
