@@ -8,7 +8,7 @@ above the state it shows, 191 MB of it the families alone (docs/performance.md).
 * :class:`LeanGauge` is a gauge family that keeps, per series, a reference to a label-value tuple
   (which the collectors share between the families of one partition or group partition) and a
   double in an ``array``: ~16 bytes a series instead of ~280;
-* label values are bounded to :data:`~txnwatch.textbounds.LABEL_VALUE_MAX_BYTES` UTF-8 bytes (a
+* label values are bounded to :data:`~txnwatch.core.textbounds.LABEL_VALUE_MAX_BYTES` UTF-8 bytes (a
   longer one keeps its head, ``…`` and a hash, so distinct ids stay distinct series);
 * :func:`write_exposition` writes the same bytes as ``generate_latest`` (every family that is not a
   LeanGauge is written by ``generate_latest`` itself, one family at a time; a LeanGauge's lines are
@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from txnwatch.textbounds import LABEL_VALUE_MAX_BYTES, bound_utf8
+from txnwatch.core.textbounds import LABEL_VALUE_MAX_BYTES, bound_utf8
 
 GZIP_LEVEL = 6  # ~25x smaller Prometheus text; level 9 costs twice the CPU for a few per cent
 LINES_PER_SLICE = 4096  # ~0.4 MB of text per write into the sink

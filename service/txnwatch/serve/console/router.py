@@ -16,17 +16,19 @@ from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
+from txnwatch.core.redact import redact_optional
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
-from txnwatch.serve.api.params import now
+from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
 from txnwatch.serve.api.security import COOKIE, require_reader, token_ok
 from txnwatch.serve.console import assets, charts, runbooks
 from txnwatch.store import context, queries, txnlog_queries
@@ -99,9 +101,9 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         record = records.get(name)
         # This process's view when it polls the cluster; otherwise what the polling replica recorded.
         if view is not None and view.last_poll_at_ms is not None:
-            up, error, last = view.up, view.last_error, humanize.from_ms(view.last_success_at_ms)
+            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
         else:
-            up, error = bool(record and record.up), (record.last_error if record else None)
+            up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
@@ -151,8 +153,9 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
 
 
 @router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)
-def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str, topic: str,
-                   partition: int, hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
+def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str,
+                   topic: Annotated[str, PathParam(pattern=TOPIC_PATTERN)],
+                   partition: Annotated[int, PathParam(ge=0, le=INT32_MAX)], hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
     runtime = runtime_of(request)
     key = context.PartitionKey(_cluster_id(session, runtime, cluster), topic, partition)
     at = now()
