@@ -98,7 +98,7 @@ def test_no_state_or_event_is_spelled_outside_the_vocabulary() -> None:
     found = []
     for path in sorted(package.rglob("*.py")):
         name = path.relative_to(package).as_posix()
-        if name == "vocabulary.py":
+        if name == "core/vocabulary.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words
