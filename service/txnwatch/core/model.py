@@ -116,6 +116,27 @@ class BrokerVerification:
         return self.error is None
 
 
+class TimeLagUnknown(StrEnum):
+    """Why a group partition's time lag is unknown rather than measured or estimated (the metric's ``reason``)."""
+
+    #: The first unconsumed record lies past the decompression budget of its batch (a compression bomb or its
+    #: neighbours, see kafka.records).
+    RECORD_OVER_BUDGET = "record_over_budget"
+    #: The batch holding it cannot be read at all (damaged, failed CRC, unknown codec).
+    RECORD_UNREADABLE = "record_unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRecord:
+    """The first unconsumed record at a committed offset was fetched but cannot be read."""
+
+    reason: TimeLagUnknown
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}"
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -219,6 +240,9 @@ class ClusterSnapshot:
     #: None when only control markers lie between it and the high watermark.  Filled for lagging group
     #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
     first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    #: (partition, committed offset) -> why the first record at or after that offset cannot be read (past the
+    #: decompression budget, a damaged batch): the time lag there is unknown, not estimated.
+    unreadable_records: Mapping[tuple[TopicPartition, int], UnreadableRecord] = field(default_factory=dict)
     #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
@@ -382,6 +406,8 @@ class GroupLag:
     lag_seconds: float | None
     #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
     last_commit_ms: int | None = None
+    #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
+    lag_seconds_unknown: UnreadableRecord | None = None
 
 
 # ---------------------------------------------------------------------------------------------

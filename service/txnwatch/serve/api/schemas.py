@@ -288,7 +288,12 @@ class GroupPartitionLag(_Out):
     committed_offset: int
     lag_lso: int | None
     lag_hwm: int | None
-    lag_seconds: float | None
+    lag_seconds: float | None = Field(description="Age of the first record the group has not consumed; null when "
+                                                  "unknown (see lag_seconds_unknown) or not yet estimable.")
+    lag_seconds_unknown: str | None = Field(
+        default=None, description="Why lag_seconds is unknown: record_over_budget (the first unconsumed record lies "
+                                  "past the decompression budget of its batch, e.g. a compression bomb) or "
+                                  "record_unreadable (a damaged batch), then which record and batch.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):
