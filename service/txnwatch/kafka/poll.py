@@ -29,13 +29,7 @@ from typing import TypeVar
 
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from txnwatch.kafka import batches, errors, parse, records
-from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
-from txnwatch.kafka.errors import ClusterUnreachable
-from txnwatch.kafka.records import RecordDates
-from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.kafka.wire import Reply, Wire
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,
@@ -45,6 +39,12 @@ from txnwatch.model import (
     TopicPartition,
     TransactionDescription,
 )
+from txnwatch.kafka import batches, errors, parse, records
+from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.records import RecordDates
+from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.wire import Reply, Wire
 
 R = TypeVar("R")
 log = logging.getLogger(__name__)
