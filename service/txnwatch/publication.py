@@ -57,7 +57,8 @@ def light(view: ClusterView) -> ClusterView:
     """The view without what the API never reads from memory (it queries the database for those)."""
     snapshot = view.snapshot
     if snapshot is not None:
-        snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={})
+        snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={},
+                           unreadable_records={})
     findings = view.findings
     if findings is not None:  # only what the caps left out (GET /api/v1/clusters/{name}), none of the rows
         findings = Findings(findings.cluster, findings.now_ms, omitted=dict(findings.omitted))
