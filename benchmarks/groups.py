@@ -152,10 +152,10 @@ def _rows(path: Path) -> dict[str, int]:
 
 def replay(snapshots: list[Any], variant: Variant, interval_s: float, workdir: Path) -> Figures:
     from txnwatch import detect
-    from txnwatch.lagmetrics import LagMetricOptions
-    from txnwatch.metrics import build_registry
-    from txnwatch.metrics_text import render_text
-    from txnwatch.state import ClusterView, LatestState
+    from txnwatch.core.views import ClusterView, LatestState
+    from txnwatch.metrics.lag import LagMetricOptions
+    from txnwatch.metrics.registry import build_registry
+    from txnwatch.metrics.render import render_text
     from txnwatch.store.db import make_engine, make_sessionmaker
     from txnwatch.store.lag_sampling import LagSampling
     from txnwatch.store.migrate import upgrade

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from txnwatch import detect
-from txnwatch.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.store import models as m
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.lag_sampling import LagSampling

@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.core.views import LatestState
 from txnwatch.detect import txnlog as d
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
-from txnwatch.state import LatestState
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_sessionmaker
-from txnwatch.txnlog_service import ClusterTail, cluster_id_for
 
 E, ON, PC, CC, PA, CA = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT,
                          TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)

@@ -9,10 +9,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.lagmetrics import Granularity, LagMetricOptions
-from txnwatch.metrics import LagCollector
-from txnwatch.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
-from txnwatch.state import ClusterView, LatestState
+from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
+from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.metrics.lag import Granularity, LagMetricOptions
+from txnwatch.metrics.registry import LagCollector
 
 
 def _registry(options: LagMetricOptions) -> CollectorRegistry:
@@ -94,8 +94,8 @@ def test_dashboards_query_only_lag_series_that_both_granularities_export() -> No
 
 def test_caps_show_on_metrics_as_series_left_out_and_counted() -> None:
     """/metrics exports the kept groups only and counts the rest (txnwatch_cardinality_omitted)."""
-    from txnwatch.metrics import build_registry
-    from txnwatch.model import TopicPartition, TransactionDescription, TxnState
+    from txnwatch.core.model import TopicPartition, TransactionDescription, TxnState
+    from txnwatch.metrics.registry import build_registry
 
     parts = tuple(partition(tp=TopicPartition("orders", p), hwm=100, lso=100) for p in range(2))
     groups = tuple(GroupSnapshot(f"g{i}", "Empty", "consumer", {TopicPartition("orders", 0): 100 - i})

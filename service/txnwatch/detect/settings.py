@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from txnwatch.config import ClusterConfig, DetectionConfig
+    from txnwatch.core.config import ClusterConfig, DetectionConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.detect.builders import partition, snapshot
+from txnwatch.core.model import GroupSnapshot, TopicPartition
 from txnwatch.detect import INITIAL, DetectionSettings, evaluate
 from txnwatch.detect.cardinality import (
     GROUP_PARTITIONS_OVER_CAP,
@@ -15,7 +16,6 @@ from txnwatch.detect.cardinality import (
     GroupRank,
     kept_groups,
 )
-from txnwatch.model import GroupSnapshot, TopicPartition
 
 
 def rank(group_id: str, lag: int = 0, seconds: float = 0.0, partitions: int = 1) -> GroupRank:
