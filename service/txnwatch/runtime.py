@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
@@ -24,6 +24,9 @@ from txnwatch.leader import Leadership
 from txnwatch.model import AbortOutcome, TopicPartition
 from txnwatch.state import LatestState
 from txnwatch.store.health import StoreHealth
+
+if TYPE_CHECKING:  # the API's own state, built here like the rest; the API package is not loaded for its type
+    from txnwatch.api.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,8 @@ class Runtime:
     store_health: StoreHealth
     exposition: ExpositionSource
     abort_transaction: AbortTransaction
+    #: Failed authentications per client (txnwatch.api.throttle): the guard, the login and the admin check's.
+    auth_throttle: AuthThrottle
     services: tuple[Service, ...] = ()
     #: Called once per API request before it reads ``state``, ``leadership``, ``store_health`` or ``exposition``:
     #: an API worker process reloads there what the collector process published (txnwatch.publication).

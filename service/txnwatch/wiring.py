@@ -40,6 +40,7 @@ from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
+from txnwatch.api.throttle import AuthFailureMetrics, AuthThrottle
 from txnwatch.collector import ClusterCollector, Collector, Sink
 from txnwatch.config import ClusterConfig, Settings
 from txnwatch.exposition import Exposition
@@ -64,11 +65,13 @@ STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None) -> Runtime:
+def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None,
+                  auth_counts: Any = None) -> Runtime:
     """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, tools).
 
     ``publish_to``: the directory the API worker processes read (``api.workers`` ≥ 1); each render of the
-    exposition is written there with the clusters' views (txnwatch.publication)."""
+    exposition is written there with the clusters' views (txnwatch.publication).  ``auth_counts``: the
+    failed-authentication counts those workers add to (txnwatch.api.throttle.shared_counts)."""
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
@@ -85,11 +88,12 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
                    state=state, leadership=leadership,
                    registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
-                   services=services)
+                   auth_throttle=auth_throttle(settings, AuthFailureMetrics(registry, auth_counts)), services=services)
 
 
-def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
-    """An API worker process's runtime: its own database pool; the collector's memory as last published."""
+def build_api_runtime(settings: Settings, directory: Path, auth_counts: Any = None) -> Runtime:
+    """An API worker process's runtime: its own database pool; the collector's memory as last published; its
+    failed authentications counted in ``auth_counts``, which the collector renders."""
     engine = make_engine(settings.database_url)
     publication = Publication(directory, [c.name for c in settings.clusters])
     stale_after_s = 3 * fastest_poll_s(settings) + 30
@@ -105,9 +109,15 @@ def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
     return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
                    read_sessions=make_read_sessionmaker(engine), state=publication.state,
                    leadership=publication.leadership, registry=CollectorRegistry(auto_describe=False),
-                   store_health=publication.health, exposition=publication.exposition,
-                   abort_transaction=abort_transaction, refresh=publication.refresh,
-                   collector_problems=collector_problems)
+                   store_health=publication.health, exposition=publication.exposition, abort_transaction=abort_transaction,
+                   auth_throttle=auth_throttle(settings, AuthFailureMetrics(None, auth_counts)),
+                   refresh=publication.refresh, collector_problems=collector_problems)
+
+
+def auth_throttle(settings: Settings, metrics: AuthFailureMetrics) -> AuthThrottle:
+    """This process's windows of failed authentications per client (txnwatch.api.throttle)."""
+    return AuthThrottle(limit=settings.api.auth_failures_per_window, window_s=settings.api.auth_failure_window_seconds,
+                        metrics=metrics)
 
 
 def fastest_poll_s(settings: Settings) -> float:
