@@ -88,7 +88,9 @@ ConfigOption = Annotated[
 
 
 def fail(message: str, code: int = exitcodes.USAGE) -> NoReturn:
-    typer.echo(f"txnwatch: {message}", err=True)
+    from txnwatch.redact import redact
+
+    typer.echo(f"txnwatch: {redact(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -104,11 +106,26 @@ def _settings(path: Path | None, **overrides: object) -> Settings:
         raise typer.Exit(exitcodes.USAGE) from None
 
 
+def _usable_database(settings: Settings, origin: str) -> None:
+    """What can be known about the database without connecting (txnwatch.store.db.database_problems), as
+    config errors: one line each, exit 2."""
+    from txnwatch.store.db import database_problems
+
+    problems = database_problems(settings.database_url)
+    for problem in problems:
+        typer.echo(f"txnwatch: {origin}: database_url: {problem}", err=True)
+    if problems:
+        raise typer.Exit(exitcodes.USAGE)
+
+
 @config_app.command("check")
 def config_check(file: Annotated[Path, typer.Argument(help="Config file to validate.")]) -> None:
     """Validate a config file (with TXNWATCH_* env overrides applied) and print a summary."""
+    from txnwatch.redact import redact
+
     settings = _settings(file)
-    typer.echo(f"{file}: OK — {len(settings.clusters)} cluster(s), database {settings.database_url.split(':', 1)[0]}, "
+    _usable_database(settings, str(file))
+    typer.echo(f"{file}: OK — {len(settings.clusters)} cluster(s), database {redact(settings.database_url)}, "
                f"poll every {settings.poll_interval_seconds:g}s")
 
 
@@ -116,16 +133,16 @@ def config_check(file: Annotated[Path, typer.Argument(help="Config file to valid
 def migrate(config: ConfigOption = None,
             revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
     """Upgrade the configured database schema (Alembic)."""
-    from sqlalchemy.exc import SQLAlchemyError
-
+    from txnwatch.logbudget import describe
     from txnwatch.store.migrate import current, upgrade
 
     settings = _settings(config)
+    _usable_database(settings, str(config or "configuration"))
     try:
         upgrade(settings.database_url, revision)
         typer.echo(f"database at revision {current(settings.database_url)}")
-    except SQLAlchemyError as exc:
-        fail(f"migration failed: {exc.__class__.__name__}: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED)
+    except Exception as exc:  # any failure is the operator's to read in one line, not a traceback
+        fail(f"migration failed: {describe(exc)}", exitcodes.FOUND_OR_FAILED)
 
 
 @app.command()

@@ -33,19 +33,24 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from txnwatch.redact import redact
 from txnwatch.vocabulary import Severity
 
 CONFIG_ENV = "TXNWATCH_CONFIG"
-SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+SUPPORTED_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg", "postgres")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EXPORTER_LABELS = frozenset({"consumergroup", "topic", "partition", "le"})
 
 
 class ConfigError(Exception):
-    """Configuration problems, already phrased for the operator: one line each in ``problems``."""
+    """Configuration problems, already phrased for the operator: one line each in ``problems``.
+
+    Passwords in URLs are masked here, whoever phrased the line: a value is echoed back to say what was
+    wrong with it, and a database URL carries its password."""
 
     def __init__(self, *problems: str) -> None:
+        problems = tuple(redact(problem) for problem in problems)
         super().__init__("\n".join(problems))
         self.problems = list(problems)
 
@@ -487,9 +492,16 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _db_url(cls, value: str) -> str:
+        """``postgres://`` is the spelling Heroku, libpq and most hosted PostgreSQL consoles hand out; SQLAlchemy
+        refuses it, so it is read as ``postgresql://`` here, once, and nothing downstream sees the alias."""
         scheme = value.split(":", 1)[0] if "://" in value else ""
         if scheme not in SUPPORTED_DB_SCHEMES:
-            raise ValueError(f"scheme {scheme or value!r} is not supported; use one of {', '.join(SUPPORTED_DB_SCHEMES)}")
+            if not scheme:
+                raise ValueError("not a URL: expected scheme://..., e.g. sqlite:///./var/txnwatch.db or "
+                                 "postgresql://txnwatch@db:5432/txnwatch")
+            raise ValueError(f"scheme {scheme!r} is not supported; use one of {', '.join(SUPPORTED_DB_SCHEMES)}")
+        if scheme == "postgres":
+            value = "postgresql" + value.removeprefix("postgres")
         return value
 
     @field_validator("clusters")
@@ -564,6 +576,14 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _echoable(key: str, value: Any) -> bool:
+    """Whether a wrong value may be shown back: never a secret's, nor a URL's that has no scheme (ConfigError
+    masks passwords in ``scheme://user:password@`` but cannot tell one in ``user:password@host``)."""
+    if isinstance(value, (dict, list)) or any(word in key.lower() for word in _SECRET_WORDS):
+        return False
+    return not (key.endswith("url") and isinstance(value, str) and "@" in value and "://" not in value)
+
+
 def _describe_one(error: Any, file_origin: str, environ: dict[str, str]) -> str:
     loc = tuple(error["loc"])
     key = ".".join(str(part) for part in loc) or "(top level)"
@@ -576,8 +596,7 @@ def _describe_one(error: Any, file_origin: str, environ: dict[str, str]) -> str:
                                       f"; allowed here: {', '.join(options)}" if options else "")
     elif error["type"] == "missing":
         message = "required, but not given"
-    elif "input" in error and not isinstance(error["input"], (dict, list)) \
-            and not any(word in key.lower() for word in _SECRET_WORDS) and repr(error["input"]) not in message:
+    elif "input" in error and _echoable(key, error["input"]) and repr(error["input"]) not in message:
         message = f"{message} (got {error['input']!r})"
     return f"{_origin(loc, file_origin, environ)}: {key}: {message}"
 

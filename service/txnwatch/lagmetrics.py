@@ -95,6 +95,10 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                         "negative; a trailing control marker counts as 0.", group_partition)
     lag_seconds = LeanGauge("txnwatch_consumergroup_lag_seconds", "Age of the first record the group has not "
                             "consumed (0 when caught up).", group_partition)
+    lag_unknown = LeanGauge("txnwatch_consumergroup_lag_seconds_unknown", "1 where the time lag is unknown "
+                            "because the first unconsumed record cannot be read (reason record_over_budget: past "
+                            "the decompression budget; record_unreadable: a damaged batch); "
+                            "txnwatch_consumergroup_lag_seconds is absent there.", [*group_partition, "reason"])
     last_commit = LeanGauge("txnwatch_consumergroup_last_commit_timestamp_seconds", "Unix time of the poll "
                             "that first saw the committed offset at its current value.", group_partition)
     topic_lso = LeanGauge("txnwatch_consumergroup_topic_lag_lso", "txnwatch_consumergroup_lag_lso summed over "
@@ -135,6 +139,8 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
             per_topic[(g.group_id, g.tp.topic)].append((g.lag_lso, g.lag_hwm, g.lag_seconds, g.last_commit_ms))
             if not by_partition:
                 continue
+            if g.lag_seconds_unknown is not None:
+                lag_unknown.add_metric((*labels, g.lag_seconds_unknown.reason.value), 1)
             for family, value in ((lag_lso, g.lag_lso), (lag_hwm, g.lag_hwm), (lag_seconds, g.lag_seconds),
                                   (last_commit, commit_s)):
                 if value is not None:
@@ -151,5 +157,5 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
             known = [v for v in commits if v is not None]
             if known:
                 topic_commit.add_metric(labels, max(known) / 1000)
-    yield from (hwm, log_start, committed, lag, committed_sum, lag_sum, lag_lso, lag_hwm, lag_seconds, last_commit,
-                topic_lso, topic_hwm, topic_seconds, topic_commit)
+    yield from (hwm, log_start, committed, lag, committed_sum, lag_sum, lag_lso, lag_hwm, lag_seconds, lag_unknown,
+                last_commit, topic_lso, topic_hwm, topic_seconds, topic_commit)

@@ -1,4 +1,8 @@
-"""Logging setup: human text by default, one JSON object per line for log pipelines."""
+"""Logging setup: human text by default, one JSON object per line for log pipelines.
+
+Every line is passed through :func:`txnwatch.redact.redact` last, whatever logged it (txnwatch, a driver,
+uvicorn, a traceback quoting a DSN): a URL's password never reaches the log, at any level.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import json
 import logging
 import sys
 import time
+
+from txnwatch.redact import redact
 
 
 class JsonFormatter(logging.Formatter):
@@ -23,7 +29,12 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = getattr(record, key)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return redact(json.dumps(entry, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
@@ -31,7 +42,7 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

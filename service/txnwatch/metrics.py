@@ -19,9 +19,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from txnwatch.lagmetrics import LagMetricOptions, lag_families
 from txnwatch.metrics_text import LeanGauge, int_label
-from txnwatch.model import ClusterSnapshot, TxnState
+from txnwatch.model import ClusterSnapshot
 from txnwatch.state import ClusterView, LatestState
 from txnwatch.verification_metrics import BrokerVerificationCollector
+from txnwatch.vocabulary import OPEN_STATES, TxnEvent, TxnState
 
 PARTITION = ["cluster", "topic", "partition"]
 GROUP_PARTITION = ["cluster", "consumergroup", "topic", "partition"]
@@ -150,25 +151,25 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
 
 AGE_THRESHOLDS_S = (10, 60, 300, 900, 3600)
 TOP_TRANSACTIONS = 50
-OPEN_STATES = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
 
 #: Cumulative per-cluster event counters (ClusterView.counters keys) → counter families.
 EVENT_COUNTERS = {
-    "commit": ("txnwatch_transaction_commits", "Transactions observed to complete with a commit."),
-    "abort": ("txnwatch_transaction_aborts", "Transactions observed to complete with an abort (timeout aborts included)."),
-    "timeout_abort": ("txnwatch_transaction_timeout_aborts",
+    TxnEvent.COMMIT: ("txnwatch_transaction_commits", "Transactions observed to complete with a commit."),
+    TxnEvent.ABORT: ("txnwatch_transaction_aborts", "Transactions observed to complete with an abort (timeout aborts included)."),
+    TxnEvent.TIMEOUT_ABORT: ("txnwatch_transaction_timeout_aborts",
                       "Aborts by the coordinator after transaction.timeout.ms, with an epoch bump (KIP-588/KIP-360)."),
-    "fenced": ("txnwatch_producer_fencings", "Open transactions ended by a new producer instance with the same "
+    TxnEvent.FENCED: ("txnwatch_producer_fencings", "Open transactions ended by a new producer instance with the same "
                "transactional id (InitProducerId fencing the epoch)."),
-    "epoch_bump": ("txnwatch_producer_epoch_bumps", "Producer epoch increases within a producer id, summed "
+    TxnEvent.EPOCH_BUMP: ("txnwatch_producer_epoch_bumps", "Producer epoch increases within a producer id, summed "
                    "(under transaction version 2 every commit and abort bumps once)."),
-    "illegal_transition": ("txnwatch_illegal_transitions",
+    TxnEvent.ILLEGAL_TRANSITION: ("txnwatch_illegal_transitions",
                            "Transitions the coordinator state machine does not allow (e.g. PrepareCommit -> PrepareAbort)."),
 }
 
 
 #: EVENT_COUNTERS keys that come from the transaction log in exact mode (the rest are always polled).
-HISTORY_EVENTS = frozenset({"commit", "abort", "timeout_abort", "fenced", "epoch_bump", "illegal_transition"})
+HISTORY_EVENTS = frozenset({TxnEvent.COMMIT, TxnEvent.ABORT, TxnEvent.TIMEOUT_ABORT, TxnEvent.FENCED,
+                            TxnEvent.EPOCH_BUMP, TxnEvent.ILLEGAL_TRANSITION})
 
 
 def describe_findings(views: list[ClusterView], now_s: float | None = None) -> Iterator[Metric]:
@@ -199,10 +200,10 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
     for view in views:
         name = view.name
         exact = view.history.counters if view.history.exact else None
-        for key, family in events.items():
+        for event, family in events.items():
             # Coordinator history: exact from the transaction log when it is read, else what polling saw.
-            source = exact if exact is not None and key in HISTORY_EVENTS else view.counters
-            family.add_metric([name], source.get(key, 0))
+            source = exact if exact is not None and event in HISTORY_EVENTS else view.counters
+            family.add_metric([name], source.get(event, 0))
         for key, value in sorted((exact if exact is not None else view.counters).items()):
             if key.startswith("transition:"):
                 _, from_state, to_state = key.split(":", 2)

@@ -15,21 +15,22 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from txnwatch.state import EXACT, POLLING, LatestState
+from txnwatch.vocabulary import TxnEvent
 
 #: HistoryView.counters keys -> (family, help); cumulative since the cluster's first tail (stored).
 LOG_COUNTERS = {
-    "producer_id_change": ("txnwatch_producer_id_changes", ("Transactional ids moved to a new producer id (KIP-360: "
+    TxnEvent.PRODUCER_ID_CHANGE: ("txnwatch_producer_id_changes", ("Transactional ids moved to a new producer id (KIP-360: "
                            "epoch exhaustion or a fresh InitProducerId), from the transaction log.")),
-    "expired": ("txnwatch_transactional_id_expirations", ("Transactional ids expired by the coordinator "
+    TxnEvent.EXPIRED: ("txnwatch_transactional_id_expirations", ("Transactional ids expired by the coordinator "
                 "(transactional.id.expiration.ms; tombstones in the transaction log).")),
-    "init_producer_id": ("txnwatch_init_producer_id", ("InitProducerId on an idle id (a producer started or "
+    TxnEvent.INIT_PRODUCER_ID: ("txnwatch_init_producer_id", ("InitProducerId on an idle id (a producer started or "
                          "restarted with it), from the transaction log.")),
     "records": ("txnwatch_txnlog_records", "__transaction_state records read and applied."),
-    "unknown_record": ("txnwatch_txnlog_unknown_records", ("Transaction log records txnwatch could not decode "
+    TxnEvent.UNKNOWN_RECORD: ("txnwatch_txnlog_unknown_records", ("Transaction log records txnwatch could not decode "
                        "(new value versions, damaged bytes); kept with their raw bytes as anomalies.")),
-    "unknown_state": ("txnwatch_txnlog_unknown_states", ("Transaction log records with a transaction status this "
+    TxnEvent.UNKNOWN_STATE: ("txnwatch_txnlog_unknown_states", ("Transaction log records with a transaction status this "
                       "txnwatch does not know.")),
-    "unknown_fields": ("txnwatch_txnlog_unknown_fields", ("Transaction log records with tagged fields or a value "
+    TxnEvent.UNKNOWN_FIELDS: ("txnwatch_txnlog_unknown_fields", ("Transaction log records with tagged fields or a value "
                        "version this txnwatch does not know (decoded, the rest kept raw).")),
 }
 

@@ -8,6 +8,8 @@ above the state it shows, 191 MB of it the families alone (docs/performance.md).
 * :class:`LeanGauge` is a gauge family that keeps, per series, a reference to a label-value tuple
   (which the collectors share between the families of one partition or group partition) and a
   double in an ``array``: ~16 bytes a series instead of ~280;
+* label values are bounded to :data:`~txnwatch.textbounds.LABEL_VALUE_MAX_BYTES` UTF-8 bytes (a
+  longer one keeps its head, ``…`` and a hash, so distinct ids stay distinct series);
 * :func:`write_exposition` writes the same bytes as ``generate_latest`` (every family that is not a
   LeanGauge is written by ``generate_latest`` itself, one family at a time; a LeanGauge's lines are
   formatted as ``generate_latest`` formats them) in slices of a few thousand lines, so the only
@@ -30,10 +32,18 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from txnwatch.textbounds import LABEL_VALUE_MAX_BYTES, bound_utf8
+
 GZIP_LEVEL = 6  # ~25x smaller Prometheus text; level 9 costs twice the CPU for a few per cent
 LINES_PER_SLICE = 4096  # ~0.4 MB of text per write into the sink
 
 _SMALL_INTS = tuple(str(n) for n in range(4096))
+
+
+def bound_label(value: str) -> str:
+    """A label value of at most LABEL_VALUE_MAX_BYTES: tenants name groups and transactional ids with up to
+    32,767 bytes, and Mimir refuses a whole series whose label value passes its limit (2,048 by default)."""
+    return bound_utf8(value, LABEL_VALUE_MAX_BYTES)
 
 
 def int_label(n: int) -> str:
@@ -66,7 +76,7 @@ class LeanGauge(Metric):
     @property  # Metric.samples is a plain list attribute; built on demand here
     def samples(self) -> list[Sample]:
         names = self.labelnames
-        return [Sample(self.name, dict(zip(names, row, strict=True)), value, None)
+        return [Sample(self.name, {name: bound_label(v) for name, v in zip(names, row, strict=True)}, value, None)
                 for row, value in zip(self.rows, self.values, strict=True)]
 
     @samples.setter
@@ -103,7 +113,7 @@ def _lean_lines(family: LeanGauge, sink: Callable[[bytes], object], escaped: dic
                 raw = row[i]
                 text = escaped.get(raw)
                 if text is None:
-                    text = escaped[raw] = _escape_value(raw)
+                    text = escaped[raw] = _escape_value(bound_label(raw))
                 parts.append(f'{key}{text}"')
             buffer.append(f"{prefix}{{{','.join(parts)}}} {fmt(value)}\n")
         else:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 # Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
 from txnwatch.vocabulary import HangingReason as HangingReason
+from txnwatch.vocabulary import TxnState as TxnState
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -27,45 +28,6 @@ class TopicPartition:
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
-
-
-class TxnState(StrEnum):
-    """Coordinator-side transaction states as DescribeTransactions names them."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-    DEAD = "Dead"
-    UNKNOWN = "Unknown"
-
-    @classmethod
-    def parse(cls, raw: str | None) -> TxnState:
-        """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
-        if not raw:
-            return cls.UNKNOWN
-        return _TXN_STATES_BY_NAME.get(raw.lower(), cls.UNKNOWN)  # a dict: called per id per poll (50k+)
-
-    @property
-    def is_open(self) -> bool:
-        """States in which the transaction still pins the LSO of its partitions."""
-        return self in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-                        TxnState.PREPARE_EPOCH_FENCE)
-
-
-    @property
-    def is_prepare(self) -> bool:
-        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
-
-    @property
-    def is_complete(self) -> bool:
-        return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-
-
-_TXN_STATES_BY_NAME: dict[str, TxnState] = {member.value.lower(): member for member in TxnState}
 
 
 class ErrorClass(StrEnum):
@@ -152,6 +114,27 @@ class BrokerVerification:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class TimeLagUnknown(StrEnum):
+    """Why a group partition's time lag is unknown rather than measured or estimated (the metric's ``reason``)."""
+
+    #: The first unconsumed record lies past the decompression budget of its batch (a compression bomb or its
+    #: neighbours, see kafka.records).
+    RECORD_OVER_BUDGET = "record_over_budget"
+    #: The batch holding it cannot be read at all (damaged, failed CRC, unknown codec).
+    RECORD_UNREADABLE = "record_unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRecord:
+    """The first unconsumed record at a committed offset was fetched but cannot be read."""
+
+    reason: TimeLagUnknown
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +240,9 @@ class ClusterSnapshot:
     #: None when only control markers lie between it and the high watermark.  Filled for lagging group
     #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
     first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    #: (partition, committed offset) -> why the first record at or after that offset cannot be read (past the
+    #: decompression budget, a damaged batch): the time lag there is unknown, not estimated.
+    unreadable_records: Mapping[tuple[TopicPartition, int], UnreadableRecord] = field(default_factory=dict)
     #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
@@ -420,6 +406,8 @@ class GroupLag:
     lag_seconds: float | None
     #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
     last_commit_ms: int | None = None
+    #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
+    lag_seconds_unknown: UnreadableRecord | None = None
 
 
 # ---------------------------------------------------------------------------------------------

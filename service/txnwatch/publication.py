@@ -56,7 +56,8 @@ def light(view: ClusterView) -> ClusterView:
     """The view without what the API never reads from memory (it queries the database for those)."""
     snapshot = view.snapshot
     if snapshot is not None:
-        snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={})
+        snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={},
+                           unreadable_records={})
     return replace(view, snapshot=snapshot, findings=None)
 
 

@@ -11,15 +11,17 @@ import uvicorn
 
 from txnwatch import exitcodes, logs
 from txnwatch.config import Settings
+from txnwatch.redact import redact
 
 log = logging.getLogger(__name__)
 
 
 class StartupError(Exception):
-    """The daemon cannot start; the command turns it into one line on stderr and ``exit_code``."""
+    """The daemon cannot start; the command turns it into one line on stderr and ``exit_code`` (URL passwords
+    masked: the reason often quotes a driver's error)."""
 
     def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.exit_code = exit_code
 
 
@@ -56,8 +58,12 @@ def proxy_options(settings: Settings) -> dict[str, Any]:
 
 def serve(settings: Settings) -> None:
     from txnwatch.runtime import SchemaNotReady, ensure_schema
+    from txnwatch.store.db import database_problems
 
     logs.configure(settings.log_level, settings.log_format)
+    problems = database_problems(settings.database_url)
+    if problems:
+        raise StartupError(f"database_url: {problems[0]}", exitcodes.USAGE)
     listener = bind(settings.api.host, settings.api.port)
     try:
         ensure_schema(settings)

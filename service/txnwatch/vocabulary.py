@@ -1,18 +1,176 @@
-"""The one list of words txnwatch uses for what goes wrong: hanging reasons, alerts and their severities.
+"""The one list of words txnwatch uses: transaction states and events, hanging reasons, alerts.
 
-Code (detection, alerting), the API schema (enums), docs/metrics.md (a generated
-section, checked by a test), the Prometheus rules, the dashboards and the console all
-take these from here, so a reason or an alert cannot be spelled two ways or documented
-without existing.  Pure data: importing it costs nothing and touches no I/O.
+* the coordinator's transaction states, which of them are *open*, and Kafka's valid
+  previous states of each (``TransactionState.validPreviousStates``, kept beside the
+  states as Kafka keeps them);
+* the events a transition carries (commit, fenced, illegal_transition...): counter keys,
+  transition rows, API enums, metrics, console and pipeline all name them from here;
+* hanging reasons, alerts and their severities.
+
+Code (detection, alerting, store, metrics), the API schema (enums), docs/metrics.md (a
+generated section, checked by a test), the Prometheus rules, the dashboards, the console
+and the pipeline all take these from here, so a word cannot be spelled two ways, mean two
+things or be documented without existing.  Pure data: importing it costs nothing and
+touches no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
 RUNBOOK_DOC: Final = "docs/runbooks.md"
+
+
+class TxnState(StrEnum):
+    """Coordinator-side transaction states as DescribeTransactions names them (Kafka's ``TransactionState``)."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    PREPARE_COMMIT = "PrepareCommit"
+    PREPARE_ABORT = "PrepareAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    DEAD = "Dead"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, raw: str | None) -> TxnState:
+        """Map a wire state name to the enum; anything unexpected is UNKNOWN, never an error."""
+        if not raw:
+            return cls.UNKNOWN
+        return _TXN_STATES_BY_NAME.get(raw.lower(), cls.UNKNOWN)  # a dict: called per id per poll (50k+)
+
+    @property
+    def is_open(self) -> bool:
+        """One of :data:`OPEN_STATES`: the transaction still pins the LSO of its partitions."""
+        return self in _OPEN
+
+    @property
+    def is_prepare(self) -> bool:
+        return self in _PREPARE
+
+    @property
+    def is_complete(self) -> bool:
+        return self in _COMPLETE
+
+
+_TXN_STATES_BY_NAME: Final[dict[str, TxnState]] = {member.value.lower(): member for member in TxnState}
+
+#: The status byte of each state in ``__transaction_state`` values, by id (TransactionState.java's ids).
+STATE_BY_ID: Final[tuple[TxnState, ...]] = (
+    TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.COMPLETE_COMMIT,
+    TxnState.COMPLETE_ABORT, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)
+
+#: States of an open transaction: its markers are not written yet, so it pins the LSO of every partition
+#: it wrote to.  PrepareEpochFence is one: it is an Ongoing transaction that a new producer instance's
+#: InitProducerId is fencing; the coordinator aborts it next (PrepareAbort), and until the markers are
+#: written read_committed consumers wait on it like on any other.  Ordered as Kafka lists them (the order
+#: of metric series and API enums).
+OPEN_STATES: Final[tuple[TxnState, ...]] = (
+    TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+#: Open states in which the outcome is decided and only the markers are missing (or, for the fence, the abort).
+PREPARE_STATES: Final[tuple[TxnState, ...]] = (
+    TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE)
+#: States of a finished transaction: its markers are written.
+COMPLETE_STATES: Final[tuple[TxnState, ...]] = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+_OPEN, _PREPARE, _COMPLETE = frozenset(OPEN_STATES), frozenset(PREPARE_STATES), frozenset(COMPLETE_STATES)
+
+#: Kafka's ``TransactionState.validPreviousStates`` (transaction-coordinator, Kafka 4.x): the states a
+#: coordinator may move each state from.  The log shows every move, so any other is illegal there.
+VALID_PREVIOUS: Final[Mapping[TxnState, frozenset[TxnState]]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                 TxnState.COMPLETE_ABORT}),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE, TxnState.EMPTY,
+                                       TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+    TxnState.DEAD: frozenset({TxnState.EMPTY, TxnState.COMPLETE_ABORT, TxnState.COMPLETE_COMMIT}),
+    TxnState.PREPARE_EPOCH_FENCE: frozenset({TxnState.ONGOING}),
+}
+
+
+def _within_one_transaction(start: TxnState) -> frozenset[TxnState]:
+    """States one transaction reaches from ``start`` by valid moves: only an open state moves on within
+    it (a Complete* state ends it; whatever follows starts the next transaction)."""
+    reached: set[TxnState] = set()
+    todo = [start]
+    while todo:
+        state = todo.pop()
+        if state not in _OPEN:
+            continue
+        for following, previous in VALID_PREVIOUS.items():
+            if state in previous and (following in _OPEN or following in _COMPLETE) and following not in reached:
+                reached.add(following)
+                todo.append(following)
+    return frozenset(reached)
+
+
+#: What polling may call illegal: states one transaction (same producer id and start time) can never reach
+#: from the state seen before, whatever moves happened unseen between two polls.  Derived from
+#: :data:`VALID_PREVIOUS`, so both histories judge moves by the one table; staying in a state is no move.
+ILLEGAL_WITHIN_TRANSACTION: Final[Mapping[TxnState, frozenset[TxnState]]] = {
+    prev: illegal for prev in (*OPEN_STATES, *COMPLETE_STATES)
+    if (illegal := frozenset(OPEN_STATES + COMPLETE_STATES) - _within_one_transaction(prev) - {prev})}
+
+
+class TxnEvent(StrEnum):
+    """What a transition means: counter keys, transition rows' ``events``, API enums, metrics, console, pipeline.
+
+    Polling (``detect.transitions``) and the transaction log (``detect.txnlog``) derive them each in their
+    own way (their module docs say how); the words and their meaning (:data:`EVENTS`) are the same.
+    """
+
+    NEW = "new"
+    COMMIT = "commit"
+    ABORT = "abort"
+    COMPLETED_BETWEEN_POLLS = "completed_between_polls"
+    EPOCH_BUMP = "epoch_bump"
+    PRODUCER_ID_CHANGE = "producer_id_change"
+    TIMEOUT_ABORT = "timeout_abort"
+    FENCED = "fenced"
+    INIT_PRODUCER_ID = "init_producer_id"
+    ILLEGAL_TRANSITION = "illegal_transition"
+    EXPIRED = "expired"
+    UNKNOWN_RECORD = "unknown_record"
+    UNKNOWN_STATE = "unknown_state"
+    UNKNOWN_FIELDS = "unknown_fields"
+    STUCK_PREPARE = "stuck_prepare"
+    LONG_TRANSACTION = "long_transaction"
+
+
+#: What each event means to the person reading a transaction's history (docs/metrics.md shows these).
+EVENTS: Final[dict[TxnEvent, str]] = {
+    TxnEvent.NEW: "First sighting of the id (under polling also after a restart of txnwatch: not a real start).",
+    TxnEvent.COMMIT: "The transaction committed; counted once per transaction.",
+    TxnEvent.ABORT: "The transaction aborted, timeout aborts and fences included; counted once per transaction.",
+    TxnEvent.COMPLETED_BETWEEN_POLLS: "Polling only: a new transaction of the same producer id is open; the one "
+                                      "before ended unseen, outcome unknown.",
+    TxnEvent.EPOCH_BUMP: "The producer epoch rose within one producer id, counted by how much it rose (under "
+                         "transaction version 2 every commit and abort bumps once).",
+    TxnEvent.PRODUCER_ID_CHANGE: "The id moved to another producer id (KIP-360: epoch exhaustion, or a fresh "
+                                 "InitProducerId).",
+    TxnEvent.TIMEOUT_ABORT: "The coordinator aborted a transaction that outlived its transaction.timeout.ms, "
+                            "bumping the epoch so the late producer is fenced (KIP-588).",
+    TxnEvent.FENCED: "A new producer instance's InitProducerId ended an open transaction before its timeout.",
+    TxnEvent.INIT_PRODUCER_ID: "InitProducerId on an idle id: a producer started or restarted with it.",
+    TxnEvent.ILLEGAL_TRANSITION: "A move Kafka's state machine does not allow (the valid previous states above), "
+                                 "e.g. PrepareCommit -> PrepareAbort.",
+    TxnEvent.EXPIRED: "The coordinator removed the id (transactional.id.expiration.ms).",
+    TxnEvent.UNKNOWN_RECORD: "Transaction log only: a record txnwatch could not decode; kept with its raw bytes.",
+    TxnEvent.UNKNOWN_STATE: "Transaction log only: a transaction status this txnwatch does not know.",
+    TxnEvent.UNKNOWN_FIELDS: "Transaction log only: tagged fields or a value version this txnwatch does not know.",
+    TxnEvent.STUCK_PREPARE: "Transaction log only: a transaction in Prepare* longer than "
+                            "detection.prepare_stuck_seconds.",
+    TxnEvent.LONG_TRANSACTION: "Transaction log only: an Ongoing transaction past its transaction.timeout.ms "
+                               "plus grace.",
+}
+
 
 # Built-in alert rules (config ``alert_rules``, PagerDuty details, the API's ``rule``).
 HANGING_TRANSACTION: Final = "hanging_transaction"
@@ -158,7 +316,17 @@ def runbook_link(rule: str) -> str:
 
 def markdown() -> str:
     """The vocabulary as docs/metrics.md shows it (between its ``vocabulary`` markers; a test keeps it current)."""
-    lines = ["### Hanging reasons (label `reason`, API field `reason`)", "",
+    def names(states: frozenset[TxnState]) -> str:
+        return ", ".join(state.value for state in TxnState if state in states)
+
+    lines = ["### Transaction states (label `state`, API field `state`)", "",
+             "| state | open | valid previous states (Kafka's `validPreviousStates`) |", "|---|---|---|"]
+    lines += [f"| `{s.value}` | {'yes' if s.is_open else 'no'} | {names(VALID_PREVIOUS.get(s, frozenset())) or '—'} |"
+              for s in TxnState]
+    lines += ["", "### Transition events (API field `events`, event counters)", "",
+              "| event | meaning |", "|---|---|"]
+    lines += [f"| `{e.value}` | {meaning} |" for e, meaning in EVENTS.items()]
+    lines += ["", "### Hanging reasons (label `reason`, API field `reason`)", "",
              "| reason | meaning | fix |", "|---|---|---|"]
     lines += [f"| `{r.value}` | {t.explanation} | {t.fix} |" for r, t in REASONS.items()]
     lines += ["", "### Alerts", "",

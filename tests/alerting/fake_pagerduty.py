@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SEVERITIES = {"critical", "error", "warning", "info"}
+EVENT_MAX_BYTES = 512 * 1024  # PagerDuty: "Events API payloads are limited to 512 KB"
 ACTIONS = {"trigger", "acknowledge", "resolve"}
 
 
@@ -29,6 +30,8 @@ class FakePagerDuty:
     retry_after: str | None = None  # sent with forced 429s
     delay_seconds: float = 0.0  # before answering, to exercise client timeouts
     hooks: list[tuple[str, Any]] = field(default_factory=list)  # (path, body) of plain webhook posts
+    raw_hooks: list[bytes] = field(default_factory=list)  # their bodies as sent
+    too_large: int = 0  # events refused for their size
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fail_next(self, status: int, times: int) -> None:
@@ -38,6 +41,11 @@ class FakePagerDuty:
     def actions(self) -> list[tuple[str, str]]:
         with self.lock:
             return [(e["event_action"], e["dedup_key"]) for e in self.accepted]
+
+
+def _utf16_len(text: str) -> int:
+    """Characters as a JSON service counts them (UTF-16 units): the stricter reading of PagerDuty's limits."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def validate(body: Any) -> str | None:
@@ -58,9 +66,9 @@ def validate(body: Any) -> str | None:
             return f"'payload.{name}' is missing or blank"
     if payload["severity"] not in SEVERITIES:
         return "'payload.severity' is invalid"
-    if len(payload["summary"]) > 1024:
+    if _utf16_len(payload["summary"]) > 1024:
         return "'payload.summary' is too long"
-    if len(body.get("dedup_key") or "") > 255:
+    if _utf16_len(body.get("dedup_key") or "") > 255:
         return "'dedup_key' is too long"
     return None
 
@@ -91,10 +99,16 @@ def _handler(state: FakePagerDuty) -> type[BaseHTTPRequestHandler]:
                 return self._answer(forced, {"status": "throttled" if forced == 429 else "error"})
             if self.path.startswith("/hooks/"):
                 with state.lock:
+                    state.raw_hooks.append(raw)
                     state.hooks.append((self.path, json.loads(raw)))
                 return self._answer(200, {"ok": True})
             if self.path != "/v2/enqueue":
                 return self._answer(404, {"status": "not found"})
+            if len(raw) > EVENT_MAX_BYTES:
+                with state.lock:
+                    state.too_large += 1
+                return self._answer(400, {"status": "invalid event", "message": "Event object is invalid",
+                                          "errors": ["Event is too large"]})
             try:
                 body = json.loads(raw)
             except ValueError:

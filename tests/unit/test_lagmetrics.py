@@ -11,7 +11,7 @@ from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
 from txnwatch.lagmetrics import Granularity, LagMetricOptions
 from txnwatch.metrics import LagCollector
-from txnwatch.model import GroupSnapshot
+from txnwatch.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
 from txnwatch.state import ClusterView, LatestState
 
 
@@ -25,6 +25,24 @@ def _registry(options: LagMetricOptions) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LagCollector(state, options))
     return registry
+
+
+def test_an_unknown_time_lag_is_a_series_with_its_reason_and_no_lag_seconds() -> None:
+    snap = snapshot(partitions=(partition(hwm=100, lso=90),), groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
+    bomb = UnreadableRecord(TimeLagUnknown.RECORD_OVER_BUDGET, "record 80: it lies past the first 8 MiB")
+    snap = replace(snap, unreadable_records={(TP, 80): bomb})
+    _, findings = detect.evaluate(detect.INITIAL, snap, 0)
+    state = LatestState(["c"])
+    state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LagCollector(state, LagMetricOptions()))
+    labels = {"cluster": "c", "consumergroup": "g", "topic": "orders", "partition": "0"}
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds_unknown",
+                                     {**labels, "reason": "record_over_budget"}) == 1
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds", labels) is None
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_lso", labels) == 10  # offsets still known
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds_unknown",
+                                     {**labels, "partition": "1", "reason": "record_over_budget"}) is None
 
 
 def test_partition_granularity_exports_kafka_exporter_series_and_topic_sums() -> None:

@@ -121,3 +121,35 @@ def test_the_gzip_only_cache_answers_gzip_and_identity_scrapes_alike() -> None:
         assert exposition.body(False) == gzip.decompress(compressed) == render_text(registry)
     finally:
         exposition.stop()
+
+
+def test_long_label_values_are_bounded_and_stay_distinct() -> None:
+    """Kafka allows 32,767-byte group and transactional ids; Mimir refuses a label value past 2,048 bytes."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from txnwatch.textbounds import LABEL_VALUE_MAX_BYTES
+
+    long_a, long_b, wide = "g" * 32_767, "g" * 32_766 + "h", "日" * 2_000
+    gauge = LeanGauge("txnwatch_test_gauge", "Help.", ["consumergroup"])
+    for value in (long_a, long_b, wide, "short"):
+        gauge.add_metric((value,), 1.0)
+    (family,) = text_string_to_metric_families(render_text(Families([gauge])).decode())
+    values = [s.labels["consumergroup"] for s in family.samples]
+    assert all(len(v.encode()) <= LABEL_VALUE_MAX_BYTES for v in values)
+    assert values[0].startswith("g" * 1000) and values[0] != values[1]  # same head, different ids: two series
+    assert values[2].startswith("日" * 300) and values[3] == "short"
+    # prometheus-client's own readers (get_sample_value) see the same bounded values as the exposition.
+    assert [s.labels["consumergroup"] for s in gauge.samples] == values
+
+
+@given(text=st.text(min_size=0, max_size=600), limit=st.integers(min_value=16, max_value=400))
+def test_bound_utf8_keeps_head_and_fits(text: str, limit: int) -> None:
+    from txnwatch.textbounds import bound_utf8
+
+    bounded = bound_utf8(text, limit)
+    assert len(bounded.encode("utf-8", "surrogatepass")) <= limit
+    if len(text.encode("utf-8", "surrogatepass")) <= limit:
+        assert bounded == text
+    else:
+        head = bounded.rsplit("…", 1)[0]
+        assert text.startswith(head) and bounded == bound_utf8(text, limit)

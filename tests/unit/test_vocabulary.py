@@ -63,3 +63,61 @@ def test_api_schema_enumerates_the_reasons_and_severities() -> None:
     defs = HangingEpisodeOut.model_json_schema()["$defs"]
     assert defs["HangingReason"]["enum"] == [r.value for r in HangingReason]
     assert AlertOut.model_json_schema()["$defs"]["Severity"]["enum"] == [s.value for s in v.Severity]
+
+
+def test_moves_polling_calls_illegal_are_derived_from_kafkas_valid_previous_states() -> None:
+    """Within one transaction (same producer id and start time) unseen moves may happen between polls, but
+    nothing leads back from a decided or finished transaction, nor from one outcome to the other."""
+    S = v.TxnState
+    ON, PC, PA, CC, CA, F = (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT,
+                             S.PREPARE_EPOCH_FENCE)
+    assert {
+        PC: {ON, PA, CA, F},
+        PA: {ON, PC, CC, F},
+        F: {ON, PC, CC},
+        CC: {ON, PC, PA, CA, F},
+        CA: {ON, PC, PA, CC, F},
+    } == v.ILLEGAL_WITHIN_TRANSACTION
+
+
+def test_states_by_status_id_follow_kafkas_transaction_state_ids() -> None:
+    assert [s.value for s in v.STATE_BY_ID] == ["Empty", "Ongoing", "PrepareCommit", "PrepareAbort",
+                                                 "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence"]
+
+
+#: String literals equal to a state or event name that are not one: kafka-transactions' "abort" subcommand.
+_NOT_OURS = {("alerting/conditions.py", "abort"), ("lab/reference.py", "abort")}
+
+
+def test_no_state_or_event_is_spelled_outside_the_vocabulary() -> None:
+    """Code names states and events through TxnState / TxnEvent, so a word cannot drift in one place."""
+    import ast
+
+    words = {e.value for e in v.TxnEvent} | {s.value for s in v.TxnState}
+    package = ROOT / "service" / "txnwatch"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        if name == "vocabulary.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words
+                    and (name, node.value) not in _NOT_OURS):
+                found.append(f"{name}:{node.lineno} {node.value!r}")
+    for path in sorted(package.rglob("*.html")):
+        found += [f"{path.relative_to(package)}: {m}" for m in re.findall(r"""["']([A-Za-z_]+)["']""", path.read_text())
+                  if m in words]
+    assert found == []
+
+
+def test_api_schema_enumerates_states_and_events() -> None:
+    from txnwatch.api.schemas import TransactionDetail, Transition
+
+    defs = TransactionDetail.model_json_schema()["$defs"]
+    assert defs["TxnState"]["enum"] == [s.value for s in v.TxnState]
+    assert Transition.model_json_schema()["$defs"]["TxnEvent"]["enum"] == [e.value for e in v.TxnEvent]
+
+
+def test_every_event_has_a_meaning() -> None:
+    assert list(v.EVENTS) == list(v.TxnEvent)
+    assert all(meaning.endswith(".") for meaning in v.EVENTS.values())

@@ -1,5 +1,8 @@
 """PagerDuty Events API v2: the event body (a pure function of an outbox snapshot) and its delivery.
 
+Tenant strings in the event are bounded to PagerDuty's documented limits (summary 1,024 characters,
+dedup_key 255, the event 512 KB): see :mod:`txnwatch.alerting.channel_text`.
+
 The routing key is added only when sending, so it is never stored in the outbox
 and never appears in logs; response bodies are scrubbed of it before logging.
 """
@@ -13,13 +16,14 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
+from txnwatch.alerting.channel_text import PAGERDUTY_FIELD_MAX, PAGERDUTY_SUMMARY_MAX, fit_utf16, pagerduty_details
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
 from txnwatch.config import PagerDutyConfig
 from txnwatch.store import models as m
 from txnwatch.vocabulary import Severity
 
-SUMMARY_MAX = 1024
+SUMMARY_MAX = PAGERDUTY_SUMMARY_MAX
 SEVERITIES = tuple(s.value for s in Severity)
 CLIENT = "txnwatch"
 BODY_LOG_MAX = 500
@@ -46,10 +50,6 @@ class EventContext:
     runbook_doc_url: str = DEFAULT_RUNBOOK_URL
 
 
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def pagerduty_event(snapshot: Mapping[str, Any], action: str, routing_key: str,
                     context: EventContext = EventContext()) -> dict[str, Any]:
     """Events API v2 body; a resolve carries only what PagerDuty reads from it (routing key, action, dedup key)."""
@@ -65,14 +65,14 @@ def pagerduty_event(snapshot: Mapping[str, Any], action: str, routing_key: str,
     cluster = snapshot.get("cluster") or labels.get("cluster") or "unknown"
     severity = snapshot.get("severity")
     payload: dict[str, Any] = {
-        "summary": _truncate(str(snapshot.get("summary") or snapshot["incident_key"]), SUMMARY_MAX),
-        "source": f"{context.source}/{cluster}",
+        "summary": fit_utf16(str(snapshot.get("summary") or snapshot["incident_key"]), SUMMARY_MAX),
+        "source": fit_utf16(f"{context.source}/{cluster}", PAGERDUTY_FIELD_MAX),
         "severity": severity if severity in SEVERITIES else "critical",
-        "component": str(labels.get("topic") or cluster),
-        "group": str(cluster),
-        "class": str(snapshot["rule"]),
-        "custom_details": {**details, "labels": labels, "incident_key": snapshot["incident_key"],
-                           "started_at": snapshot.get("started_at")},
+        "component": fit_utf16(str(labels.get("topic") or cluster), PAGERDUTY_FIELD_MAX),
+        "group": fit_utf16(str(cluster), PAGERDUTY_FIELD_MAX),
+        "class": fit_utf16(str(snapshot["rule"]), PAGERDUTY_FIELD_MAX),
+        "custom_details": pagerduty_details({**details, "labels": labels, "incident_key": snapshot["incident_key"],
+                                             "started_at": snapshot.get("started_at")}),
     }
     if snapshot.get("fired_at"):
         payload["timestamp"] = snapshot["fired_at"]

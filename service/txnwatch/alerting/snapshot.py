@@ -9,17 +9,26 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from txnwatch.alerting.channel_text import json_safe, utf16_len
 from txnwatch.store import models as m
 
 DEDUP_KEY_MAX = 255  # PagerDuty's limit
 
 
 def dedup_key(incident_key: str) -> str:
-    """Stable per incident; long keys keep a readable head and a hash tail so they stay unique."""
-    if len(incident_key) <= DEDUP_KEY_MAX:
+    """Stable per incident; long keys keep a readable head and a hash tail so they stay unique.
+
+    Counted in UTF-16 units (a character past U+FFFF is two), as a JSON service counts, so an id of
+    emoji cannot pass the limit either; lone surrogates (undecodable bytes) are replaced.
+    """
+    incident_key = json_safe(incident_key)
+    if utf16_len(incident_key) <= DEDUP_KEY_MAX:
         return incident_key
     digest = hashlib.sha256(incident_key.encode()).hexdigest()[:32]
-    return f"{incident_key[:DEDUP_KEY_MAX - 33]}~{digest}"
+    head = incident_key[:DEDUP_KEY_MAX - 33]
+    while utf16_len(head) > DEDUP_KEY_MAX - 33:
+        head = head[:-1]
+    return f"{head}~{digest}"
 
 
 def _iso(value: Any) -> str | None:

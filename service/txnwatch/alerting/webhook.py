@@ -7,12 +7,23 @@ to a transport here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
+from txnwatch.alerting.channel_text import (
+    SLACK_SUMMARY_MAX,
+    WEBHOOK_BODY_BUDGET,
+    WEBHOOK_STRING_MAX,
+    json_safe,
+    slack_code,
+    slack_lines,
+    slack_text,
+    within_budget,
+)
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.store import models as m
 
@@ -22,24 +33,35 @@ BODY_LOG_MAX = 500
 
 
 def webhook_body(event: m.OutboxEvent) -> dict[str, Any]:
-    """The outbox snapshot as is, plus what a receiver needs to dedupe and order."""
-    return {"event_action": event.action, "dedup_key": event.dedup_key, "event_id": event.id,
-            "alert": dict(event.payload)}
+    """The outbox snapshot, values exact but bounded (see channel_text), plus what a receiver needs to dedupe
+    and order."""
+    alert = within_budget(dict(event.payload), WEBHOOK_BODY_BUDGET, string_max=WEBHOOK_STRING_MAX)
+    return {"event_action": event.action, "dedup_key": json_safe(event.dedup_key), "event_id": event.id,
+            "alert": alert}
 
 
 def slack_body(event: m.OutboxEvent) -> dict[str, Any]:
+    """An incoming-webhook message: every tenant string escaped for mrkdwn and bounded (see channel_text)."""
     snapshot: Mapping[str, Any] = event.payload
+    summary = slack_text(snapshot.get("summary") or "", SLACK_SUMMARY_MAX)
     if event.action == "resolve":
-        text = f":white_check_mark: RESOLVED {snapshot.get('summary')}"
+        text = f":white_check_mark: RESOLVED {summary}"
     else:
-        text = f":rotating_light: [{str(snapshot.get('severity', '')).upper()}] {snapshot.get('summary')}"
+        severity = slack_text(str(snapshot.get("severity", "")).upper(), 20)
+        text = f":rotating_light: [{severity}] {summary}"
     details = snapshot.get("details") or {}
-    lines = [f"*{key}*: `{value}`" for key, value in details.items() if value not in (None, "")]
+    lines = [f"*{slack_text(key, 80)}*: {slack_code(value)}" for key, value in details.items()
+             if value not in (None, "")]
     body: dict[str, Any] = {"text": text}
     if lines and event.action != "resolve":
         body["blocks"] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}},
-                          {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900]}}]
+                          {"type": "section", "text": {"type": "mrkdwn", "text": slack_lines(lines)}}]
     return body
+
+
+def encode_json(body: dict[str, Any]) -> bytes:
+    """Strict JSON in UTF-8: ``allow_nan=False`` because NaN is not JSON (the renderers already made it null)."""
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
 class WebhookNotifier:
@@ -64,8 +86,8 @@ class WebhookNotifier:
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
         timeout = self._timeout if timeout_seconds is None else max(0.1, min(self._timeout, timeout_seconds))
         try:
-            request = httpx.Request("POST", self._url.get_secret_value(), json=self._render(event),
-                                    headers=self._headers, extensions={"timeout": httpx.Timeout(timeout).as_dict()})
+            request = httpx.Request("POST", self._url.get_secret_value(), content=encode_json(self._render(event)),
+                                    headers={"Content-Type": "application/json", **self._headers}, extensions={"timeout": httpx.Timeout(timeout).as_dict()})
             response = self._transport.handle_request(request)
             try:
                 response.read()

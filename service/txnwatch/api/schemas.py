@@ -7,7 +7,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from txnwatch.vocabulary import HangingReason, Severity
+from txnwatch.vocabulary import OPEN_STATES, HangingReason, Severity, TxnEvent, TxnState
 
 T = TypeVar("T")
 
@@ -68,18 +68,21 @@ class ClusterDetail(ClusterSummary):
 # --- transactions ------------------------------------------------------------------------------------------
 
 
+_OPEN = ", ".join(OPEN_STATES)
+
+
 class TransactionSummary(_Out):
     cluster: str
     transactional_id: str
-    state: str = Field(description="Coordinator state as DescribeTransactions names it (Empty, Ongoing, "
-                                   "PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, ...).")
+    state: TxnState = Field(description="Coordinator state as DescribeTransactions names it; the open ones: "
+                                        f"{_OPEN}.")
     producer_id: int
     producer_epoch: int
     coordinator_id: int | None = Field(description="Broker id of the transaction coordinator.")
     timeout_ms: int = Field(description="The producer's transaction.timeout.ms.")
     txn_started_at: datetime | None = Field(description="Start of the current (or last) transaction.")
     age_seconds: float | None = Field(description="How long the open transaction has been running; null unless "
-                                                  "the state is open (Ongoing, Prepare*).")
+                                                  f"the state is open ({_OPEN}).")
     partitions: list[str] = Field(description="Partitions in the transaction, as topic-partition.")
     hanging: bool = Field(description="An open hanging-transaction episode names this transactional id.")
     first_seen_at: datetime
@@ -103,7 +106,7 @@ class Transition(_Out):
     timeout_ms: int
     txn_started_at: datetime | None
     partitions: list[str]
-    events: list[str] = Field(description="What the change means, e.g. epoch_bump, fenced, timeout_abort.")
+    events: list[TxnEvent] = Field(description="What the change means, e.g. epoch_bump, fenced, timeout_abort.")
     duration_ms: int | None = Field(description="Duration of the transaction that this change completed.")
     log_partition: int | None = Field(default=None, description="__transaction_state partition of the record "
                                       "this transition was read from; null for a change inferred between polls.")
@@ -183,7 +186,7 @@ class TxnLogHistory(_Out):
     """What the coordinator's own log says about the id (exact history mode)."""
 
     source: str = Field(description="Always transaction_log: counted from __transaction_state records.")
-    state: str
+    state: TxnState
     producer_id: int
     producer_epoch: int
     last_update_at: datetime = Field(description="When the coordinator wrote the id's latest state.")
@@ -285,7 +288,12 @@ class GroupPartitionLag(_Out):
     committed_offset: int
     lag_lso: int | None
     lag_hwm: int | None
-    lag_seconds: float | None
+    lag_seconds: float | None = Field(description="Age of the first record the group has not consumed; null when "
+                                                  "unknown (see lag_seconds_unknown) or not yet estimable.")
+    lag_seconds_unknown: str | None = Field(
+        default=None, description="Why lag_seconds is unknown: record_over_budget (the first unconsumed record lies "
+                                  "past the decompression budget of its batch, e.g. a compression bomb) or "
+                                  "record_unreadable (a damaged batch), then which record and batch.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):

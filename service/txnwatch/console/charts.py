@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from txnwatch.model import TxnState
+from txnwatch.vocabulary import TxnEvent, TxnState
 
 STALL_AREA = "rgba(214, 39, 40, 0.14)"
 FENCE_COLOR = "#d62728"
@@ -87,11 +87,11 @@ class StatePoint:
 
 
 def _event_label(point: StatePoint) -> str | None:
-    if "fenced" in point.events:
+    if TxnEvent.FENCED in point.events:
         return f"fenced: producer {point.producer_id} epoch {point.producer_epoch}"
-    if "timeout_abort" in point.events:
+    if TxnEvent.TIMEOUT_ABORT in point.events:
         return "coordinator timeout abort"
-    if "producer_id_change" in point.events:
+    if TxnEvent.PRODUCER_ID_CHANGE in point.events:
         return f"new producer id {point.producer_id}"
     return None
 

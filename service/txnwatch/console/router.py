@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -26,14 +27,15 @@ from txnwatch import humanize
 from txnwatch.api import sessions
 from txnwatch.api.deps import read_session, runtime_of
 from txnwatch.api.incidents import IncidentBuilder, runbook_href
-from txnwatch.api.routers.params import now
+from txnwatch.api.routers.params import INT32_MAX, TOPIC_PATTERN, now
 from txnwatch.api.routers.security import require_reader, token_matches, too_many
 from txnwatch.api.sessions import COOKIE
 from txnwatch.api.throttle import client_key
 from txnwatch.console import assets, charts, runbooks
+from txnwatch.redact import redact_optional
 from txnwatch.runtime import Runtime
 from txnwatch.store import context, queries, txnlog_queries
-from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS
+from txnwatch.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 
 HERE = Path(__file__).resolve().parent
 LOGIN = "/console/login"
@@ -50,6 +52,7 @@ def _chart(option: dict[str, Any]) -> Markup:
 
 
 _env.globals["chart"] = _chart
+_env.globals["TxnEvent"] = TxnEvent  # templates name events as the code does
 
 
 Reader = Annotated[None, Depends(require_reader)]
@@ -102,9 +105,9 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         record = records.get(name)
         # This process's view when it polls the cluster; otherwise what the polling replica recorded.
         if view is not None and view.last_poll_at_ms is not None:
-            up, error, last = view.up, view.last_error, humanize.from_ms(view.last_success_at_ms)
+            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
         else:
-            up, error = bool(record and record.up), (record.last_error if record else None)
+            up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
@@ -145,7 +148,7 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
     points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
               for t in reversed(newest_first)]
     # The log and a poll may both report one fence: count each new (producer id, epoch) once.
-    fences = len({(p.producer_id, p.producer_epoch) for p in points if "fenced" in p.events})
+    fences = len({(p.producer_id, p.producer_epoch) for p in points if TxnEvent.FENCED in p.events})
     incidents = IncidentBuilder(session, runtime.settings, at)
     hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
     return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
@@ -154,8 +157,9 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
 
 
 @router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)
-def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str, topic: str,
-                   partition: int, hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
+def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str,
+                   topic: Annotated[str, PathParam(pattern=TOPIC_PATTERN)],
+                   partition: Annotated[int, PathParam(ge=0, le=INT32_MAX)], hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
     runtime = runtime_of(request)
     key = context.PartitionKey(_cluster_id(session, runtime, cluster), topic, partition)
     at = now()

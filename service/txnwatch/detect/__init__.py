@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.transitions import TxnEvent
 from txnwatch.detect.verification import VerificationCheck
 from txnwatch.model import (
     ClusterSnapshot,
@@ -39,6 +38,7 @@ from txnwatch.model import (
     Transition,
     Undetermined,
 )
+from txnwatch.vocabulary import TxnEvent
 
 __all__ = [
     "INITIAL",
@@ -148,7 +148,7 @@ def event_counts(findings: Findings | None) -> dict[str, int]:
     for transition in findings.transitions:
         for event in transition.events:
             step = 1
-            if event == "epoch_bump" and transition.prev_producer_epoch is not None:
+            if event == TxnEvent.EPOCH_BUMP and transition.prev_producer_epoch is not None:
                 # What the wire says between two polls: under transaction version 2 every ended transaction
                 # bumps the epoch once, so the rise counts the transactions polling did not see end.  Summed
                 # as the transaction log's counter is, so both modes mean the same.

@@ -28,7 +28,9 @@ Events (a transition may carry several):
   KIP-360 bump by the same instance; polling cannot tell them apart);
 * illegal_transition: the same transaction moving against the state machine, e.g.
   PrepareCommit → PrepareAbort (the article's "COMMITTING -> ABORTING") or a completed
-  transaction reopening;
+  transaction reopening: a state the one transaction cannot reach from the state seen
+  before by Kafka's valid moves (``vocabulary.ILLEGAL_WITHIN_TRANSACTION``, derived from
+  ``VALID_PREVIOUS``, the table the transaction log is judged by);
 * expired: the id vanished from a complete listing (transactional.id.expiration.ms).
 
 Stuck Prepare* is a duration, not a transition; :mod:`txnwatch.detect.hanging` reports it.
@@ -37,36 +39,14 @@ Stuck Prepare* is a duration, not a transition; :mod:`txnwatch.detect.hanging` r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 
-from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition, TxnState
+from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition
+from txnwatch.vocabulary import ILLEGAL_WITHIN_TRANSACTION, TxnEvent, TxnState
 
-
-class TxnEvent(StrEnum):
-    """Names of the events a :class:`Transition` carries (plain strings on the wire and in rows)."""
-
-    NEW = "new"
-    COMMIT = "commit"
-    ABORT = "abort"
-    COMPLETED_BETWEEN_POLLS = "completed_between_polls"
-    EPOCH_BUMP = "epoch_bump"
-    PRODUCER_ID_CHANGE = "producer_id_change"
-    TIMEOUT_ABORT = "timeout_abort"
-    FENCED = "fenced"
-    INIT_PRODUCER_ID = "init_producer_id"
-    ILLEGAL_TRANSITION = "illegal_transition"
-    EXPIRED = "expired"
-
+# States that show the outcome: Prepare* already decided it (markers are written asynchronously, and the
+# next poll may see the next transaction), Complete* wrote it.
 _COMMITS = frozenset({TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT})
 _ABORTS = frozenset({TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT})
-
-#: Moves Kafka's TransactionState never makes within one transaction (same producer id and start time).
-_ILLEGAL: Mapping[TxnState, frozenset[TxnState]] = {
-    TxnState.PREPARE_COMMIT: _ABORTS | {TxnState.ONGOING},
-    TxnState.PREPARE_ABORT: _COMMITS | {TxnState.ONGOING},
-    TxnState.COMPLETE_COMMIT: _ABORTS | {TxnState.ONGOING, TxnState.PREPARE_COMMIT},
-    TxnState.COMPLETE_ABORT: _COMMITS | {TxnState.ONGOING, TxnState.PREPARE_ABORT},
-}
 
 
 def _signature(t: TransactionDescription) -> tuple[object, ...]:
@@ -108,7 +88,7 @@ def derive_events(prev: TransactionDescription | None, cur: TransactionDescripti
             events.append(TxnEvent.FENCED)
         elif cur.state is TxnState.EMPTY:
             events.append(TxnEvent.INIT_PRODUCER_ID)
-    if same and cur.state in _ILLEGAL.get(prev.state, frozenset()):
+    if same and cur.state in ILLEGAL_WITHIN_TRANSACTION.get(prev.state, frozenset()):
         events.append(TxnEvent.ILLEGAL_TRANSITION)
     return tuple(event.value for event in events)
 

@@ -28,8 +28,8 @@ KIP-360, KIP-588):
 * **init_producer_id**: Empty with a bump or new producer id after a finished
   transaction: a producer (re)started with the id.
 * **expired**: a tombstone (``transactional.id.expiration.ms``).
-* **illegal_transition**: a move Kafka's ``TransactionState.validPreviousStates`` does
-  not allow (e.g. PrepareCommit -> PrepareAbort, the article's "COMMITTING -> ABORTING").
+* **illegal_transition**: a move Kafka's ``TransactionState.validPreviousStates``
+  (``vocabulary.VALID_PREVIOUS``) does not allow (e.g. PrepareCommit -> PrepareAbort, the article's "COMMITTING -> ABORTING").
 * **unknown_record / unknown_state / unknown_fields**: records, status bytes or tagged
   fields this code does not know.  Reported with their raw values; they never stop
   the tail.  An undecodable value leaves the id's state as it was.
@@ -45,36 +45,28 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.model import TxnLogKind, TxnLogRecord
+from txnwatch.vocabulary import OPEN_STATES, PREPARE_STATES, VALID_PREVIOUS, TxnEvent, TxnState
 
 EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
 COMPLETE_COMMIT, COMPLETE_ABORT = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
 FENCE, DEAD, UNKNOWN = TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD, TxnState.UNKNOWN
 
-#: Kafka's TransactionState.validPreviousStates (transaction-coordinator, Kafka 4.x).
-VALID_PREVIOUS: Mapping[TxnState, frozenset[TxnState]] = {
-    EMPTY: frozenset({EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
-    ONGOING: frozenset({ONGOING, EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
-    PREPARE_COMMIT: frozenset({ONGOING}),
-    PREPARE_ABORT: frozenset({ONGOING, FENCE, EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT}),
-    COMPLETE_COMMIT: frozenset({PREPARE_COMMIT}),
-    COMPLETE_ABORT: frozenset({PREPARE_ABORT}),
-    DEAD: frozenset({EMPTY, COMPLETE_ABORT, COMPLETE_COMMIT}),
-    FENCE: frozenset({ONGOING}),
-}
-_OPEN = frozenset({ONGOING, PREPARE_COMMIT, PREPARE_ABORT, FENCE})
-_PREPARE = frozenset({PREPARE_COMMIT, PREPARE_ABORT, FENCE})
+_OPEN, _PREPARE = frozenset(OPEN_STATES), frozenset(PREPARE_STATES)
 
 # How the current abort came about (IdState.abort).
 ABORT_CLIENT, ABORT_SERVER, ABORT_AMBIGUOUS, ABORT_TIMEOUT = "client", "server", "ambiguous", "timeout"
 
-#: Event names: counter keys, transition row ``events`` and docs/metrics.md use these.
-COMMIT, ABORT, EPOCH_BUMP, PRODUCER_ID_CHANGE = "commit", "abort", "epoch_bump", "producer_id_change"
-TIMEOUT_ABORT, FENCED, INIT_PRODUCER_ID, EXPIRED = "timeout_abort", "fenced", "init_producer_id", "expired"
-ILLEGAL, NEW = "illegal_transition", "new"
-UNKNOWN_RECORD, UNKNOWN_STATE, UNKNOWN_FIELDS = "unknown_record", "unknown_state", "unknown_fields"
-STUCK_PREPARE, LONG_TRANSACTION = "stuck_prepare", "long_transaction"
+#: Event names (txnwatch.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
+#: bound once here because the hot path names one per record.
+COMMIT, ABORT, EPOCH_BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
+PRODUCER_ID_CHANGE, TIMEOUT_ABORT = TxnEvent.PRODUCER_ID_CHANGE.value, TxnEvent.TIMEOUT_ABORT.value
+FENCED, INIT_PRODUCER_ID, EXPIRED = TxnEvent.FENCED.value, TxnEvent.INIT_PRODUCER_ID.value, TxnEvent.EXPIRED.value
+ILLEGAL, NEW = TxnEvent.ILLEGAL_TRANSITION.value, TxnEvent.NEW.value
+UNKNOWN_RECORD, UNKNOWN_STATE = TxnEvent.UNKNOWN_RECORD.value, TxnEvent.UNKNOWN_STATE.value
+UNKNOWN_FIELDS = TxnEvent.UNKNOWN_FIELDS.value
+STUCK_PREPARE, LONG_TRANSACTION = TxnEvent.STUCK_PREPARE.value, TxnEvent.LONG_TRANSACTION.value
 #: Events worth a row in the hot database (the rest of the stream goes to the archive only).
 ANOMALIES = frozenset({TIMEOUT_ABORT, FENCED, PRODUCER_ID_CHANGE, EXPIRED, ILLEGAL, UNKNOWN_RECORD, UNKNOWN_STATE,
                        UNKNOWN_FIELDS, STUCK_PREPARE, LONG_TRANSACTION})

@@ -123,7 +123,7 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                   for tp, leader in sorted(watched.items())}
     group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
                                                  third.committed.get(g.group_id, {})) for g in groups}
-    first_unconsumed, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    dated, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
     snapshot = ClusterSnapshot(
         cluster=settings.name,
         taken_at_ms=taken_at_ms,
@@ -138,15 +138,18 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         listing_complete=not second.listing_failed and not orphaned,
         unreachable_coordinators=frozenset(unreachable),
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
-        first_unconsumed_ms=first_unconsumed,
+        first_unconsumed_ms={key: d.timestamp_ms for key, d in dated.items() if d.unreadable is None},
+        unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
     )
     return Collected(snapshot, max_timeout_ms)
 
 
 async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, PartitionSnapshot],
                             groups: Mapping[str, GroupSnapshot], dates: RecordDates | None,
-                            ) -> tuple[dict[records.Key, int | None], list[RequestError]]:
-    """Round 4, only when a group lags and its first unconsumed record is not cached: one Fetch per leader."""
+                            ) -> tuple[dict[records.Key, records.Dated], list[RequestError]]:
+    """Round 4, only when a group lags and its first unconsumed record is not cached: one Fetch per leader.
+
+    An unreadable record is answered from the cache on later polls: reported once, never fetched again."""
     if dates is None or dates.limit <= 0:
         return {}, []
     wanted = records.lagging(partitions, groups.values())
@@ -163,7 +166,7 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
         found, problems = records.parse_fetch(reply.response, asked)
         failures.extend(problems)
         dates.remember(found)
-        answers.update({key: dated.timestamp_ms for key, dated in found.items()})
+        answers.update(found)
     return answers, failures
 
 

@@ -32,14 +32,14 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from txnwatch.kafka import errors
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.vocabulary import STATE_BY_ID, TxnState
 
 TOPIC = "__transaction_state"
 API = "TransactionLog"
 
 # TransactionState ids as the coordinator persists them (TransactionState.java).
-_STATES = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,
-           TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE)
+_STATES = STATE_BY_ID
 _TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 _KNOWN_VALUE_VERSIONS = (0, 1)
 
@@ -175,7 +175,7 @@ def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timest
                 unknown.append((tag, raw))
     if pos != len(value):
         raise ValueError("trailing bytes after transaction log value")
-    known = 0 <= status < 8
+    known = 0 <= status < len(_STATES)
     problem = None
     if flexible_guess:
         problem = f"value version {version} is newer than this txnwatch knows; read with the version 1 layout"

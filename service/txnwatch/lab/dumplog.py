@@ -42,11 +42,11 @@ from txnwatch.lab.jars import (
     tools_version,
 )
 from txnwatch.lab.reference import tools_log_opts
+from txnwatch.vocabulary import STATE_BY_ID, TxnState
 
 TOPIC = "__transaction_state"
 #: TransactionState ids as the coordinator persists them (4.x prints the number).
-STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-          "PrepareEpochFence")
+STATES = tuple(state.value for state in STATE_BY_ID)
 _NEW_CLASS = "org/apache/kafka/tools/DumpLogSegments.class"
 _RECORD = re.compile(r"^\|?\s*offset: (?P<offset>\d+) CreateTime: (?P<ts>-?\d+) .*? key: (?P<key>.*?) "
                      r"payload: (?P<payload>.*)$")
@@ -203,11 +203,11 @@ def _apply(h: IdHistory, r: CoordinatorRecord) -> None:
             h.epoch_bumps += r.producer_epoch - prev.producer_epoch
     same = prev is not None and (prev.state, prev.producer_id, prev.producer_epoch) == (
         r.state, r.producer_id, r.producer_epoch)
-    if r.state == "CompleteCommit" and not same:
+    if r.state == TxnState.COMPLETE_COMMIT and not same:
         h.commits += 1
-    elif r.state == "CompleteAbort" and not same:
+    elif r.state == TxnState.COMPLETE_ABORT and not same:
         h.aborts += 1
-    elif r.state == "Empty" and prev is not None and prev.state == "CompleteAbort":
+    elif r.state == TxnState.EMPTY and prev is not None and prev.state == TxnState.COMPLETE_ABORT:
         _classify_abort_end(h, r)
 
 
@@ -215,8 +215,8 @@ def _classify_abort_end(h: IdHistory, empty: CoordinatorRecord) -> None:
     """`empty` follows a CompleteAbort: was that abort a fence by the InitProducerId that wrote `empty`?"""
     live = [p for p in h.records[:-1] if not p.tombstone]
     complete = live[-1]
-    prepare = next((p for p in reversed(live) if p.state == "PrepareAbort"), None)
-    ongoing = next((p for p in reversed(live) if p.state == "Ongoing"), None)
+    prepare = next((p for p in reversed(live) if p.state == TxnState.PREPARE_ABORT), None)
+    ongoing = next((p for p in reversed(live) if p.state == TxnState.ONGOING), None)
     if prepare is None or ongoing is None or empty.producer_id != complete.producer_id:
         return
     bumped = prepare.producer_epoch > ongoing.producer_epoch and empty.producer_epoch > complete.producer_epoch

@@ -24,6 +24,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.wire import admin_client, find_transaction_coordinator, partition_leaders, send
+from txnwatch.vocabulary import TxnState
 
 if TYPE_CHECKING:
     from txnwatch.lab.cluster import LabCluster
@@ -240,7 +241,7 @@ class CoordinatorTimeoutAbort(Fault):
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 desc = admin.describe_transactions([self.transactional_id])[self.transactional_id]
-                if desc.producer_epoch > self.epoch_before and desc.state.value == "CompleteAbort":
+                if desc.producer_epoch > self.epoch_before and desc.state.value == TxnState.COMPLETE_ABORT:
                     self.epoch_after, self.final_state = desc.producer_epoch, desc.state.value
                     return
                 time.sleep(0.2)

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from txnwatch.pipeline.prefix import DEFAULT_RULE, prefix_column
+from txnwatch.vocabulary import TxnEvent
 
 PERIODS = ("hour", "day")
 ALL_TOPICS = "*"
@@ -27,8 +28,8 @@ class RollupOptions:
     top_n: int = 10
 
 
-def _has(event: str) -> Column:
-    return F.array_contains("events", event).cast("long")
+def _has(event: TxnEvent) -> Column:
+    return F.array_contains("events", event.value).cast("long")
 
 
 def _topics(partitions: Column) -> Column:
@@ -53,14 +54,15 @@ def _per_period(facts: DataFrame, keys: Sequence[str], aggs: Sequence[Column]) -
 
 def transaction_events(transitions: DataFrame, prefix_rule: str) -> DataFrame:
     """Transitions that end a transaction or fence a producer: the rows every transaction rollup reads."""
-    wanted = F.array(*(F.lit(e) for e in ("commit", "abort", "fenced")))
+    wanted = F.array(*(F.lit(e.value) for e in (TxnEvent.COMMIT, TxnEvent.ABORT, TxnEvent.FENCED)))
     return transitions.where(F.arrays_overlap("events", wanted)).select(
         "cluster", F.col("observed_at").alias("ts"), "transactional_id",
         prefix_column(prefix_rule, F.col("transactional_id")).alias("txn_prefix"),
         _topics(F.col("partitions")).alias("topics"),
-        _has("commit").alias("is_commit"), _has("abort").alias("is_abort"),
-        _has("timeout_abort").alias("is_timeout_abort"), _has("fenced").alias("is_fenced"),
-        F.when(F.arrays_overlap("events", F.array(F.lit("commit"), F.lit("abort"))), F.col("duration_ms"))
+        _has(TxnEvent.COMMIT).alias("is_commit"), _has(TxnEvent.ABORT).alias("is_abort"),
+        _has(TxnEvent.TIMEOUT_ABORT).alias("is_timeout_abort"), _has(TxnEvent.FENCED).alias("is_fenced"),
+        F.when(F.arrays_overlap("events", F.array(F.lit(TxnEvent.COMMIT.value), F.lit(TxnEvent.ABORT.value))),
+               F.col("duration_ms"))
         .alias("duration_ms"))
 
 

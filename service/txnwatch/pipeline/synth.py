@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from txnwatch.store.archive import TABLES, open_archive, read_manifest, write_manifest
+from txnwatch.vocabulary import TxnEvent, TxnState
 
 SHARES = {"transitions": 0.60, "offsets": 0.14, "verification": 0.10, "lag": 0.15,
           "lso_stalls": 0.005, "hanging": 0.005}
@@ -25,9 +26,10 @@ TOPICS = [f"topic{t}" for t in range(10)]
 _PARTITIONING = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
 
 # (events, to_state) in per-cent shares: 80 commits, 10 aborts, 4 timeout aborts, 2 fences, 4 starts.
-_OUTCOMES = ([(["commit"], "CompleteCommit")] * 80 + [(["abort"], "CompleteAbort")] * 10
-             + [(["abort", "epoch_bump", "timeout_abort"], "CompleteAbort")] * 4
-             + [(["epoch_bump", "fenced"], "Empty")] * 2 + [([], "Ongoing")] * 4)
+_COMMIT, _ABORT, _BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
+_OUTCOMES = ([([_COMMIT], TxnState.COMPLETE_COMMIT.value)] * 80 + [([_ABORT], TxnState.COMPLETE_ABORT.value)] * 10
+             + [([_ABORT, _BUMP, TxnEvent.TIMEOUT_ABORT.value], TxnState.COMPLETE_ABORT.value)] * 4
+             + [([_BUMP, TxnEvent.FENCED.value], TxnState.EMPTY.value)] * 2 + [([], TxnState.ONGOING.value)] * 4)
 
 
 def _ints(n: int, k: int) -> pa.Array:
@@ -71,13 +73,13 @@ class _Batch:
 
 def _transitions(b: _Batch) -> dict[str, pa.Array]:
     outcome = _ints(b.n, len(_OUTCOMES))
-    completed = pc.is_in(outcome, pa.array([i for i, (e, _) in enumerate(_OUTCOMES) if "commit" in e or "abort" in e]))
+    completed = pc.is_in(outcome, pa.array([i for i, (e, _) in enumerate(_OUTCOMES) if _COMMIT in e or _ABORT in e]))
     at = b.times()
     app = _ints(b.n, 20)
     txn_ids = [f"app{a}-{i}" for a in range(20) for i in range(10)]
     partitions = [[f"{t}-{p}" for p in range(3)] for t in TOPICS] + [[f"{TOPICS[0]}-0", f"{TOPICS[1]}-1"]]
     return {"transactional_id": _pick(txn_ids, pc.add(pc.multiply(app, 10), _ints(b.n, 10))),
-            "observed_at": at, "from_state": pa.repeat("Ongoing", b.n),
+            "observed_at": at, "from_state": pa.repeat(TxnState.ONGOING.value, b.n),
             "to_state": _pick([s for _, s in _OUTCOMES], outcome),
             "producer_id": pc.add(app, 1000), "producer_epoch": pc.cast(_ints(b.n, 100), pa.int32()),
             "timeout_ms": pa.repeat(60_000, b.n),

@@ -296,6 +296,8 @@ class ConsumerLagSample(Base):
     lag_hwm: Mapped[int | None]
     lag_lso: Mapped[int | None]
     lag_seconds: Mapped[float | None] = mapped_column(Float)
+    #: Why lag_seconds is unknown: the first unconsumed record cannot be read (model.UnreadableRecord).
+    lag_seconds_unknown: Mapped[str | None] = mapped_column(String(500))
 
 
 class Alert(Base):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,8 +30,10 @@ from typing import Any
 
 from sqlalchemy import Table, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.logbudget import describe
 from txnwatch.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
@@ -98,6 +101,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._cluster_ids: dict[str, int] = {}
+        self._rejected_logged: dict[str, float] = {}
 
     def start(self) -> None:
         """Registers every configured cluster at once, at start; if the database is down, the first flush does it."""
@@ -152,13 +156,23 @@ class Recorder:
                           "(buffer bound %d polls)", dropped.cluster, dropped.at.isoformat(), self._max_buffered)
 
     def flush(self) -> bool:
-        """Write buffered records oldest first; stops at the first failure and keeps the rest."""
+        """Write buffered records oldest first; stops at the first failure and keeps the rest.
+
+        A record the database refuses is written again object by object (:meth:`_write_isolated`): a tenant's
+        id the database cannot hold must cost that id's rows, not every tenant's history from then on (issue 23:
+        the same poisoned record was retried forever and nothing else was recorded again)."""
         with self._flush_lock:
             while self._buffer:
                 record = self._buffer[0]
                 try:
-                    with self._sessions.begin() as session:
-                        self._write(session, record)
+                    try:
+                        with self._sessions.begin() as session:
+                            self._write(session, record)
+                    except DBAPIError as exc:
+                        if not refused_data(exc):
+                            raise
+                        with self._sessions.begin() as session:
+                            self._write_isolated(session, record)
                 except Exception as exc:
                     reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                     if self.health.error is None:
@@ -176,6 +190,16 @@ class Recorder:
             return True
 
     def _write(self, session: Session, record: PollRecord) -> None:
+        cluster_id = self._write_poll(session, record)
+        for table, rows in record.inserts:
+            if rows:
+                _insert_rows(session, table, cluster_id, rows)
+        for episodes in record.episodes:
+            sync_episodes(session, cluster_id, episodes, record.at)
+        _write_states(session, cluster_id, record)
+
+    def _write_poll(self, session: Session, record: PollRecord) -> int:
+        """The cluster's row and the poll's own row: txnwatch's strings only, never a tenant's."""
         if record.cluster not in self._cluster_ids:
             self._cluster_ids = register_clusters(session, self._clusters, record.at)
         cluster_id = self._cluster_ids[record.cluster]
@@ -186,12 +210,99 @@ class Recorder:
         session.execute(m.table(m.Poll).insert().values(
             cluster_id=cluster_id, started_at=record.at, duration_ms=record.duration_ms, ok=record.ok,
             error_count=record.error_count, error=record.error))
+        return cluster_id
+
+    def _write_isolated(self, session: Session, record: PollRecord) -> None:
+        """The record again, each group of rows in a SAVEPOINT, a refused group halved until the refused rows
+        are alone: k bad rows among n cost O(k log n) statements, and only on a poll that has them.  What is
+        refused is counted (``txnwatch_store_rejected_objects_total``) and logged at most once a minute per
+        kind; the rest commits in this one transaction, so the record is written once, never half twice."""
+        cluster_id = self._write_poll(session, record)
         for table, rows in record.inserts:
             if rows:
-                session.execute(table.insert(), [dict(row, cluster_id=cluster_id) for row in rows])
-        for episodes in record.episodes:
-            sync_episodes(session, cluster_id, episodes, record.at)
+                def insert(part: list[Any], table: Table = table) -> None:
+                    _insert_rows(session, table, cluster_id, part)
+                self._isolate(session, table.name, rows, insert)
+        for sync in record.episodes:
+            def try_sync(part: list[Any], sync: EpisodeSync = sync) -> None:
+                sync_episodes(session, cluster_id, EpisodeSync(sync.model, {k: sync.active[k] for k in part},
+                                                               sync.undecided | (sync.active.keys() - set(part))),
+                              record.at)
+            refused = set(self._isolate(session, sync.model.__tablename__, list(sync.active), try_sync,
+                                        check_only=True))
+            # Refused incidents are left undecided: their open episode (if any) is neither refreshed nor closed.
+            sync_episodes(session, cluster_id, EpisodeSync(
+                sync.model, {k: v for k, v in sync.active.items() if k not in refused}, sync.undecided | refused),
+                record.at)
+
+        def try_states(part: list[Any]) -> None:
+            wanted = set(part)
+            _upsert_many(session, m.table(m.TransactionState), cluster_id,
+                         [r for r in record.states if r["transactional_id"] in wanted])
+        refused_ids = frozenset(self._isolate(session, m.TransactionState.__tablename__,
+                                              [row["transactional_id"] for row in record.states], try_states,
+                                              check_only=True))
+        record.states = [r for r in record.states if r["transactional_id"] not in refused_ids]
+        if record.txn_ids_seen is not None and refused_ids:
+            record.txn_ids_seen = record.txn_ids_seen - refused_ids  # a refused id cannot even be a parameter
         _write_states(session, cluster_id, record)
+
+    def _isolate(self, session: Session, kind: str, items: list[Any], write: Callable[[list[Any]], None],
+                 check_only: bool = False) -> list[Any]:
+        """Write ``items`` in SAVEPOINTs, halving a refused part; the refused items.  ``check_only``: roll every
+        part back (the caller writes the accepted ones itself, e.g. to keep an all-or-nothing step whole)."""
+        refused: list[Any] = []
+        parts = [items]
+        while parts:
+            part = parts.pop()
+            savepoint = session.begin_nested()
+            try:
+                write(part)
+            except DBAPIError as exc:
+                if not refused_data(exc):
+                    raise
+                savepoint.rollback()
+                if len(part) > 1:
+                    half = len(part) // 2
+                    parts += [part[half:], part[:half]]
+                    continue
+                refused.append(part[0])
+                self._rejected(kind, exc)
+                continue
+            if check_only:
+                savepoint.rollback()
+            else:
+                savepoint.commit()
+        return refused
+
+    def _rejected(self, kind: str, exc: DBAPIError) -> None:
+        reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+        self.health.rejected(kind, reason)
+        now = time.monotonic()
+        if now - self._rejected_logged.get(kind, -REJECTED_LOG_EVERY_S) >= REJECTED_LOG_EVERY_S:
+            self._rejected_logged[kind] = now
+            log.warning("the database refused a %s row (%s); set aside, the rest of the poll is recorded "
+                        "(counted in txnwatch_store_rejected_objects_total, logged at most once a minute)",
+                        kind, describe(exc.orig if exc.orig is not None else exc))
+
+
+def refused_data(exc: DBAPIError) -> bool:
+    """The database refused what it was given (a value too long, a NUL in text, an index row too big, a
+    constraint), as opposed to being unreachable or failing: only then does writing less help."""
+    if exc.connection_invalidated:
+        return False
+    if isinstance(exc, (DataError, IntegrityError)):
+        return True
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    return sqlstate[:2] in ("22", "23", "54")  # data exception, integrity violation, program limit exceeded
+
+
+#: A refused row is logged at most this often per kind: a tenant's bad id comes back every poll.
+REJECTED_LOG_EVERY_S = 60.0
+
+
+def _insert_rows(session: Session, table: Table, cluster_id: int, rows: list[dict[str, Any]]) -> None:
+    session.execute(table.insert(), [dict(row, cluster_id=cluster_id) for row in rows])
 
 
 def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None:

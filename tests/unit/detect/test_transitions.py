@@ -71,6 +71,16 @@ def test_committing_to_aborting_is_illegal() -> None:
     assert "illegal_transition" not in events(txn(state=CC, start=5), txn(state=O, start=6))
 
 
+def test_a_fence_of_a_transaction_that_already_decided_is_illegal() -> None:
+    """PrepareEpochFence only follows Ongoing (Kafka's validPreviousStates), and the fence only aborts."""
+    F = TxnState.PREPARE_EPOCH_FENCE
+    assert "illegal_transition" in events(txn(state=PC, start=5), txn(state=F, start=5, epoch=1))
+    assert "illegal_transition" in events(txn(state=CA, start=5), txn(state=F, start=5, epoch=1))
+    assert "illegal_transition" in events(txn(state=F, start=5), txn(state=CC, start=5))
+    assert "illegal_transition" not in events(txn(state=O, start=5), txn(state=F, start=5, epoch=1))
+    assert "illegal_transition" not in events(txn(state=F, start=5), txn(state=CA, start=5))
+
+
 def test_diff_reports_changes_expiry_and_keeps_unasked_ids() -> None:
     first, t1 = transitions.diff({}, snapshot(txns=(txn("a"), txn("b"))), 0)
     assert sorted((t.transactional_id, t.events) for t in t1) == [("a", ("new",)), ("b", ("new",))]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from txnwatch.admin import AbortTarget, AdminRefused, audit, audit_refused, call_kafka, check_admin, cluster_config
 from txnwatch.api.deps import RuntimeDep, SessionDep
+from txnwatch.api.routers.params import INT32_MAX, INT64_MAX
 from txnwatch.api.routers.security import bearer_token, too_many
 from txnwatch.api.throttle import client_key
 
@@ -49,10 +50,10 @@ def require_admin(request: Request, runtime: RuntimeDep, session: SessionDep) ->
 class AbortRequest(BaseModel):
     cluster: str
     topic: str = Field(min_length=1, max_length=249)
-    partition: int = Field(ge=0)
-    producer_id: int = Field(ge=0)
+    partition: int = Field(ge=0, le=INT32_MAX)
+    producer_id: int = Field(ge=0, le=INT64_MAX)
     producer_epoch: int = Field(ge=0, le=32767)
-    coordinator_epoch: int | None = Field(default=None, ge=0,
+    coordinator_epoch: int | None = Field(default=None, ge=0, le=INT32_MAX,
                                           description="Defaults to the one the partition leader reports.")
     dry_run: bool = Field(default=True, description="Check only; set false to write the ABORT marker.")
 

@@ -10,6 +10,7 @@ from txnwatch.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
 from txnwatch.api.routers.params import json_response
 from txnwatch.api.schemas import ClusterDetail, ClusterSummary, ErrorOut
 from txnwatch.config import ClusterConfig
+from txnwatch.redact import redact, redact_optional
 from txnwatch.state import ClusterView
 from txnwatch.store import models as m
 from txnwatch.store import queries
@@ -40,7 +41,7 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
     history = view.history if view is not None else None
     return ClusterSummary(name=config.name, bootstrap_servers=list(config.bootstrap_servers), up=up,
                           last_poll_at=last_poll, last_success_at=max(successes, default=None),
-                          last_error=last_error, polls=counts.total, failed_polls=counts.failed,
+                          last_error=redact_optional(last_error), polls=counts.total, failed_polls=counts.failed,
                           history_mode=history.mode if history else "polling",
                           history_mode_reason=history.reason if history else "",
                           txnlog_lag_records=history.lag_records if history else None)
@@ -78,5 +79,5 @@ def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) ->
     summary = _summary(config, record, counts, view)
     snapshot = view.snapshot if view is not None else None
     errors = [dict(api=e.api, target=e.target, name=e.name, error_class=e.error_class.value, advice=e.advice,
-                   message=e.message) for e in (snapshot.errors if snapshot is not None else ())[:MAX_ERRORS_SHOWN]]
+                   message=redact(e.message)) for e in (snapshot.errors if snapshot is not None else ())[:MAX_ERRORS_SHOWN]]
     return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors})

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select, text
 
 from txnwatch.api.deps import RuntimeDep
+from txnwatch.redact import redact
 from txnwatch.runtime import Runtime
 from txnwatch.store.models import Cluster
 
@@ -49,7 +50,7 @@ def readyz(runtime: RuntimeDep) -> JSONResponse:
     # Polling is a working fallback, not a reason to be unready; say which mode each cluster is in.
     history = {v.name: {"mode": v.history.mode, "reason": v.history.reason} for v in runtime.state.views()}
     body = {"status": "ready" if not reasons else "not ready", "role": "leader" if leading else "follower",
-            "clusters_held": sorted(held), "reasons": reasons, "history": history}
+            "clusters_held": sorted(held), "reasons": [redact(r) for r in reasons], "history": history}
     return JSONResponse(body, status_code=200 if not reasons else 503)
 
 

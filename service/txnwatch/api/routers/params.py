@@ -20,6 +20,11 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel
 
 MAX_LIMIT = 1000
+#: Kafka's own wire types bound what a parameter can be: a partition or an epoch is an INT32, a producer id or
+#: an offset an INT64 (the protocol's JSON schemas). Past them nothing can exist, and the database's BIGINT
+#: (or SQLite's 64-bit integer) would refuse the value with a 500: they are a 422 in the parameter's name instead.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 def invalid(param: str, message: str, value: Any, where: str = "query") -> RequestValidationError:

@@ -19,6 +19,7 @@ from txnwatch.api.schemas import (
     VerificationStats,
 )
 from txnwatch.model import BrokerVerification
+from txnwatch.redact import redact, redact_optional
 from txnwatch.state import ClusterView
 from txnwatch.store import queries
 
@@ -86,7 +87,7 @@ def _sum(values: Iterable[int | None]) -> int | None:
 
 def _broker_out(b: BrokerVerification) -> BrokerVerificationOut:
     quantiles = dict(b.time_ms_quantiles)
-    return BrokerVerificationOut(broker=b.broker, url=b.url, up=b.ok, error=b.error, verifications=b.verifications,
+    return BrokerVerificationOut(broker=b.broker, url=redact(b.url), up=b.ok, error=redact_optional(b.error), verifications=b.verifications,
                                  failures=b.failures, failures_per_second_1m=b.failures_per_second_1m,
                                  time_ms_p50=quantiles.get(0.5), time_ms_p99=quantiles.get(0.99),
                                  time_ms_max=b.time_ms_max, time_ms_mean=b.time_ms_mean)
