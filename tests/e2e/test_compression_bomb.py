@@ -39,7 +39,7 @@ CHART_LIMIT_BYTES = 512 * 1024 * 1024
 AGE_S = {"bomb": 900, "after": 600, "plain": 300}
 
 
-def _produce(bootstrap: str, topic: str, partition: int, compression: str | None,
+def produce_one_batch(bootstrap: str, topic: str, partition: int, compression: str | None,
              records: list[tuple[bytes, int]]) -> list[int]:
     """Sends ``records`` (value, timestamp ms) as ONE batch; their offsets."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, linger_ms=2_000,
@@ -52,7 +52,7 @@ def _produce(bootstrap: str, topic: str, partition: int, compression: str | None
         producer.close(timeout=10)
 
 
-def _commit(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
+def commit_offset(bootstrap: str, group: str, topic: str, partition: int, offset: int) -> None:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
         consumer.commit({KafkaTopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)})
@@ -60,7 +60,7 @@ def _commit(bootstrap: str, group: str, topic: str, partition: int, offset: int)
         consumer.close()
 
 
-def _vm_hwm_bytes(pid: int) -> int:
+def vm_hwm_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
@@ -88,18 +88,18 @@ def test_a_compression_bomb_leaves_memory_under_the_chart_limit_and_only_its_tim
     now_ms = int(time.time() * 1000)
     ts = {k: now_ms - s * 1000 for k, s in AGE_S.items()}
     zeros = bytes(BOMB_BYTES)
-    offsets = {"gzip": _produce(bootstrap, bombs, 0, "gzip", [(zeros, ts["bomb"]), (b"after", ts["after"])]),
-               "zstd": _produce(bootstrap, bombs, 1, "zstd", [(zeros, ts["bomb"]), (b"after", ts["after"])])}
+    offsets = {"gzip": produce_one_batch(bootstrap, bombs, 0, "gzip", [(zeros, ts["bomb"]), (b"after", ts["after"])]),
+               "zstd": produce_one_batch(bootstrap, bombs, 1, "zstd", [(zeros, ts["bomb"]), (b"after", ts["after"])])}
     del zeros
     assert offsets == {"gzip": [0, 1], "zstd": [0, 1]}
     for p in range(3):
-        _produce(bootstrap, plain, p, None, [(b"x" * 100, ts["plain"] + i) for i in range(10 + p)])
+        produce_one_batch(bootstrap, plain, p, None, [(b"x" * 100, ts["plain"] + i) for i in range(10 + p)])
     groups: dict[str, tuple[str, int, int]] = {  # group -> (topic, partition, committed offset)
         "bomb-gzip-at": (bombs, 0, 0), "bomb-gzip-after": (bombs, 0, 1),
         "bomb-zstd-at": (bombs, 1, 0), "bomb-zstd-after": (bombs, 1, 1)}
     groups.update({f"plain-{p}": (plain, p, p) for p in range(3)})
     for group, (topic, partition, offset) in groups.items():
-        _commit(bootstrap, f"{group}-{bombs}", topic, partition, offset)
+        commit_offset(bootstrap, f"{group}-{bombs}", topic, partition, offset)
 
     port = free_port()
     config = tmp_path / "config.yaml"
@@ -117,7 +117,7 @@ def test_a_compression_bomb_leaves_memory_under_the_chart_limit_and_only_its_tim
         wait_for(lambda: _samples(base)[polls] >= first[polls] + 3, 60, what="three more polls")
         rows = {g: _group_row(base, f"{g}-{bombs}", t) for g, (t, _, _) in groups.items()}
         samples = _samples(base)
-        peak = _vm_hwm_bytes(proc.pid)
+        peak = vm_hwm_bytes(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -166,7 +166,7 @@ def test_the_transaction_log_reader_refuses_a_bomb_within_its_budget(lab_cluster
                                                                      new_topic: Callable[..., str]) -> None:
     """Tenants cannot write to __transaction_state; the tail's reader is pointed at a topic that holds a bomb."""
     topic = new_topic(partitions=1, replication=1)
-    _produce(lab_cluster.bootstrap_servers, topic, 0, "gzip", [(bytes(BOMB_BYTES), int(time.time() * 1000))])
+    produce_one_batch(lab_cluster.bootstrap_servers, topic, 0, "gzip", [(bytes(BOMB_BYTES), int(time.time() * 1000))])
     out = subprocess.run([sys.executable, "-c", TAIL_READER, lab_cluster.bootstrap_servers, topic],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert "refused: gzip batch decompresses to more than 32 MiB" in out

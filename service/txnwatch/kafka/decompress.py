@@ -10,8 +10,9 @@ decompressed incrementally with a cap on its output:
 
 * gzip: ``zlib.decompressobj`` with ``max_length`` (member after member, as Java's
   ``GZIPInputStream`` reads them);
-* zstd: ``zstandard``'s decompressobj, fed in slices sized to the budget left, with the
-  decoder's window capped too (a frame may ask for a 2 GiB window; the levels Kafka allows up to 19 need 8 MiB);
+* zstd: ``compression.zstd`` (``backports.zstd`` before Python 3.14) with ``max_length``,
+  frame after frame, with the decoder's window capped too (a frame may ask for a 2 GiB
+  window; the levels Kafka allows up to 19 need 8 MiB);
 * lz4: ``lz4.frame.LZ4FrameDecompressor`` with ``max_length`` (Kafka writes one frame);
 * snappy: Kafka's xerial framing is a list of raw snappy blocks, and each block starts
   with its decompressed length (the format's preamble), so blocks are checked against
@@ -27,6 +28,7 @@ kafka-python's own record iteration (the transaction-log tail's consumer) use
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,17 +36,20 @@ from typing import Any
 
 import lz4.frame
 import snappy
-import zstandard
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 CODEC_NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 #: What a batch read by kafka-python (the transaction-log tail) may decompress to.  A coordinator writes one
 #: record per batch, a few hundred bytes (a transaction over 10,000 partitions: ~100 KB).
 KAFKA_PYTHON_BUDGET_BYTES = 32 * 1024 * 1024
-#: zstd's window: level 19 (the highest non-"ultra" level) uses 8 MiB on large inputs; Kafka's default level 3, 2 MiB.
-ZSTD_MAX_WINDOW_BYTES = 16 * 1024 * 1024
-_ZSTD_MAX_EXPANSION = 128 * 1024 // 4
-_ZSTD_MIN_SLICE = 16
+#: zstd's window, log2: level 19 (the highest non-"ultra" level) uses 8 MiB on large inputs; Kafka's default
+#: level 3, 2 MiB.  A frame asking for more is refused rather than allocated.
+ZSTD_MAX_WINDOW_LOG = 24
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_BYTES = 16
 
@@ -76,7 +81,7 @@ def prefix(codec: int, data: bytes | memoryview, limit: int) -> Prefix:
         raise ValueError(f"unknown compression type {codec}")
     try:
         return reader(bytes(data), limit)
-    except (zlib.error, zstandard.ZstdError, RuntimeError, snappy.UncompressError, struct.error) as exc:
+    except (zlib.error, zstd.ZstdError, RuntimeError, snappy.UncompressError, struct.error) as exc:
         # lz4 reports a damaged frame as RuntimeError.
         raise ValueError(f"{CODEC_NAMES[codec]} batch cannot be decompressed: {exc}") from exc
 
@@ -106,22 +111,18 @@ def _gzip(data: bytes, limit: int) -> Prefix:
 
 
 def _zstd(data: bytes, limit: int) -> Prefix:
-    # zstandard's decompressobj has no max_length, so input goes in slices small enough that one slice cannot
-    # produce much past the budget: a zstd block yields at most 128 KiB from no fewer than 4 bytes.
     out = bytearray()
     pending = data
-    while pending:
-        frame = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW_BYTES).decompressobj()
-        pos = 0
-        while not frame.eof and pos < len(pending):
-            step = max(_ZSTD_MIN_SLICE, (limit + 1 - len(out)) // _ZSTD_MAX_EXPANSION)
-            out += frame.decompress(pending[pos:pos + step])
-            pos += step
-            if len(out) > limit:
-                return Prefix(bytes(out[:limit]), False)
+    while pending:  # frame after frame, as kafka-python reads them (read_across_frames)
+        frame = zstd.ZstdDecompressor(options={zstd.DecompressionParameter.window_log_max: ZSTD_MAX_WINDOW_LOG})
+        out += frame.decompress(pending, limit + 1 - len(out))
+        while len(out) <= limit and not frame.eof and not frame.needs_input:
+            out += frame.decompress(b"", limit + 1 - len(out))
+        if len(out) > limit:
+            return Prefix(bytes(out[:limit]), False)
         if not frame.eof:
             raise ValueError("zstd batch ends early")
-        pending = frame.unused_data + pending[pos:]
+        pending = frame.unused_data
     return Prefix(bytes(out), True)
 
 
