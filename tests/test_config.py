@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from txnwatch.config import ConfigError, load_settings
+from txnwatch.core.config import ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import PROD, STAGING
-from txnwatch.exposition import Exposition
-from txnwatch.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
-from txnwatch.publication import VIEWS, Digest, Publication, Publisher, light
-from txnwatch.state import ClusterView, HistoryView
-from txnwatch.wiring import build_api_runtime, build_runtime
+from txnwatch.core.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.core.views import ClusterView, HistoryView
+from txnwatch.metrics.exposition import Exposition
+from txnwatch.runtime.publication import VIEWS, Digest, Publication, Publisher, light
+from txnwatch.runtime.wiring import build_api_runtime, build_runtime
 
 PATHS = ("/api/v1/clusters", f"/api/v1/clusters/{PROD}", f"/api/v1/clusters/{STAGING}", "/api/v1/verification",
          "/api/v1/transactions?limit=5")

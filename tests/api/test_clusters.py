@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import BOOTSTRAP, PROD, STAGING
 from tests.api.helpers import ok
-from txnwatch.wiring import build_runtime
+from txnwatch.runtime.wiring import build_runtime
 
 URL = "/api/v1/clusters"
 
@@ -81,9 +81,9 @@ def test_cluster_detail_names_failed_requests_with_kip1050_advice(seeded: Seeded
     both), so an operator sees why part of the cluster is unknown."""
     from kafka.errors import TransactionalIdAuthorizationFailedError
 
+    from txnwatch.core.model import ClusterSnapshot
     from txnwatch.kafka.error_classes import classify
     from txnwatch.kafka.errors import from_code, from_exception
-    from txnwatch.model import ClusterSnapshot
 
     denied = from_code("DescribeTransactions", "payments-1", TransactionalIdAuthorizationFailedError.errno)
     refused = from_exception("ListTransactions", "broker:2", ConnectionRefusedError("refused"))

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tests.console.browser import Browser
 from tests.fixtures.guarded import READ, serving
-from txnwatch.api.sessions import COOKIE
+from txnwatch.serve.api.sessions import COOKIE
 
 
 def test_sign_in_keeps_a_session_not_the_token(tmp_path: Path, browser: Browser) -> None:
-    with serving(tmp_path) as (url, _), browser.open(url + "/console/runbooks") as visit:
+    with serving(tmp_path) as (url, _, _), browser.open(url + "/console/runbooks") as visit:
         page = visit.page
         assert page.url.startswith(url + "/console/login?next=")
         page.fill("input[name=token]", "not-the-token")

@@ -145,6 +145,8 @@ def test_a_compression_bomb_leaves_memory_under_the_chart_limit_and_only_its_tim
     # Reported once each, then answered from the cache: not fetched again poll after poll.
     fetch_errors = ("txnwatch_request_errors_total", frozenset({("cluster", "lab"), ("api", "Fetch")}))
     assert first[fetch_errors] == samples[fetch_errors] == 2
+    warnings = [line for line in (tmp_path / "txnwatch.log").read_text().splitlines() if "time lag is unknown" in line]
+    assert len(warnings) == 2 and all("record_over_budget: record 1" in line for line in warnings)
 
 
 TAIL_READER = textwrap.dedent("""

@@ -24,8 +24,8 @@ from sqlalchemy import text
 
 from tests.fixtures.daemon import free_port, terminate, wait_for
 from tests.fixtures.guarded import ADMIN, READ, serving
-from txnwatch.api.sessions import COOKIE, LEGACY_COOKIE
-from txnwatch.runtime import Runtime
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.serve.api.sessions import COOKIE, LEGACY_COOKIE
 
 ATTEMPTS, LIMIT = 300, 10
 ABORT = {"cluster": "c", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0, "dry_run": False}
@@ -54,7 +54,7 @@ def assert_throttled(statuses: list[int], retry_after: list[str | None], refused
 
 def test_wrong_bearer_tokens(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "txnwatch.auth")
-    with serving(tmp_path) as (url, runtime), httpx.Client(base_url=url, timeout=10) as http:
+    with serving(tmp_path) as (url, runtime, _), httpx.Client(base_url=url, timeout=10) as http:
         me = {"X-Forwarded-For": "192.0.2.1"}
         answers = [http.get("/api/v1/clusters", headers={**me, "Authorization": f"Bearer guess-{i}"})
                    for i in range(ATTEMPTS)]
@@ -76,7 +76,7 @@ def test_wrong_bearer_tokens(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
 
 def test_wrong_logins(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "txnwatch.auth")
-    with serving(tmp_path) as (url, runtime), httpx.Client(base_url=url, timeout=10) as http:
+    with serving(tmp_path) as (url, runtime, _), httpx.Client(base_url=url, timeout=10) as http:
         me = {"X-Forwarded-For": "192.0.2.2"}
         answers = [http.post("/console/login", data={"token": f"guess-{i}"}, headers=me) for i in range(ATTEMPTS)]
         assert [a.status_code for a in answers[:LIMIT]] == [303] * LIMIT
@@ -91,7 +91,7 @@ def test_wrong_logins(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
 
 def test_wrong_admin_tokens_are_audited(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "txnwatch.auth")
-    with serving(tmp_path) as (url, runtime), httpx.Client(base_url=url, timeout=10) as http:
+    with serving(tmp_path) as (url, runtime, _), httpx.Client(base_url=url, timeout=10) as http:
         me = {"X-Forwarded-For": "192.0.2.3"}
         answers = [http.post("/api/v1/admin/abort", json=ABORT,
                              headers={**me, **({"Authorization": f"Bearer guess-{i}"} if i % 2 else {})})
@@ -113,13 +113,13 @@ def test_wrong_admin_tokens_are_audited(tmp_path: Path, caplog: pytest.LogCaptur
 
 def test_rotating_x_forwarded_for_from_an_untrusted_peer_changes_nothing(tmp_path: Path) -> None:
     """Only a trusted proxy's X-Forwarded-For names the client; anyone else is counted by their own address."""
-    with serving(tmp_path, trusted_proxies=["192.0.2.250"]) as (url, runtime), \
+    with serving(tmp_path, trusted_proxies=["192.0.2.250"]) as (url, _, app), \
             httpx.Client(base_url=url, timeout=10) as http:
         statuses = [http.get("/api/v1/clusters", headers={"X-Forwarded-For": f"198.51.100.{i % 250}",
                                                           "Authorization": "Bearer guess"}).status_code
                     for i in range(ATTEMPTS)]
     assert statuses == [401] * LIMIT + [429] * (ATTEMPTS - LIMIT)
-    assert len(runtime.auth_throttle) == 1
+    assert len(app.state.auth_throttle) == 1
 
 
 def login_cookie(url: str, headers: dict[str, str] | None = None) -> str:
@@ -135,14 +135,14 @@ def login_cookie(url: str, headers: dict[str, str] | None = None) -> str:
 
 def test_the_session_cookie_is_secure_whenever_the_browser_uses_https(tmp_path: Path) -> None:
     https = {"X-Forwarded-Proto": "https"}
-    with serving(tmp_path / "a") as (url, _):
+    with serving(tmp_path / "a") as (url, _, _):
         plain = login_cookie(url)
         assert "httponly" in plain and "samesite=strict" in plain and "max-age=43200" in plain
         assert "secure" not in plain
         assert "secure" in login_cookie(url, https)  # the trusted proxy (127.0.0.1) says https
-    with serving(tmp_path / "b", trusted_proxies=[]) as (url, _):
+    with serving(tmp_path / "b", trusted_proxies=[]) as (url, _, _):
         assert "secure" not in login_cookie(url, https)  # nobody is trusted to say so
-    with serving(tmp_path / "c", trusted_proxies=[], public_url="https://txnwatch.example") as (url, _):
+    with serving(tmp_path / "c", trusted_proxies=[], public_url="https://txnwatch.example") as (url, _, _):
         assert "secure" in login_cookie(url)  # the public URL is https
 
 

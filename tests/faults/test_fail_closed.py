@@ -22,12 +22,12 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from txnwatch.admin import AdminRefused, check_admin
-from txnwatch.api.app import create_app
-from txnwatch.api.routers.security import Check, check_reader, token_matches
-from txnwatch.config import ApiConfig, ConfigError, Settings, load_settings
+from txnwatch.core.config import ApiConfig, ConfigError, Settings, load_settings
+from txnwatch.runtime.admin import AdminRefused, check_admin
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.api.security import Check, check_reader, token_matches
+from txnwatch.serve.app import create_app
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 #: Every visible ASCII character but the alphanumerics: each must work as a bearer and on the login form.
 PUNCTUATION_TOKEN = "Tk-._~+/=!#$%&'()*,:;<>?@[]^`{|}\"\\0"

@@ -12,12 +12,12 @@ from kafka.errors import KafkaConnectionError, RequestTimedOutError
 from kafka.future import Future
 
 from tests.kafka import answers as a
+from txnwatch.core.model import TopicPartition, TxnState
 from txnwatch.kafka import ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.kafka.batches import Call
 from txnwatch.kafka.errors import CORRUPT
 from txnwatch.kafka.poll import Collected, collect
 from txnwatch.kafka.wire import ManagerWire, Reply
-from txnwatch.model import TopicPartition, TxnState
 
 TXN_STATE = "__transaction_state"
 

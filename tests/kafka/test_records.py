@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from txnwatch.core.model import PartitionSnapshot, TimeLagUnknown, TopicPartition
 from txnwatch.kafka.records import Dated, RecordDates, Unreadable, fetch_calls, first_data_record, parse_fetch
-from txnwatch.model import PartitionSnapshot, TimeLagUnknown, TopicPartition
 
 TP = TopicPartition("orders", 0)
 

@@ -9,7 +9,8 @@ import tracemalloc
 import pytest
 from prometheus_client import CollectorRegistry
 
-from txnwatch.api.throttle import AuthFailureMetrics, AuthThrottle, client_key, shared_counts
+from txnwatch.metrics.auth_failures import AuthFailureMetrics, shared_counts
+from txnwatch.serve.api.throttle import AuthThrottle, client_key
 
 
 class Clock:

@@ -9,10 +9,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.lagmetrics import Granularity, LagMetricOptions
-from txnwatch.metrics import LagCollector
-from txnwatch.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
-from txnwatch.state import ClusterView, LatestState
+from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
+from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.metrics.lag import Granularity, LagMetricOptions
+from txnwatch.metrics.registry import LagCollector
 
 
 def _registry(options: LagMetricOptions) -> CollectorRegistry:

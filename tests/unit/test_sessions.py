@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from txnwatch.api import sessions
-from txnwatch.api.sessions import EXPIRED, FORGED, SESSION_TTL_S, VALID, issue, session_key, verify
+from txnwatch.serve.api import sessions
+from txnwatch.serve.api.sessions import EXPIRED, FORGED, SESSION_TTL_S, VALID, issue, session_key, verify
 
 TOKEN = SecretStr("r34d-t0ken")
 NOW = 1_764_000_000.0

@@ -23,10 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
-from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.verification import VerificationCheck
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupLag,
     HangingTransaction,
@@ -38,7 +35,10 @@ from txnwatch.model import (
     Transition,
     Undetermined,
 )
-from txnwatch.vocabulary import TxnEvent
+from txnwatch.core.vocabulary import TxnEvent
+from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.detect.verification import VerificationCheck
 
 __all__ = [
     "INITIAL",

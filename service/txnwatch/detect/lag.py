@@ -46,7 +46,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from txnwatch.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
 
 LsoHistory = tuple[tuple[int, int], ...]  # (ms, lso), oldest first
 CommitKey = tuple[str, TopicPartition]  # (group id, partition)

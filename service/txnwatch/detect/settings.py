@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from txnwatch.config import DetectionConfig
+    from txnwatch.core.config import DetectionConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,9 +44,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from txnwatch.core.model import TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import OPEN_STATES, PREPARE_STATES, VALID_PREVIOUS, TxnEvent, TxnState
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import TxnLogKind, TxnLogRecord
-from txnwatch.vocabulary import OPEN_STATES, PREPARE_STATES, VALID_PREVIOUS, TxnEvent, TxnState
 
 EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
@@ -58,7 +58,7 @@ _OPEN, _PREPARE = frozenset(OPEN_STATES), frozenset(PREPARE_STATES)
 # How the current abort came about (IdState.abort).
 ABORT_CLIENT, ABORT_SERVER, ABORT_AMBIGUOUS, ABORT_TIMEOUT = "client", "server", "ambiguous", "timeout"
 
-#: Event names (txnwatch.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
+#: Event names (txnwatch.core.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
 #: bound once here because the hot path names one per record.
 COMMIT, ABORT, EPOCH_BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
 PRODUCER_ID_CHANGE, TIMEOUT_ABORT = TxnEvent.PRODUCER_ID_CHANGE.value, TxnEvent.TIMEOUT_ABORT.value

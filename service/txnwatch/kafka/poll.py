@@ -21,6 +21,7 @@ coordinator, which detection tells apart by state.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,13 +29,7 @@ from typing import TypeVar
 
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from txnwatch.kafka import batches, errors, parse, records
-from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
-from txnwatch.kafka.errors import ClusterUnreachable
-from txnwatch.kafka.records import RecordDates
-from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.kafka.wire import Reply, Wire
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,
@@ -44,8 +39,15 @@ from txnwatch.model import (
     TopicPartition,
     TransactionDescription,
 )
+from txnwatch.kafka import batches, errors, parse, records
+from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.records import RecordDates
+from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.wire import Reply, Wire
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -124,6 +126,9 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
     group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
                                                  third.committed.get(g.group_id, {})) for g in groups}
     dated, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    for problem in fetch_errors:
+        if problem.name == errors.CORRUPT:  # an unreadable record: found once, then answered from the cache
+            log.warning("cluster %s: Fetch %s: %s", settings.name, problem.target, problem.message)
     snapshot = ClusterSnapshot(
         cluster=settings.name,
         taken_at_ms=taken_at_ms,

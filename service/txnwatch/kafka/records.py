@@ -38,9 +38,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c, decode_varint
 
-from txnwatch.kafka import decompress, errors
-from txnwatch.kafka.batches import Call, by_node
-from txnwatch.model import (
+from txnwatch.core.model import (
     GroupSnapshot,
     PartitionSnapshot,
     RequestError,
@@ -48,6 +46,8 @@ from txnwatch.model import (
     TopicPartition,
     UnreadableRecord,
 )
+from txnwatch.kafka import decompress, errors
+from txnwatch.kafka.batches import Call, by_node
 
 #: Fetch v12 is the last that names topics (v13+ uses topic ids).
 _FETCH_VERSION = 12

@@ -16,7 +16,7 @@ from txnwatch.kafka.msk import MskIamSigner
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
 
 if TYPE_CHECKING:
-    from txnwatch.config import ClusterConfig
+    from txnwatch.core.config import ClusterConfig
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]

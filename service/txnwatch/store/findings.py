@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from txnwatch.core.model import ClusterSnapshot, incident_key
 from txnwatch.detect import Findings
-from txnwatch.model import ClusterSnapshot, incident_key
 from txnwatch.store import models as m
 
 

@@ -33,8 +33,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.logbudget import describe
-from txnwatch.model import ClusterSnapshot
+from txnwatch.core.logbudget import describe
+from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.detect import lag
 from txnwatch.kafka import records
-from txnwatch.model import ClusterSnapshot, GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 
 
 def test_trailing_commit_marker_is_not_lag() -> None:
