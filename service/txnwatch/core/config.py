@@ -60,6 +60,13 @@ class _Strict(BaseModel):
 
 
 def _check_regexes(patterns: list[str]) -> list[str]:
+    """Each pattern compiles; one line naming the first that does not.
+
+    Patterns must match a whole name (``re.fullmatch``), so a pattern written for kafka_exporter's
+    search semantics (``^orders``) needs its ``.*`` (``orders.*``).  Python's engine backtracks: a
+    pattern with nested quantifiers such as ``(a+)+`` can take exponential time on a long tenant
+    name; keep patterns to prefixes, alternations and character classes.
+    """
     for pattern in patterns:
         try:
             re.compile(pattern)
@@ -107,8 +114,23 @@ class ClusterConfig(_Strict):
     connect_timeout_ms: int = Field(default=5_000, ge=100, le=300_000, description="How long the first "
                                     "connection (TCP, TLS, SASL, metadata) may take before the cluster is "
                                     "reported unreachable.")
-    topics_include: list[str] = Field(default_factory=lambda: [".*"])
-    topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
+    topics_include: list[str] = Field(default_factory=lambda: [".*"], description="Topics watched: regular "
+                                      "expressions that must match the whole name (kafka_exporter's --topic.filter, "
+                                      "KMinion's allowedTopics).")
+    topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"], description="Topics left out even if "
+                                      "included, whole-name matches (--topic.exclude, ignoredTopics).")
+    groups_include: list[str] = Field(default_factory=lambda: [".*"], description="Consumer groups whose offsets "
+                                      "are fetched: whole-name matches (kafka_exporter's --group.filter, KMinion's "
+                                      "allowedGroups).")
+    groups_exclude: list[str] = Field(default_factory=list, description="Consumer groups left out even if "
+                                      "included, whole-name matches (--group.exclude, ignoredGroups).")
+    max_groups: int = Field(default=500, ge=0, le=1_000_000, description="Consumer groups given lag series, "
+                            "lag rows and API rows per poll, the most lagging first; the rest are counted in "
+                            "txnwatch_cardinality_omitted (docs/metrics.md).")
+    max_group_partitions: int = Field(default=5_000, ge=0, le=10_000_000, description="Group partitions over "
+                                      "all kept groups; a group is kept or left out whole.")
+    lag_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides the "
+                                                      "top-level lag_sample_interval_seconds for this cluster.")
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
     time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
                                            "whose first unconsumed record is fetched per poll to measure time lag "
@@ -199,7 +221,7 @@ class ClusterConfig(_Strict):
                 raise ValueError(f"{server!r} is not host:port")
         return value
 
-    @field_validator("topics_include", "topics_exclude")
+    @field_validator("topics_include", "topics_exclude", "groups_include", "groups_exclude")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         return _check_regexes(value)
@@ -473,6 +495,10 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./var/txnwatch.db"
     clusters: list[ClusterConfig] = Field(default_factory=list)
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
+    lag_sample_interval_seconds: float = Field(default=300, ge=0, le=86_400, description=(
+        "How often a cluster's consumer lag is written to the database (group pages of the API and console, "
+        "incident context, the pipeline's lag rollups): once per interval, aligned to the clock; 0 writes "
+        "every poll. /metrics always shows the latest poll. See docs/performance.md for the sizing rule."))
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
@@ -528,6 +554,10 @@ class Settings(BaseSettings):
 
     def interval_for(self, cluster: ClusterConfig) -> float:
         return cluster.poll_interval_seconds or self.poll_interval_seconds
+
+    def lag_sample_interval_for(self, cluster: ClusterConfig) -> float:
+        own = cluster.lag_sample_interval_seconds
+        return self.lag_sample_interval_seconds if own is None else own
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from txnwatch.runtime.publication import Publication, Publisher
 from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
+from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 
@@ -136,7 +137,8 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
-                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
+                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact,
+                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}))
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
@@ -144,10 +146,10 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
                          PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
-    evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
         connection_settings = ClusterConnectionSettings.from_config(cluster)
+        evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection, cluster))
         collectors.append((
             ClusterPollLoop(cluster.name, connect=partial(ClusterConnection, connection_settings),
                              evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),
