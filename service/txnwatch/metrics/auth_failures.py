@@ -33,6 +33,11 @@ class AuthFailureMetrics(Collector):
         if registry is not None:
             registry.register(self)
 
+    @property
+    def counts(self) -> Any:
+        """The counts, for API worker processes to add to (a shared Array when built with one)."""
+        return self._counts
+
     def inc(self, kind: str, result: str) -> None:
         with self._counts.get_lock():
             self._counts[_SLOT[kind, result]] += 1

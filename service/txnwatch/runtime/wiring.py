@@ -46,7 +46,7 @@ from txnwatch.core.model import AbortOutcome, TopicPartition
 from txnwatch.core.views import HistoryView, LatestState
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.fleet.leadership import Leadership, SingleInstance, leadership_for
-from txnwatch.metrics.auth_failures import AuthFailureMetrics
+from txnwatch.metrics.auth_failures import AuthFailureMetrics, shared_counts
 from txnwatch.metrics.exposition import Exposition
 from txnwatch.metrics.lag import LagMetricOptions
 from txnwatch.metrics.poll_counters import PollMetrics
@@ -66,13 +66,12 @@ STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None,
-                  auth_counts: Any = None) -> Runtime:
+def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None) -> Runtime:
     """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, tools).
 
     ``publish_to``: the directory the API worker processes read (``api.workers`` ≥ 1); each render of the
-    exposition is written there with the clusters' views (txnwatch.runtime.publication).  ``auth_counts``: the
-    failed-authentication counts those workers add to (txnwatch.metrics.auth_failures.shared_counts)."""
+    exposition is written there with the clusters' views (txnwatch.runtime.publication).  The workers add
+    their failed authentications to counts in shared memory this process renders (``auth_failures.counts``)."""
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
@@ -89,7 +88,8 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
                    state=state, leadership=leadership,
                    registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
-                   auth_failures=AuthFailureMetrics(registry, auth_counts), services=services)
+                   auth_failures=AuthFailureMetrics(registry, shared_counts() if publish_to is not None else None),
+                   services=services)
 
 
 def build_api_runtime(settings: Settings, directory: Path, auth_counts: Any = None) -> Runtime:

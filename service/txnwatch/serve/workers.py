@@ -150,7 +150,6 @@ def run_with_workers(settings: Settings, listener: socket.socket, *, check_every
     """The daemon with API workers: services here, HTTP there, until SIGTERM or SIGINT.
 
     Raises :class:`RuntimeError` when a service fails to start (the caller turns it into an exit code)."""
-    from txnwatch.metrics.auth_failures import shared_counts
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
 
@@ -162,9 +161,9 @@ def run_with_workers(settings: Settings, listener: socket.socket, *, check_every
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     directory = make_directory()
-    auth_counts = shared_counts()  # the workers count failed authentications, this process renders them
-    runtime = build_runtime(settings, publish_to=directory, auth_counts=auth_counts)
-    pool = WorkerPool(settings, listener, directory, settings.api.workers, auth_counts)
+    runtime = build_runtime(settings, publish_to=directory)
+    # The workers count failed authentications in shared memory, this process renders them.
+    pool = WorkerPool(settings, listener, directory, settings.api.workers, runtime.auth_failures.counts)
     try:
         runtime.start()
         pool.start()

@@ -19,7 +19,7 @@ credential is answered 429 with ``Retry-After`` until the window ends, the right
 
 The windows are per process: with ``api.workers: N`` each worker keeps its own (a client whose connections
 reach several workers gets up to N times the limit), as does each replica.  The counter is shared by the
-workers (:class:`txnwatch.metrics.auth_failures.AuthFailureMetrics`).
+workers (txnwatch.metrics.auth_failures).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from txnwatch.metrics.auth_failures import AuthFailureMetrics
+from typing import Protocol
 
 log = logging.getLogger("txnwatch.auth")
 
@@ -90,10 +89,16 @@ class _Budget:
         return suppressed
 
 
+class FailureCounter(Protocol):
+    """Where failures are counted: txnwatch.metrics.auth_failures.AuthFailureMetrics (the runtime's)."""
+
+    def inc(self, kind: str, result: str) -> None: ...
+
+
 class AuthThrottle:
     """One per process; the API's guard, the console login and the admin check share it."""
 
-    def __init__(self, *, limit: int, window_s: float, metrics: AuthFailureMetrics | None = None,
+    def __init__(self, *, limit: int, window_s: float, metrics: FailureCounter | None = None,
                  max_clients: int = MAX_CLIENTS, max_lines_per_window: int = MAX_LINES_PER_WINDOW,
                  max_audits_per_window: int = MAX_AUDITS_PER_WINDOW,
                  clock: Callable[[], float] = time.monotonic) -> None:
