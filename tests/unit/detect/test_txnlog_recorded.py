@@ -118,6 +118,27 @@ def found(case: int) -> dict[str, Any]:
     return {"events": dict(events), "digest": digest}
 
 
+def test_the_id_state_and_transition_carry_each_field_under_its_own_name() -> None:
+    """The per-record path builds both tuples positionally for speed; every field must land by name."""
+    first = TxnLogRecord("tid", 3, 41, 5, TxnLogKind.VALUE, TxnState.ONGOING, None, 11, 2, 60_000, (("t", 9),),
+                         1_000, 900, None, None, 2)
+    state_one, _ = d.apply(d.TxnLogState(), [first])
+    rec = first._replace(state=TxnState.PREPARE_COMMIT, producer_epoch=3, offset=42, last_update_ms=1_500,
+                         client_transaction_version=1)
+    state, found = d.apply(state_one, [rec])
+    s = state.ids["tid"]
+    assert (s.state, s.producer_id, s.producer_epoch, s.timeout_ms, s.start_ms, s.last_update_ms, s.partitions,
+            s.client_transaction_version, s.client_tv, s.abort, s.log_partition, s.offset) == (
+        TxnState.PREPARE_COMMIT, 11, 3, 60_000, 900, 1_500, (("t", 9),), 1, 1, None, 3, 42)
+    assert (s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts) == (0, 0, 1, 0, 0)
+    t = found.transitions[0]
+    assert t._asdict() == {
+        "transactional_id": "tid", "at_ms": 1_500, "log_partition": 3, "offset": 42, "from_state": "Ongoing",
+        "to_state": "PrepareCommit", "producer_id": 11, "producer_epoch": 3, "prev_producer_id": 11,
+        "prev_producer_epoch": 2, "timeout_ms": 60_000, "start_ms": 900, "partitions": (("t", 9),),
+        "events": ("epoch_bump",), "duration_ms": None, "client_transaction_version": 1, "detail": None}
+
+
 def _recorded() -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = json.loads(DATA.read_text())["cases"]
     return cases
