@@ -128,27 +128,27 @@ def free_port() -> int:
 
 def serve(url: str, port: int, workers: int) -> None:
     """Runs in the server subprocess: uvicorn in this process (``api.workers: 0``) or ``workers`` API worker
-    processes fed by this one's publication (``api.workers: N``, as txnwatch.api_workers runs them)."""
+    processes fed by this one's publication (``api.workers: N``, as txnwatch.serve.workers runs them)."""
     import gc
     import signal
     import threading
 
     import uvicorn
 
-    from txnwatch.api.app import create_app
-    from txnwatch.api_workers import WorkerPool
-    from txnwatch.config import Settings
-    from txnwatch.publication import make_directory, remove_directory
-    from txnwatch.server import bind
-    from txnwatch.wiring import build_runtime
+    from txnwatch.core.config import Settings
+    from txnwatch.runtime.publication import make_directory, remove_directory
+    from txnwatch.runtime.wiring import build_runtime
+    from txnwatch.serve.app import create_app
+    from txnwatch.serve.server import bind
+    from txnwatch.serve.workers import WorkerPool
 
     settings = Settings(database_url=url, api={"port": port, "workers": workers},
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
     if not workers:
         app = create_app(build_runtime(settings, collect=False))
-        gc.freeze()  # as txnwatch.server does before serving
+        gc.freeze()  # as txnwatch.serve.server does before serving
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="asyncio",
-                    http="h11")  # as txnwatch.server runs it in the daemon's process
+                    http="h11")  # as txnwatch.serve.server runs it in the daemon's process
         return
     directory = make_directory()
     runtime = build_runtime(settings, collect=False, publish_to=directory)

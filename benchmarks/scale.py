@@ -97,8 +97,8 @@ def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dic
 def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tuple[Any, dict[str, float]]:
     """Parse, assemble, detect, publish: the CPU part of one poll.  Returns the detector and stage times."""
     from txnwatch import detect
+    from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot
     from txnwatch.kafka import parse
-    from txnwatch.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot
 
     stages: dict[str, float] = {}
     t = time.perf_counter()
@@ -131,7 +131,7 @@ def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tupl
 
 def child(partitions: int, group_partitions: int, ids: int, polls: int, profile: bool) -> dict[str, Any]:
     from txnwatch import detect
-    from txnwatch.state import LatestState
+    from txnwatch.core.views import LatestState
 
     base_mb = _rss_mb()
     state, detector = LatestState(["bench"]), detect.INITIAL

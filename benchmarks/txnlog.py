@@ -49,9 +49,9 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
                 else str(Path(__file__).resolve().parents[1] / "service"))
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 from txnwatch.kafka.txnlog import decode_record
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
@@ -206,9 +206,9 @@ class ScheduledLog:
 
 def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict[str, float]:
     """Real ClusterTail + database on a log written at ``rate_txn_s``: how long from write to commit."""
-    from txnwatch.state import LatestState
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
     from txnwatch.store import txnlog as store_txnlog
-    from txnwatch.txnlog_service import ClusterTail
 
     raw = list(tv2_stream(ids, int(rate_txn_s * seconds), per_second=rate_txn_s))
     engine, sessions, _ = _sessions(url)
@@ -245,8 +245,8 @@ def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict
 def tail_throughput(raw: list[tuple[float, bytes, bytes, int]], per_fetch: int, url: str | None) -> float:
     """The real ClusterTail (apply -> store, commits as it decides) on already decoded records, as fast as it can:
     small fetches are what a caught-up consumer gets, and each used to cost a database transaction."""
-    from txnwatch.state import LatestState
-    from txnwatch.txnlog_service import ClusterTail
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
 
     records = decode_all(raw)
     engine, sessions, _ = _sessions(url)

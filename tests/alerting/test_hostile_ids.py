@@ -25,9 +25,9 @@ from txnwatch.alerting.channel_text import SLACK_SECTION_MAX, bounded_json, slac
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.alerting.pagerduty import pagerduty_event
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
-from txnwatch.config import Settings
+from txnwatch.core.config import Settings
+from txnwatch.core.model import OverdueTransaction, TopicPartition, TxnState
 from txnwatch.detect import Findings
-from txnwatch.model import OverdueTransaction, TopicPartition, TxnState
 from txnwatch.store import models as m
 
 PHISH = "<!channel> <https://evil.example|sign in again>"

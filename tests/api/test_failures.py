@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING, seed_scenario
 from tests.fixtures.postgres_server import PostgresServer, start_postgres
+from txnwatch.runtime.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 TOKEN = "s3cret-read-token"
 READ_URLS = ["/api/v1/clusters", f"/api/v1/clusters/{PROD}", "/api/v1/transactions",

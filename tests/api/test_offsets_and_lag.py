@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.api.factory import PROD, STAGING
+from tests.api.factory import PROD, STAGING, UNREADABLE
 from tests.api.helpers import flat, invalid_param, ok, walk
 
 
@@ -50,7 +50,11 @@ def test_one_group_per_partition(client: TestClient) -> None:
             for p in group["partition_lags"]]
     assert lags == [(0, 400, 20, 1520, 30.0), (1, 990, 0, 10, 0.0), (2, 800, 0, 0, None), (3, 400, 20, 200, 12.5)]
     assert (group["lag_lso"], group["lag_hwm"]) == (40, 1730)
-    assert ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")["partitions"] == 2
+    assert {p["lag_seconds_unknown"] for p in group["partition_lags"]} == {None}
+    audit = ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")
+    assert audit["partitions"] == 2
+    eu = [p for p in audit["partition_lags"] if p["topic"] == "payments-eu"]
+    assert [(p["lag_seconds"], p["lag_seconds_unknown"]) for p in eu] == [(None, UNREADABLE)]
 
 
 def test_a_group_that_stopped_committing_shows_where_it_stopped(client: TestClient) -> None:

@@ -119,7 +119,7 @@ def _pod_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str,
 
 def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ConfigMap plus the pod's TXNWATCH_* environment are a valid txnwatch configuration."""
-    from txnwatch.config import load_settings
+    from txnwatch.core.config import load_settings
 
     docs = render(*VALUES["production"])
     (cm,) = [d for d in by_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
@@ -147,7 +147,7 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
 
 
 def test_default_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from txnwatch.config import load_settings
+    from txnwatch.core.config import load_settings
 
     (cm,) = [d for d in by_kind(render(), "ConfigMap") if "config.yaml" in d["data"]]
     config = tmp_path / "config.yaml"

@@ -66,7 +66,7 @@ def test_no_secret_is_spliced_into_config_or_environment(tmp_path: Path) -> None
 
 
 def test_password_file_problems_are_one_clear_line(tmp_path: Path) -> None:
-    from txnwatch.config import ConfigError, load_settings
+    from txnwatch.core.config import ConfigError, load_settings
 
     cluster = {"name": "c", "bootstrap_servers": "k:1", "security_protocol": "SASL_PLAINTEXT",
                "sasl_mechanism": "PLAIN", "sasl_username": "u"}

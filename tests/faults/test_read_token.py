@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from txnwatch.api.app import create_app
-from txnwatch.api.routers.security import COOKIE
-from txnwatch.config import Settings
+from txnwatch.core.config import Settings
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.api.security import COOKIE
+from txnwatch.serve.app import create_app
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 TOKEN = "r34d-t0ken"
 GUARDED = ["/metrics", "/openapi.json", "/docs", "/redoc", "/api/v1/clusters", "/api/v1/alerts", "/no/such/page"]

@@ -10,11 +10,11 @@ import pytest
 from kafka.errors import KafkaConnectionError
 
 from tests.kafka import answers as a
+from txnwatch.core.model import TopicPartition
 from txnwatch.kafka import AbortOutcome, ClusterUnreachable
 from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.batches import Call
 from txnwatch.kafka.wire import Reply
-from txnwatch.model import TopicPartition
 
 TP = TopicPartition("orders", 0)
 

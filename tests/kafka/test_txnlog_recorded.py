@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from txnwatch.kafka.txnlog import decode_record
-from txnwatch.model import RequestError
+from txnwatch.core.model import RequestError
 
 DATA = Path(__file__).with_name("data") / "txnlog_decode_recorded.json"
 CASES = 1_500

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from txnwatch import humanize
+from txnwatch.core import humanize
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -35,7 +35,7 @@ def test_timestamp_and_ago() -> None:
 
 
 def test_find_hanging_table_fits_the_terminal_and_loses_nothing() -> None:
-    from txnwatch.oneshot import render_table
+    from txnwatch.cli.hanging import render_table
 
     result = {"cluster": "c", "max_transaction_timeout_ms": 900_000, "undetermined": [], "hanging": [
         {"topic": "orders-with-a-rather-long-topic-name", "partition": 3, "producer_id": 123456, "producer_epoch": 3,

@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# The built-in rule names and their runbooks are spelled once, in txnwatch.vocabulary.
-from txnwatch.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN
-from txnwatch.vocabulary import HANGING_TRANSACTION as HANGING_TRANSACTION
-from txnwatch.vocabulary import LSO_STALL as LSO_STALL
-from txnwatch.vocabulary import PREPARE_STUCK as PREPARE_STUCK
-from txnwatch.vocabulary import RULES as RULES
-from txnwatch.vocabulary import TRANSACTION_TIMEOUT_EXCEEDED as TRANSACTION_TIMEOUT_EXCEEDED
-from txnwatch.vocabulary import VERIFICATION_FAILURE_RATE as VERIFICATION_FAILURE_RATE
-from txnwatch.vocabulary import runbook_link as runbook_link
+# The built-in rule names and their runbooks are spelled once, in txnwatch.core.vocabulary.
+from txnwatch.core.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN
+from txnwatch.core.vocabulary import HANGING_TRANSACTION as HANGING_TRANSACTION
+from txnwatch.core.vocabulary import LSO_STALL as LSO_STALL
+from txnwatch.core.vocabulary import PREPARE_STUCK as PREPARE_STUCK
+from txnwatch.core.vocabulary import RULES as RULES
+from txnwatch.core.vocabulary import TRANSACTION_TIMEOUT_EXCEEDED as TRANSACTION_TIMEOUT_EXCEEDED
+from txnwatch.core.vocabulary import VERIFICATION_FAILURE_RATE as VERIFICATION_FAILURE_RATE
+from txnwatch.core.vocabulary import runbook_link as runbook_link
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from txnwatch.core.model import TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import OPEN_STATES, PREPARE_STATES, TxnState
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.detect.txnlog_rules import (
     ABORT,
@@ -39,8 +41,6 @@ from txnwatch.detect.txnlog_rules import (
     after_other,
     after_value,
 )
-from txnwatch.model import TxnLogKind, TxnLogRecord
-from txnwatch.vocabulary import OPEN_STATES, PREPARE_STATES, TxnState
 
 # Names the store, the tail and the tests take from here (the record rules live in txnlog_rules).
 __all__ = [

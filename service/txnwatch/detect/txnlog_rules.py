@@ -44,8 +44,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from txnwatch.model import TxnLogKind, TxnLogRecord
-from txnwatch.vocabulary import OPEN_STATES, VALID_PREVIOUS, TxnEvent, TxnState
+from txnwatch.core.model import TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import OPEN_STATES, VALID_PREVIOUS, TxnEvent, TxnState
 
 EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
@@ -56,7 +56,7 @@ _OPEN = frozenset(OPEN_STATES)
 # How the current abort came about (IdState.abort).
 ABORT_CLIENT, ABORT_SERVER, ABORT_AMBIGUOUS, ABORT_TIMEOUT = "client", "server", "ambiguous", "timeout"
 
-#: Event names (txnwatch.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
+#: Event names (txnwatch.core.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
 #: bound once here because the hot path names one per record.
 COMMIT, ABORT, EPOCH_BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
 PRODUCER_ID_CHANGE, TIMEOUT_ABORT = TxnEvent.PRODUCER_ID_CHANGE.value, TxnEvent.TIMEOUT_ABORT.value

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from txnwatch.core.model import AbortOutcome, RequestError, TopicPartition
 from txnwatch.kafka import batches, errors, parse
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.wire import Wire
-from txnwatch.model import AbortOutcome, RequestError, TopicPartition
 
 
 async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, producer_id: int,

@@ -19,6 +19,7 @@ from typing import TypeVar
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
+from txnwatch.core.model import AbortOutcome, ClusterSnapshot, TopicPartition
 from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
@@ -26,7 +27,6 @@ from txnwatch.kafka.poll import collect
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
-from txnwatch.model import AbortOutcome, ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class _Client:
 
 
 class ClusterConnection:
-    """Polls one cluster into :class:`~txnwatch.model.ClusterSnapshot` objects.
+    """Polls one cluster into :class:`~txnwatch.core.model.ClusterSnapshot` objects.
 
     Safe to share between threads: polls and admin aborts may overlap, and the
     underlying IO loop serialises their network work.

@@ -30,10 +30,10 @@ from collections.abc import Mapping
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.kafka import errors
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord
-from txnwatch.vocabulary import STATE_BY_ID, TxnState
 
 TOPIC = "__transaction_state"
 API = "TransactionLog"

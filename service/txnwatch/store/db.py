@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -14,10 +16,53 @@ from sqlalchemy.orm import Session, sessionmaker
 
 
 def normalise_url(url: str) -> str:
-    """Route plain ``postgresql://`` URLs to psycopg 3, the driver txnwatch ships with."""
-    if url.startswith("postgresql://"):
-        return "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    """Route plain ``postgresql://`` URLs (and the ``postgres://`` alias) to psycopg 3, the driver txnwatch ships
+    with."""
+    for alias in ("postgresql://", "postgres://"):
+        if url.startswith(alias):
+            return "postgresql+psycopg://" + url.removeprefix(alias)
     return url
+
+
+def database_problems(url: str) -> list[str]:
+    """What makes ``url`` unusable for the daemon, found without connecting: one line each, for ``config check``,
+    ``migrate`` and ``run`` to print before anything else happens.
+
+    An in-memory SQLite database belongs to the connection that opened it: the schema check (a child process),
+    the collector's threads, the API and its worker processes would each see an empty database of their own,
+    and the first write fails with "no such table" far from its cause. A SQLite path must be creatable and
+    writable, with its directory (WAL keeps two more files beside it). PostgreSQL is only known by connecting.
+    """
+    parsed = make_url(normalise_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return []
+    database = parsed.database or ""
+    if database in ("", ":memory:") or parsed.query.get("mode") == "memory" or "mode=memory" in database:
+        return ["an in-memory SQLite database (sqlite://) cannot serve txnwatch: each of its threads and "
+                "processes would open an empty database of its own; give a file, e.g. sqlite:///./var/txnwatch.db"]
+    problem = _sqlite_path_problem(Path(database.removeprefix("file:").split("?", 1)[0]))
+    return [problem] if problem else []
+
+
+def _sqlite_path_problem(path: Path) -> str | None:
+    """Why the SQLite file at ``path`` could not be created or written, if it could not (tried with a temporary
+    file where the database's directory would be made, and removed at once)."""
+    target = path if path.is_absolute() else Path.cwd() / path
+    if target.is_dir():
+        return f"SQLite database {str(path)!r} is a directory"
+    existing = target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"SQLite database {str(path)!r}: cannot create its directory: {str(existing)!r} is not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"SQLite database {str(path)!r}: cannot write in {str(existing)!r}: {exc.strerror or exc}"
+    if target.exists() and not os.access(target, os.R_OK | os.W_OK):
+        return f"SQLite database {str(path)!r}: the file is not readable and writable by this user"
+    return None
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

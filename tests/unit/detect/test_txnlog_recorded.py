@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from txnwatch.detect import txnlog as d
-from txnwatch.model import TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
 
 DATA = Path(__file__).with_name("data") / "txnlog_apply_recorded.json"
 CASES = 400
