@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from txnwatch.kafka.txnlog import decode_record
 from txnwatch.core.model import RequestError
+from txnwatch.kafka.txnlog import decode_record
 
 DATA = Path(__file__).with_name("data") / "txnlog_decode_recorded.json"
 CASES = 1_500

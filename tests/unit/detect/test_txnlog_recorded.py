@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from txnwatch.detect import txnlog as d
 from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.detect import txnlog as d
 
 DATA = Path(__file__).with_name("data") / "txnlog_apply_recorded.json"
 CASES = 400
