@@ -97,32 +97,22 @@ class ClusterConnectionSettings:
         if self.sasl_mechanism == "AWS_MSK_IAM" and self.security_protocol != "SASL_SSL":
             raise ValueError(f"cluster {self.name!r}: AWS_MSK_IAM needs security_protocol SASL_SSL")
         # Compile now so a bad pattern fails at configuration time, not mid-poll.
-        _ = self._include, self._exclude, self._groups_include, self._groups_exclude
+        _ = self._topics, self._groups
 
     @cached_property
-    def _include(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.topics_include)
+    def _topics(self) -> _Selection:
+        return _Selection.compile(self.topics_include, self.topics_exclude)
 
     @cached_property
-    def _exclude(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.topics_exclude)
-
-    @cached_property
-    def _groups_include(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.groups_include)
-
-    @cached_property
-    def _groups_exclude(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.groups_exclude)
+    def _groups(self) -> _Selection:
+        return _Selection.compile(self.groups_include, self.groups_exclude)
 
     def watches(self, topic: str, *, internal: bool = False) -> bool:
-        if internal:
-            return False
-        return _selected(topic, self._include, self._exclude)
+        return not internal and self._topics.selects(topic)
 
     def watches_group(self, group_id: str) -> bool:
         """Whether the group's offsets are fetched (and so its lag has series, rows and API rows)."""
-        return _selected(group_id, self._groups_include, self._groups_exclude)
+        return self._groups.selects(group_id)
 
     @cached_property
     def sasl_provider(self) -> OidcTokenProvider | MskIamSigner | None:
@@ -196,11 +186,22 @@ class ClusterConnectionSettings:
         )
 
 
-def _selected(name: str, include: tuple[re.Pattern[str], ...], exclude: tuple[re.Pattern[str], ...]) -> bool:
-    """Full-match semantics: a pattern must match the whole name, so ``orders`` is one name, not a prefix."""
-    if include and not any(p.fullmatch(name) for p in include):
-        return False
-    return not any(p.fullmatch(name) for p in exclude)
+@dataclass(frozen=True)
+class _Selection:
+    """Include and exclude patterns, compiled once; exclude wins."""
+
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def compile(cls, include: tuple[str, ...], exclude: tuple[str, ...]) -> _Selection:
+        return cls(tuple(re.compile(p) for p in include), tuple(re.compile(p) for p in exclude))
+
+    def selects(self, name: str) -> bool:
+        """Full-match semantics: a pattern must match the whole name, so ``orders`` is one name, not a prefix."""
+        if self.include and not any(p.fullmatch(name) for p in self.include):
+            return False
+        return not any(p.fullmatch(name) for p in self.exclude)
 
 
 def _oauth(config: ClusterConfig) -> OAuthSettings | None:
