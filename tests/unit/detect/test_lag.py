@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
 from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.detect import lag
@@ -121,18 +119,3 @@ def test_last_commit_is_the_poll_that_first_saw_the_offset_and_unknown_before_a_
     (row,) = lag.group_lags(snap(20), {}, 4_000, seen)
     assert row.last_commit_ms == 3_000
     assert lag.track_commits(seen, snapshot(), 5_000) == {}  # the group vanished
-
-
-@pytest.mark.parametrize(("committed", "lso", "hwm", "expected"), [
-    pytest.param(1284, 30, 1290, lag.LsoPosition.PAST_LSO, id="read-uncommitted-far-past-the-lso-is-not-stuck"),
-    pytest.param(31, 30, 1290, lag.LsoPosition.PAST_LSO, id="one-past-the-lso-is-already-read-uncommitted"),
-    pytest.param(30, 30, 1290, lag.LsoPosition.AT_LSO, id="at-a-pinned-lso-with-records-beyond-is-stuck"),
-    pytest.param(30, 30, 30, lag.LsoPosition.BEFORE_LSO, id="at-the-end-with-nothing-open-is-caught-up"),
-    pytest.param(30, 30, None, lag.LsoPosition.BEFORE_LSO, id="unknown-hwm-never-claims-stuck"),
-    pytest.param(10, 30, 1290, lag.LsoPosition.BEFORE_LSO, id="records-left-before-the-lso"),
-    pytest.param(10, None, 1290, None, id="unknown-lso"),
-])
-def test_lso_position_follows_the_groups_isolation_and_position(committed: int, lso: int | None, hwm: int | None,
-                                                                 expected: lag.LsoPosition | None) -> None:
-    assert lag.lso_position(committed, lso, hwm) == expected
-    assert lag.isolation_from_position(expected) == ("read_uncommitted" if expected == "past_lso" else None)

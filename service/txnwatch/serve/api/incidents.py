@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from txnwatch.alerting.conditions import abort_at_offset_command
 from txnwatch.core import commands
 from txnwatch.core.config import Settings
+from txnwatch.core.lso_position import LsoPosition, isolation_from_position, lso_position
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, HangingReason
-from txnwatch.detect.lag import LsoPosition, isolation_from_position, lso_position
 from txnwatch.store import context
 from txnwatch.store import models as m
 

@@ -7,8 +7,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from txnwatch.core.lso_position import LsoPosition
 from txnwatch.core.vocabulary import OPEN_STATES, HangingReason, Severity, TxnEvent, TxnState
-from txnwatch.detect.lag import LsoPosition
 
 T = TypeVar("T")
 
