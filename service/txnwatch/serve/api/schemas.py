@@ -286,6 +286,10 @@ class ConsumerGroupSummary(_Out):
     lag_hwm: int | None = Field(description="Total lag against the high watermark, as classic lag exporters "
                                             "report it (overstates read_committed lag by HWM − LSO).")
     max_lag_seconds: float | None = Field(description="Largest estimated time lag of any partition.")
+    lag_seconds_unknown: int = Field(default=0, description="Partitions whose time lag is unknown because their "
+                                                            "first unconsumed record cannot be read (see "
+                                                            "partition_lags[].lag_seconds_unknown in the group's "
+                                                            "detail); max_lag_seconds leaves them out.")
 
 
 class ConsumerGroupPage(Page[ConsumerGroupSummary]):
