@@ -113,9 +113,15 @@ def test_a_worker_reloads_only_what_changed_and_flags_a_silent_collector(seeded,
 
 def test_published_views_leave_out_what_the_api_reads_from_the_database() -> None:
     now_ms = 1_795_000_000_000
-    view = ClusterView(name=PROD, up=True, snapshot=_snapshot(now_ms), findings=object())
+    from txnwatch.core.model import GroupLag, TopicPartition
+    from txnwatch.detect import Findings
+
+    lag = GroupLag(PROD, "g", TopicPartition("orders", 0), 5, 1, 1, 0.5)
+    findings = Findings(PROD, now_ms, lags=(lag,), omitted={("consumer_group", "cap"): 3})
+    view = ClusterView(name=PROD, up=True, snapshot=_snapshot(now_ms), findings=findings)
     kept = light(view)
-    assert kept.snapshot is not None and view.snapshot is not None and kept.findings is None
+    assert kept.snapshot is not None and view.snapshot is not None and kept.findings is not None
+    assert kept.findings.lags == () and kept.findings.omitted == {("consumer_group", "cap"): 3}
     assert (kept.snapshot.partitions, kept.snapshot.groups, kept.snapshot.transactions) == ({}, {}, {})
     assert kept.snapshot.errors == view.snapshot.errors
     assert kept.snapshot.broker_verification == view.snapshot.broker_verification

@@ -36,7 +36,9 @@ def seed(url: str) -> None:
 
 @pytest.fixture(scope="module")
 def secured(seeded: Seeded) -> Iterator[TestClient]:
-    runtime = build_runtime(make_settings(seeded.url, read_token=TOKEN), collect=False)
+    # Many wrong tokens from one client: a limit of failures never reached here (tests/faults/test_brute_force.py).
+    runtime = build_runtime(make_settings(seeded.url, read_token=TOKEN, auth_failures_per_window=10_000),
+                            collect=False)
     with make_client(runtime) as client:
         yield client
     runtime.engine.dispose()

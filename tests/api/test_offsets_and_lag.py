@@ -40,6 +40,8 @@ def test_consumer_groups_latest_lag_vs_lso_and_hwm(client: TestClient) -> None:
     assert orders["max_lag_seconds"] == 30.0
     assert orders["topics"] == ["orders"]
     assert groups[0]["topics"] == ["payments", "payments-eu"]
+    assert (groups[0]["lag_seconds_unknown"], groups[1]["lag_seconds_unknown"]) == (1, 0)
+    assert groups[0]["max_lag_seconds"] == 2.0  # the unknown partition left out
     assert flat(walk(client, "/api/v1/consumer-groups", limit=1)) == groups
     assert ok(client, "/api/v1/consumer-groups", cluster=STAGING)["items"] == []
 
@@ -52,7 +54,7 @@ def test_one_group_per_partition(client: TestClient) -> None:
     assert (group["lag_lso"], group["lag_hwm"]) == (40, 1730)
     assert {p["lag_seconds_unknown"] for p in group["partition_lags"]} == {None}
     audit = ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")
-    assert audit["partitions"] == 2
+    assert (audit["partitions"], audit["lag_seconds_unknown"]) == (2, 1)
     eu = [p for p in audit["partition_lags"] if p["topic"] == "payments-eu"]
     assert [(p["lag_seconds"], p["lag_seconds_unknown"]) for p in eu] == [(None, UNREADABLE)]
 

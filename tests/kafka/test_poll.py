@@ -255,6 +255,21 @@ def test_share_groups_are_listed_but_not_fetched() -> None:
     assert "shared" not in fetched and "shared" not in snap.groups and "etl" in snap.groups
 
 
+def test_group_selection_fetches_only_selected_groups_and_counts_the_rest() -> None:
+    """groups_include/groups_exclude (kafka_exporter's --group.filter/--group.exclude, KMinion's
+    allowedGroups/ignoredGroups), whole-name matches: left-out groups cost no OffsetFetch."""
+    cluster = cluster_with(0)
+    tp = TopicPartition("orders", 0)
+    cluster.groups.update({"etl-retry": (2, {tp: 1}), "etl-console-1": (3, {tp: 2}), "xetl": (1, {tp: 5})})
+    settings = ClusterConnectionSettings(name="lab", bootstrap_servers=("h:1",),
+                                         groups_include=("etl.*", "audit"), groups_exclude=(r".*-console-\d+",))
+    wire = FakeWire(cluster)
+    snap = run(wire, settings).snapshot
+    fetched = {g.group_id for r in wire.rounds for c in r if c.api == "OffsetFetch" for g in c.request.groups}
+    assert fetched == set(snap.groups) == {"etl", "etl-retry", "audit"}  # "xetl": a full match, not a search
+    assert snap.groups_filtered == 2
+
+
 class _InstantManager:
     """Answers every send at once; records them."""
 

@@ -90,3 +90,27 @@ def test_dashboards_query_only_lag_series_that_both_granularities_export() -> No
                for name in promql_metric_names(expr)} & every
     assert queried, "the dashboards query no lag family at all"
     assert queried <= exported["partition"] & exported["topic"], queried - exported["topic"]
+
+
+def test_caps_show_on_metrics_as_series_left_out_and_counted() -> None:
+    """/metrics exports the kept groups only and counts the rest (txnwatch_cardinality_omitted)."""
+    from txnwatch.core.model import TopicPartition, TransactionDescription, TxnState
+    from txnwatch.metrics.registry import build_registry
+
+    parts = tuple(partition(tp=TopicPartition("orders", p), hwm=100, lso=100) for p in range(2))
+    groups = tuple(GroupSnapshot(f"g{i}", "Empty", "consumer", {TopicPartition("orders", 0): 100 - i})
+                   for i in range(5))  # g4 lags most
+    txns = {f"t{i}": TransactionDescription(f"t{i}", 1, TxnState.ONGOING, i, 0, 60_000, 1_000 + i,
+                                            frozenset()) for i in range(53)}
+    snap = replace(snapshot(partitions=parts, groups=groups), groups_filtered=4, transactions=txns)
+    _, findings = detect.evaluate(detect.INITIAL, snap, 0, detect.DetectionSettings(max_groups=2))
+    state = LatestState(["c"])
+    state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+    r = build_registry(state, lambda: True)
+    lagging = {s.labels["consumergroup"] for m in r.collect() if m.name == "kafka_consumergroup_lag" for s in m.samples}
+    assert lagging == {"g4", "g3"}
+    omitted = {(k, why): r.get_sample_value("txnwatch_cardinality_omitted", {"cluster": "c", "kind": k, "reason": why})
+               for k, why in (("consumer_group", "cap"), ("group_partition", "cap"), ("consumer_group", "filter"),
+                              ("transactional_id", "cap"))}
+    assert omitted == {("consumer_group", "cap"): 3, ("group_partition", "cap"): 6, ("consumer_group", "filter"): 4,
+                       ("transactional_id", "cap"): 3}

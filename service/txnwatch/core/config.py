@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import ipaddress
 import json
 import os
 import re
@@ -20,7 +21,16 @@ from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from txnwatch.core.redact import redact
@@ -50,6 +60,13 @@ class _Strict(BaseModel):
 
 
 def _check_regexes(patterns: list[str]) -> list[str]:
+    """Each pattern compiles; one line naming the first that does not.
+
+    Patterns must match a whole name (``re.fullmatch``), so a pattern written for kafka_exporter's
+    search semantics (``^orders``) needs its ``.*`` (``orders.*``).  Python's engine backtracks: a
+    pattern with nested quantifiers such as ``(a+)+`` can take exponential time on a long tenant
+    name; keep patterns to prefixes, alternations and character classes.
+    """
     for pattern in patterns:
         try:
             re.compile(pattern)
@@ -97,8 +114,23 @@ class ClusterConfig(_Strict):
     connect_timeout_ms: int = Field(default=5_000, ge=100, le=300_000, description="How long the first "
                                     "connection (TCP, TLS, SASL, metadata) may take before the cluster is "
                                     "reported unreachable.")
-    topics_include: list[str] = Field(default_factory=lambda: [".*"])
-    topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"])
+    topics_include: list[str] = Field(default_factory=lambda: [".*"], description="Topics watched: regular "
+                                      "expressions that must match the whole name (kafka_exporter's --topic.filter, "
+                                      "KMinion's allowedTopics).")
+    topics_exclude: list[str] = Field(default_factory=lambda: ["^__.*"], description="Topics left out even if "
+                                      "included, whole-name matches (--topic.exclude, ignoredTopics).")
+    groups_include: list[str] = Field(default_factory=lambda: [".*"], description="Consumer groups whose offsets "
+                                      "are fetched: whole-name matches (kafka_exporter's --group.filter, KMinion's "
+                                      "allowedGroups).")
+    groups_exclude: list[str] = Field(default_factory=list, description="Consumer groups left out even if "
+                                      "included, whole-name matches (--group.exclude, ignoredGroups).")
+    max_groups: int = Field(default=500, ge=0, le=1_000_000, description="Consumer groups given lag series, "
+                            "lag rows and API rows per poll, the most lagging first; the rest are counted in "
+                            "txnwatch_cardinality_omitted (docs/metrics.md).")
+    max_group_partitions: int = Field(default=5_000, ge=0, le=10_000_000, description="Group partitions over "
+                                      "all kept groups; a group is kept or left out whole.")
+    lag_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides the "
+                                                      "top-level lag_sample_interval_seconds for this cluster.")
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
     time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
                                            "whose first unconsumed record is fetched per poll to measure time lag "
@@ -189,7 +221,7 @@ class ClusterConfig(_Strict):
                 raise ValueError(f"{server!r} is not host:port")
         return value
 
-    @field_validator("topics_include", "topics_exclude")
+    @field_validator("topics_include", "topics_exclude", "groups_include", "groups_exclude")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         return _check_regexes(value)
@@ -269,16 +301,87 @@ class MetricsConfig(_Strict):
         return value
 
 
+_TOKEN = re.compile(r"^[\x21-\x7e]+$")
+TRUST_ALL = "*"
+
+
+def token_problem(token: SecretStr, otherwise: str = "remove the key to run without one") -> str | None:
+    """Why a token cannot guard anything, in one sentence (never quoting it); None if it can.
+
+    Fail closed: an empty value (an empty key in an existing Secret) would match a request that sends no
+    token at all.  Only visible ASCII: a bearer token travels in an HTTP header, whose bytes servers and
+    clients decode as latin-1 while a form or the config holds UTF-8, so anything else is compared as
+    different bytes on different paths and locks everyone out (RFC 6750's token68 is a subset of this).
+    """
+    value = token.get_secret_value()
+    if not value.strip():
+        return f"is empty or blank: set a token, or {otherwise}"
+    if value != value.strip():
+        return ("starts or ends with whitespace (a Secret made with `echo` ends with a newline; use "
+                "`printf %s` or `kubectl create secret --from-literal`)")
+    if not _TOKEN.match(value):
+        return "must be visible ASCII only (letters, digits, punctuation; no spaces or other characters)"
+    return None
+
+
+def _trusted_proxy(entry: str) -> str:
+    if entry == TRUST_ALL:
+        return entry
+    try:
+        ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        raise ValueError(f"{entry!r} is not an IP address, a network (10.0.0.0/8) or '*'") from None
+    return entry
+
+
 class ApiConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     read_token: SecretStr | None = Field(default=None, description="If set, read endpoints need 'Authorization: Bearer <token>'.")
     admin_enabled: bool = Field(default=False, description="Enables the abort endpoint (WriteTxnMarkers).")
     admin_token: SecretStr | None = None
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1", "::1"], description=(
+        "Addresses or networks (10.0.0.0/8) of the reverse proxies in front of txnwatch (an Ingress controller): "
+        "only their X-Forwarded-For and X-Forwarded-Proto are believed, for the client address failed logins "
+        "are counted against and for the console cookie's Secure flag. '*' trusts every peer (then any "
+        "client can claim any address)."))
+    auth_failures_per_window: int = Field(default=10, ge=1, le=100_000, description=(
+        "Failed authentications (a wrong read token, login or admin token) one client may make per "
+        "auth_failure_window_seconds before its requests are answered 429 until the window ends."))
+    auth_failure_window_seconds: float = Field(default=60, ge=1, le=86_400)
     workers: int = Field(default=0, ge=0, le=32, description=(
         "0: the API and /metrics are served by the daemon's own process (the lean default). N >= 1: by N worker "
         "processes of their own on the same port, so scrapes and requests never wait on a poll; each worker "
         "adds ~85 MB (see docs/performance.md)."))
+
+    @field_validator("read_token")
+    @classmethod
+    def _read_token(cls, value: SecretStr | None) -> SecretStr | None:
+        problem = None if value is None else token_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        problem = (None if value is None or not info.data.get("admin_enabled")
+                   else token_problem(value, "set admin_enabled: false"))
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: Any) -> Any:
+        if isinstance(value, str):  # TXNWATCH_API__TRUSTED_PROXIES=10.0.0.0/8,127.0.0.1 as uvicorn spells it
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        return [_trusted_proxy(entry) for entry in value]
 
     @model_validator(mode="after")
     def _admin(self) -> ApiConfig:
@@ -392,6 +495,10 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./var/txnwatch.db"
     clusters: list[ClusterConfig] = Field(default_factory=list)
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
+    lag_sample_interval_seconds: float = Field(default=300, ge=0, le=86_400, description=(
+        "How often a cluster's consumer lag is written to the database (group pages of the API and console, "
+        "incident context, the pipeline's lag rollups): once per interval, aligned to the clock; 0 writes "
+        "every poll. /metrics always shows the latest poll. See docs/performance.md for the sizing rule."))
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
@@ -447,6 +554,10 @@ class Settings(BaseSettings):
 
     def interval_for(self, cluster: ClusterConfig) -> float:
         return cluster.poll_interval_seconds or self.poll_interval_seconds
+
+    def lag_sample_interval_for(self, cluster: ClusterConfig) -> float:
+        own = cluster.lag_sample_interval_seconds
+        return self.lag_sample_interval_seconds if own is None else own
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

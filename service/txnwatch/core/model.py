@@ -246,6 +246,8 @@ class ClusterSnapshot:
     #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
+    #: Consumer groups the cluster listed that groups_include/groups_exclude left out (their offsets are not fetched).
+    groups_filtered: int = 0
 
     #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
     _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)

@@ -6,7 +6,7 @@
    last stable offset, log start) on every leader for its watched partitions;
    DescribeConfigs for ``transaction.max.timeout.ms`` until it is known.
 3. What round 2 named: DescribeTransactions per coordinator, OffsetFetch per group
-   coordinator.  No FindCoordinator is needed: a broker lists exactly the
+   coordinator (only for the groups ``groups_include``/``groups_exclude`` select).  No FindCoordinator is needed: a broker lists exactly the
    transactional ids and groups it coordinates.
 4. Only when a group lags on a partition whose first unconsumed record is not dated yet: one Fetch of
    that record per partition (bounded per poll, cached), for the time lag.
@@ -102,8 +102,9 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
     second = _fold_round2(await wire.exchange(calls))
 
-    groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
-              if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
+    listed_groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
+                     if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
+    groups = [g for g in listed_groups if settings.watches_group(g.group_id)]
     calls = [*batches.describe_transactions(_by_coordinator(
                  (t.coordinator_id, t.transactional_id)
                  for t in _first_per_key(second.listed, lambda t: t.transactional_id))),
@@ -145,6 +146,7 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
         first_unconsumed_ms={key: d.timestamp_ms for key, d in dated.items() if d.unreadable is None},
         unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
+        groups_filtered=len(listed_groups) - len(groups),
     )
     return Collected(snapshot, max_timeout_ms)
 

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.core.vocabulary import OPEN_STATES, TxnEvent, TxnState
+from txnwatch.detect.cardinality import GROUP_PARTITIONS_OVER_CAP, GROUPS_FILTERED, GROUPS_OVER_CAP
 from txnwatch.metrics.lag import LagMetricOptions, lag_families
 from txnwatch.metrics.render import LeanGauge, int_label
 from txnwatch.metrics.verification import BrokerVerificationCollector
@@ -152,6 +153,10 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
 AGE_THRESHOLDS_S = (10, 60, 300, 900, 3600)
 TOP_TRANSACTIONS = 50
 
+#: txnwatch_cardinality_omitted series every polled cluster has, 0 when nothing is left out.
+TRANSACTIONS_OVER_CAP = ("transactional_id", "cap")
+OMITTED_KINDS = (GROUPS_FILTERED, GROUPS_OVER_CAP, GROUP_PARTITIONS_OVER_CAP, TRANSACTIONS_OVER_CAP)
+
 #: Cumulative per-cluster event counters (ClusterView.counters keys) → counter families.
 EVENT_COUNTERS = {
     TxnEvent.COMMIT: ("txnwatch_transaction_commits", "Transactions observed to complete with a commit."),
@@ -194,6 +199,8 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
     stall_duration = _gauge("txnwatch_lso_stall_duration_seconds", "One series per active LSO stall.",
                             ["cluster", "topic", "partition", "producer_id", "transactional_id", "start_offset"])
     stalls = _gauge("txnwatch_lso_stalls", "Active LSO stall episodes.", ["cluster"])
+    omitted = _gauge("txnwatch_cardinality_omitted", "Objects left out of the per-object series (and of lag rows "
+                     "and the API) by a filter or a cap, by kind and reason.", ["cluster", "kind", "reason"])
     transitions = _counter("txnwatch_transaction_transitions", "Observed coordinator state transitions.",
                            ["cluster", "from_state", "to_state"])
     events = {key: _counter(name, doc, ["cluster"]) for key, (name, doc) in EVENT_COUNTERS.items()}
@@ -208,9 +215,16 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
             if key.startswith("transition:"):
                 _, from_state, to_state = key.split(":", 2)
                 transitions.add_metric([name, from_state, to_state], value)
+        left_out = dict.fromkeys(OMITTED_KINDS, 0)
         if view.snapshot is not None:
-            _transaction_ages(view, now_ms, oldest_by_state, older_than, txn_age, txn_timeout)
+            left_out[TRANSACTIONS_OVER_CAP] = _transaction_ages(view, now_ms, oldest_by_state, older_than, txn_age,
+                                                                 txn_timeout)
         findings = view.findings
+        if findings is not None:
+            left_out.update(findings.omitted)
+        if view.snapshot is not None or findings is not None:
+            for (kind, reason), count in left_out.items():
+                omitted.add_metric([name, kind, reason], count)
         if findings is None:
             continue
         past_timeout.add_metric([name], len(findings.overdue))
@@ -228,12 +242,13 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                                        s.blocking_transactional_id or "", str(s.stalled_lso)],
                                       (s.last_seen_ms - s.started_ms) / 1000)
     yield from (oldest_by_state, older_than, past_timeout, txn_age, txn_timeout, hanging_count, hanging_age, stalled,
-                stall_duration, stalls, transitions,
+                stall_duration, stalls, omitted, transitions,
                 *events.values())
 
 
 def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: LeanGauge,
-                      older_than: LeanGauge, txn_age: LeanGauge, txn_timeout: LeanGauge) -> None:
+                      older_than: LeanGauge, txn_age: LeanGauge, txn_timeout: LeanGauge) -> int:
+    """Fills the age families; returns how many open transactions the top-50 cap left without a series."""
     assert view.snapshot is not None
     open_txns = [t for t in view.snapshot.transactions.values() if t.state in OPEN_STATES and t.start_time_ms is not None]
     ages = {t.transactional_id: max(0.0, (now_ms - (t.start_time_ms or 0)) / 1000) for t in open_txns}
@@ -245,3 +260,4 @@ def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: LeanGau
     for t in sorted(open_txns, key=lambda t: t.start_time_ms or 0)[:TOP_TRANSACTIONS]:
         txn_age.add_metric([view.name, t.transactional_id, t.state.value], ages[t.transactional_id])
         txn_timeout.add_metric([view.name, t.transactional_id], t.timeout_ms / 1000)
+    return max(0, len(open_txns) - TOP_TRANSACTIONS)

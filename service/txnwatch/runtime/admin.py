@@ -28,12 +28,15 @@ class AdminRefused(Exception):
         self.disabled = disabled
 
 
-def check_admin(settings: Settings, offered_token: str | None) -> str:
-    """The actor name for the audit row, or AdminRefused. Constant-time token comparison."""
+def check_admin(settings: Settings, offered_token: bytes | str | None) -> str:
+    """The actor name for the audit row, or AdminRefused.  Constant-time comparison of bytes: the header's
+    bytes as sent (the API), the command line's as UTF-8 (the CLI); an empty token never matches."""
     api = settings.api
     if not api.admin_enabled or api.admin_token is None:
         raise AdminRefused("admin actions are disabled (api.admin_enabled: false)", disabled=True)
-    if not hmac.compare_digest((offered_token or "").encode(), api.admin_token.get_secret_value().encode()):
+    offered = offered_token.encode("utf-8") if isinstance(offered_token, str) else offered_token or b""
+    expected = api.admin_token.get_secret_value().encode("utf-8")
+    if not expected or not hmac.compare_digest(offered, expected):
         raise AdminRefused("admin token missing or wrong", disabled=False)
     return "admin-token"
 
@@ -88,6 +91,17 @@ def audit(session: Session, *, actor: str, target: AbortTarget, dry_run: bool, o
     row = AdminAudit(at=datetime.now(timezone.utc), actor=actor, action="abort_transaction", cluster=target.cluster,
                      target={k: v for k, v in asdict(target).items() if k != "cluster"}, dry_run=dry_run,
                      outcome=outcome)
+    session.add(row)
+    session.commit()
+    return row.id
+
+
+def audit_refused(session: Session, *, client: str, reason: str, throttled: bool) -> int:
+    """A refused admin attempt (no token, a wrong one): who tried, from where; nothing reached Kafka (the
+    request's body is not read before the token is checked, so the row names no target)."""
+    outcome = f"refused: {reason}" + ("; client throttled (429) until its window ends" if throttled else "")
+    row = AdminAudit(at=datetime.now(timezone.utc), actor=f"unauthenticated {client}"[:255],
+                     action="abort_transaction", cluster="", target={}, dry_run=True, outcome=outcome)
     session.add(row)
     session.commit()
     return row.id

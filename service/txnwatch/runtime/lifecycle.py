@@ -22,6 +22,7 @@ from txnwatch.core.config import ClusterConfig, Settings
 from txnwatch.core.model import AbortOutcome, TopicPartition
 from txnwatch.core.views import LatestState
 from txnwatch.fleet.leadership import Leadership
+from txnwatch.metrics.auth_failures import AuthFailureMetrics
 from txnwatch.metrics.exposition import ExpositionSource
 from txnwatch.store.health import StoreHealth
 
@@ -68,6 +69,9 @@ class Runtime:
     store_health: StoreHealth
     exposition: ExpositionSource
     abort_transaction: AbortTransaction
+    #: ``txnwatch_auth_failures_total``, counted by the API's throttle (txnwatch.serve.api.throttle, built with
+    #: the app) in this process or, with API workers, in shared memory this process renders.
+    auth_failures: AuthFailureMetrics
     services: tuple[Service, ...] = ()
     #: Called once per API request before it reads ``state``, ``leadership``, ``store_health`` or ``exposition``:
     #: an API worker process reloads there what the collector process published (txnwatch.runtime.publication).

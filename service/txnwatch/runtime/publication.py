@@ -34,6 +34,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.detect import Findings
 from txnwatch.fleet.leadership import Leadership
 from txnwatch.store.health import StoreHealth
 
@@ -58,7 +59,10 @@ def light(view: ClusterView) -> ClusterView:
     if snapshot is not None:
         snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={},
                            unreadable_records={})
-    return replace(view, snapshot=snapshot, findings=None)
+    findings = view.findings
+    if findings is not None:  # only what the caps left out (GET /api/v1/clusters/{name}), none of the rows
+        findings = Findings(findings.cluster, findings.now_ms, omitted=dict(findings.omitted))
+    return replace(view, snapshot=snapshot, findings=findings)
 
 
 def make_directory() -> Path:

@@ -46,6 +46,7 @@ from txnwatch.core.model import AbortOutcome, TopicPartition
 from txnwatch.core.views import HistoryView, LatestState
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.fleet.leadership import Leadership, SingleInstance, leadership_for
+from txnwatch.metrics.auth_failures import AuthFailureMetrics, shared_counts
 from txnwatch.metrics.exposition import Exposition
 from txnwatch.metrics.lag import LagMetricOptions
 from txnwatch.metrics.poll_counters import PollMetrics
@@ -55,6 +56,7 @@ from txnwatch.runtime.publication import Publication, Publisher
 from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
+from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 
@@ -68,7 +70,8 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, tools).
 
     ``publish_to``: the directory the API worker processes read (``api.workers`` ≥ 1); each render of the
-    exposition is written there with the clusters' views (txnwatch.runtime.publication)."""
+    exposition is written there with the clusters' views (txnwatch.runtime.publication).  The workers add
+    their failed authentications to counts in shared memory this process renders (``auth_failures.counts``)."""
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
@@ -85,11 +88,13 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
                    state=state, leadership=leadership,
                    registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
+                   auth_failures=AuthFailureMetrics(registry, shared_counts() if publish_to is not None else None),
                    services=services)
 
 
-def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
-    """An API worker process's runtime: its own database pool; the collector's memory as last published."""
+def build_api_runtime(settings: Settings, directory: Path, auth_counts: Any = None) -> Runtime:
+    """An API worker process's runtime: its own database pool; the collector's memory as last published; its
+    failed authentications counted in ``auth_counts``, which the collector renders."""
     engine = make_engine(settings.database_url)
     publication = Publication(directory, [c.name for c in settings.clusters])
     stale_after_s = 3 * fastest_poll_s(settings) + 30
@@ -105,9 +110,11 @@ def build_api_runtime(settings: Settings, directory: Path) -> Runtime:
     return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
                    read_sessions=make_read_sessionmaker(engine), state=publication.state,
                    leadership=publication.leadership, registry=CollectorRegistry(auto_describe=False),
-                   store_health=publication.health, exposition=publication.exposition,
-                   abort_transaction=abort_transaction, refresh=publication.refresh,
-                   collector_problems=collector_problems)
+                   store_health=publication.health, exposition=publication.exposition, abort_transaction=abort_transaction,
+                   auth_failures=AuthFailureMetrics(None, auth_counts),
+                   refresh=publication.refresh, collector_problems=collector_problems)
+
+
 
 
 def fastest_poll_s(settings: Settings) -> float:
@@ -130,7 +137,8 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
-                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact)
+                        exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact,
+                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}))
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
@@ -138,10 +146,10 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
                                          settings.detection.verification_failure_ratio) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
                          PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
-    evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection))
     collectors = []
     for cluster in settings.clusters:
         connection_settings = ClusterConnectionSettings.from_config(cluster)
+        evaluate = partial(detect.evaluate, settings=detect.DetectionSettings.from_config(settings.detection, cluster))
         collectors.append((
             ClusterPollLoop(cluster.name, connect=partial(ClusterConnection, connection_settings),
                              evaluate=evaluate, start_state=partial(resumed_state, sessions, cluster.name),

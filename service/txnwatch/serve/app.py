@@ -16,6 +16,7 @@ from txnwatch.serve import console
 from txnwatch.serve.api.middleware import SecurityHeaders
 from txnwatch.serve.api.routers import health, metrics
 from txnwatch.serve.api.security import OPEN_PATHS, ReadTokenGuard
+from txnwatch.serve.api.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,11 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         redoc_url=None,
     )
     app.state.runtime = runtime
+    # This process's windows of failed authentications per client (the guard's, the login's, the admin
+    # check's: serve/api/throttle.py); what it counts goes to the runtime's txnwatch_auth_failures_total.
+    api = runtime.settings.api
+    app.state.auth_throttle = AuthThrottle(limit=api.auth_failures_per_window,
+                                           window_s=api.auth_failure_window_seconds, metrics=runtime.auth_failures)
 
     # Added last = runs first: the body limit (413) comes before the token check (401), which comes before
     # routing and parsing.  The guard covers every path but the probes; see serve/api/security.py.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import socket
+from typing import Any
 
 import uvicorn
 
@@ -44,6 +45,17 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's proxy options from ``api.trusted_proxies``, for the daemon's server and the API workers'.
+
+    uvicorn believes X-Forwarded-For/-Proto only from the addresses in ``forwarded_allow_ips``: the client
+    address failed logins are counted against (txnwatch.serve.api.throttle) and the scheme that makes the console
+    cookie Secure come from them.  Passed explicitly, so uvicorn's FORWARDED_ALLOW_IPS variable no longer
+    applies; the config (and the chart) is the one place that says which proxies are trusted."""
+    proxies = settings.api.trusted_proxies
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": list(proxies)}
+
+
 def serve(settings: Settings) -> None:
     from txnwatch.runtime.lifecycle import SchemaNotReady, ensure_schema
     from txnwatch.store.db import database_problems
@@ -78,7 +90,8 @@ def serve(settings: Settings) -> None:
     # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
     # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
     config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_config=None,
-                            access_log=False, timeout_graceful_shutdown=20, loop="asyncio", http="h11")
+                            access_log=False, timeout_graceful_shutdown=20, loop="asyncio", http="h11",
+                            **proxy_options(settings))
     server = uvicorn.Server(config)
     server.run(sockets=[listener])
     if not server.started:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from txnwatch.core.config import Settings
 
@@ -50,7 +51,8 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def worker_main(settings: Settings, listener: socket.socket, directory: str, parent_pid: int) -> None:
+def worker_main(settings: Settings, listener: socket.socket, directory: str, parent_pid: int,
+                auth_counts: Any = None) -> None:
     """Entry point of one API worker process (spawned, so this runs in a fresh interpreter)."""
     die_with_parent(parent_pid)
     import uvicorn
@@ -58,9 +60,10 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
     from txnwatch.core import logs
     from txnwatch.runtime.wiring import build_api_runtime
     from txnwatch.serve.app import create_app
+    from txnwatch.serve.server import proxy_options
 
     logs.configure(settings.log_level, settings.log_format)
-    runtime = build_api_runtime(settings, Path(directory))
+    runtime = build_api_runtime(settings, Path(directory), auth_counts)
     app = create_app(runtime, manage_lifecycle=False)
     # What exists now (modules, the app, its routes and schemas: ~150,000 objects) lives as long as the
     # process: out of the cyclic collector's sight, a full collection scans only what requests left behind.
@@ -68,7 +71,7 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
     gc.freeze()
     # loop/http "auto": uvloop and httptools (dependencies) when importable, asyncio and h11 otherwise.
     config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=20, loop="auto",
-                            http="auto")
+                            http="auto", **proxy_options(settings))
     try:
         uvicorn.Server(config).run(sockets=[listener])
     finally:
@@ -87,8 +90,10 @@ class _Slot:
 class WorkerPool:
     """Starts, watches and stops the worker processes; all from the main thread (see die_with_parent)."""
 
-    def __init__(self, settings: Settings, listener: socket.socket, directory: Path, count: int) -> None:
+    def __init__(self, settings: Settings, listener: socket.socket, directory: Path, count: int,
+                 auth_counts: Any = None) -> None:
         self._settings, self._listener, self._directory = settings, listener, directory
+        self._auth_counts = auth_counts
         self._slots = [_Slot(i) for i in range(count)]
 
     def pids(self) -> list[int]:
@@ -100,7 +105,8 @@ class WorkerPool:
 
     def _spawn(self, slot: _Slot) -> None:
         process = SPAWN.Process(target=worker_main, name=f"txnwatch-api-{slot.index}",
-                                args=(self._settings, self._listener, str(self._directory), os.getpid()))
+                                args=(self._settings, self._listener, str(self._directory), os.getpid(),
+                                      self._auth_counts))
         process.start()
         slot.process, slot.started_at = process, time.monotonic()
         log.info("API worker %d started (pid %s)", slot.index, process.pid)
@@ -156,7 +162,8 @@ def run_with_workers(settings: Settings, listener: socket.socket, *, check_every
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     directory = make_directory()
     runtime = build_runtime(settings, publish_to=directory)
-    pool = WorkerPool(settings, listener, directory, settings.api.workers)
+    # The workers count failed authentications in shared memory, this process renders them.
+    pool = WorkerPool(settings, listener, directory, settings.api.workers, runtime.auth_failures.counts)
     try:
         runtime.start()
         pool.start()

@@ -54,6 +54,13 @@ class RequestErrorOut(_Out):
     message: str
 
 
+class OmittedOut(_Out):
+    kind: str = Field(description="consumer_group or group_partition.")
+    reason: str = Field(description="filter (groups_include/groups_exclude) or cap (max_groups, "
+                                    "max_group_partitions).")
+    count: int
+
+
 class ClusterDetail(ClusterSummary):
     open_transactions: int = Field(description="Transactional ids the coordinators report in an open state "
                                                "(Ongoing, Prepare*): each pins the LSO of its partitions.")
@@ -63,6 +70,9 @@ class ClusterDetail(ClusterSummary):
     request_errors: list[RequestErrorOut] = Field(default_factory=list, description=(
         "Requests of this replica's latest poll that failed (at most 50): what they cover is unknown, never "
         "taken as evidence, until a poll answers them."))
+    omitted: list[OmittedOut] = Field(default_factory=list, description=(
+        "What the cluster's group filters and caps left out of the consumer-group lists, lag rows and series "
+        "at this replica's latest poll (the groups' counts of txnwatch_cardinality_omitted); empty when none."))
 
 
 # --- transactions ------------------------------------------------------------------------------------------
@@ -276,6 +286,10 @@ class ConsumerGroupSummary(_Out):
     lag_hwm: int | None = Field(description="Total lag against the high watermark, as classic lag exporters "
                                             "report it (overstates read_committed lag by HWM − LSO).")
     max_lag_seconds: float | None = Field(description="Largest estimated time lag of any partition.")
+    lag_seconds_unknown: int = Field(default=0, description="Partitions whose time lag is unknown because their "
+                                                            "first unconsumed record cannot be read (see "
+                                                            "partition_lags[].lag_seconds_unknown in the group's "
+                                                            "detail); max_lag_seconds leaves them out.")
 
 
 class ConsumerGroupPage(Page[ConsumerGroupSummary]):

@@ -10,6 +10,7 @@ from outside the daemon: the chart library is served from static/vendor/.
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,10 +27,13 @@ from txnwatch.core import humanize
 from txnwatch.core.redact import redact_optional
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.serve.api import sessions
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
-from txnwatch.serve.api.security import COOKIE, require_reader, token_ok
+from txnwatch.serve.api.security import require_reader, token_matches, too_many
+from txnwatch.serve.api.sessions import COOKIE
+from txnwatch.serve.api.throttle import AuthThrottle, client_key
 from txnwatch.serve.console import assets, charts, runbooks
 from txnwatch.store import context, queries, txnlog_queries
 
@@ -202,18 +206,37 @@ def _local(target: str) -> str:
 
 @router.post("/login")
 async def login(request: Request) -> Response:
-    """Exchanges the read token for an HttpOnly cookie the guard accepts, so pages, /docs and the API can be
-    opened by URL in a browser."""
+    """Exchanges the read token for a signed session cookie (txnwatch.serve.api.sessions) the guard accepts, so
+    pages, /docs and the API can be opened by URL in a browser.  The token itself is never stored in the
+    browser; a wrong one counts against the client like a wrong bearer (429 after too many)."""
+    runtime = runtime_of(request)
+    client = client_key(request.client.host if request.client else None)
+    throttle: AuthThrottle = request.app.state.auth_throttle
+    retry_after = throttle.blocked(client, "login")
+    if retry_after is not None:
+        code, headers, body = too_many(retry_after)
+        return Response(body, code, headers={k.decode(): v.decode() for k, v in headers})
     form = parse_qs((await request.body()).decode("utf-8", "replace"))
     offered = (form.get("token") or [""])[0]
     target = _local((form.get("next") or ["/console"])[0])
-    token = runtime_of(request).settings.api.read_token
-    if not token_ok(token, f"Bearer {offered}", None):
+    token = runtime.settings.api.read_token
+    if token is None:
+        return RedirectResponse(target, status.HTTP_303_SEE_OTHER)  # nothing to sign in to
+    if not token_matches(token, offered.encode("utf-8")):
+        throttle.failed(client, "login", "wrong token on the console login")
         return RedirectResponse(f"{LOGIN}?error=true&next={quote(target)}", status.HTTP_303_SEE_OTHER)
     response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)
-    response.set_cookie(COOKIE, offered, httponly=True, samesite="strict", path="/",
-                        secure=request.url.scheme == "https", max_age=int(timedelta(hours=12).total_seconds()))
+    response.set_cookie(COOKIE, sessions.issue(sessions.session_key(token), time.time()), httponly=True,
+                        samesite="strict", path="/", secure=_secure(runtime, request), max_age=sessions.SESSION_TTL_S)
+    response.delete_cookie(sessions.LEGACY_COOKIE, path="/")  # it held the token itself (before sessions)
     return response
+
+
+def _secure(runtime: Runtime, request: Request) -> bool:
+    """Secure when browsers reach us over https: the public URL says so, or the request came over https, which
+    uvicorn learns from X-Forwarded-Proto when a trusted proxy (api.trusted_proxies) sends it."""
+    public_url = runtime.settings.public_url or ""
+    return public_url.startswith("https://") or request.url.scheme == "https"
 
 
 def since_text(at: datetime | None, reference: datetime) -> str:

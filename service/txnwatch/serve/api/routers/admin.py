@@ -7,26 +7,50 @@ The guard, the Kafka call and the audit are txnwatch.runtime.admin's, shared wit
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, status
+from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
-from txnwatch.runtime.admin import AbortTarget, AdminRefused, audit, call_kafka, check_admin, cluster_config
+from txnwatch.runtime.admin import (
+    AbortTarget,
+    AdminRefused,
+    audit,
+    audit_refused,
+    call_kafka,
+    check_admin,
+    cluster_config,
+)
 from txnwatch.serve.api.deps import RuntimeDep, SessionDep
 from txnwatch.serve.api.params import INT32_MAX, INT64_MAX
+from txnwatch.serve.api.security import bearer_token, too_many
+from txnwatch.serve.api.throttle import AuthThrottle, client_key
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
 
-def require_admin(runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None) -> str:
-    scheme, _, token = (authorization or "").partition(" ")
+def require_admin(request: Request, runtime: RuntimeDep, session: SessionDep) -> str:
+    """The admin token's check: 403 when admin actions are off, 429 for a client that failed too often, 401
+    (audited, counted, logged once per window) for a missing or wrong token.  Runs before the body is
+    validated, so a caller without the token learns nothing about the request's shape."""
+    throttle: AuthThrottle = request.app.state.auth_throttle
+    client = client_key(request.client.host if request.client else None)
+    retry_after = throttle.blocked(client, "admin")
+    if retry_after is not None:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, json.loads(too_many(retry_after)[2])["detail"],
+                            headers={"Retry-After": str(retry_after)})
+    raw = request.headers.get("authorization")
+    offered = bearer_token(raw.encode("latin-1") if raw is not None else None)
     try:
-        return check_admin(runtime.settings, token if scheme.lower() == "bearer" else None)
+        return check_admin(runtime.settings, offered)
     except AdminRefused as exc:
         if exc.disabled:
             raise HTTPException(status.HTTP_403_FORBIDDEN, str(exc)) from None
+        failure = throttle.failed(client, "admin", str(exc))
+        if failure.audit:
+            audit_refused(session, client=client, reason=str(exc), throttled=failure.retry_after_s is not None)
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "admin bearer token missing or wrong",
                             headers={"WWW-Authenticate": 'Bearer realm="txnwatch-admin"'}) from None
 
@@ -60,6 +84,7 @@ class AbortResponse(BaseModel):
 @router.post("/abort", response_model=AbortResponse, summary="Abort an open transaction on a partition",
              responses={401: {"description": "Missing or wrong admin token"},
                         403: {"description": "Admin actions disabled"},
+                        429: {"description": "Too many failed authentications from this client; see Retry-After"},
                         404: {"description": "Unknown cluster"},
                         409: {"description": "Nothing to abort: no such open transaction"},
                         503: {"description": "Cluster unreachable"}})

@@ -80,4 +80,8 @@ def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) ->
     snapshot = view.snapshot if view is not None else None
     errors = [dict(api=e.api, target=e.target, name=e.name, error_class=e.error_class.value, advice=e.advice,
                    message=redact(e.message)) for e in (snapshot.errors if snapshot is not None else ())[:MAX_ERRORS_SHOWN]]
-    return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors})
+    findings = view.findings if view is not None else None
+    omitted = [dict(kind=kind, reason=reason, count=count)
+               for (kind, reason), count in sorted((findings.omitted if findings is not None else {}).items()) if count]
+    return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors,
+                                         "omitted": omitted})

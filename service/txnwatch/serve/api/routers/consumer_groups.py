@@ -55,4 +55,5 @@ def get_group(name: PathCluster, group_id: str, session: ReadSession) -> Respons
         cluster=cluster.name, group_id=group_id, sampled_at=rows[0].sampled_at, partitions=len(rows),
         topics=sorted({r.topic for r in rows}), lag_lso=sum(lso) if lso else None, lag_hwm=sum(hwm) if hwm else None,
         max_lag_seconds=max(secs, default=None),
+        lag_seconds_unknown=sum(1 for r in rows if r.lag_seconds_unknown is not None),
         partition_lags=[from_row(GroupPartitionLag, r) for r in rows]))
