@@ -399,6 +399,10 @@ class ConsoleConfig(_Strict):
     runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
         "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
         "at /console/runbooks when unset."))
+    cli_command: str = Field(default="txnwatch", min_length=1, max_length=300, pattern=r"^[^\n\r]+$", description=(
+        "How on-call runs txnwatch's CLI where they paste the console's abort line (`<cli_command> abort "
+        "--bootstrap-server … --execute`): `txnwatch` wherever it is installed; `txnwatch demo` sets the "
+        "path of its own virtualenv's script, so its line runs as printed."))
 
 
 class PagerDutyConfig(_Strict):
