@@ -53,13 +53,14 @@ def die_with_parent(parent_pid: int) -> None:
 def worker_main(settings: Settings, listener: socket.socket, directory: str, parent_pid: int) -> None:
     """Entry point of one API worker process (spawned, so this runs in a fresh interpreter)."""
     die_with_parent(parent_pid)
-    import uvicorn
-
     from txnwatch import logs
     from txnwatch.api.app import create_app
+    from txnwatch.http_limits import make_server, raise_open_files_limit
+    from txnwatch.server import http_limits
     from txnwatch.wiring import build_api_runtime
 
     logs.configure(settings.log_level, settings.log_format)
+    raise_open_files_limit()  # inherited from the collector already; again in case a worker is started alone
     runtime = build_api_runtime(settings, Path(directory))
     app = create_app(runtime, manage_lifecycle=False)
     # What exists now (modules, the app, its routes and schemas: ~150,000 objects) lives as long as the
@@ -67,10 +68,9 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
     # It took ~200 ms with them, long enough to set the p99 of requests at 200 req/s (docs/performance.md).
     gc.freeze()
     # loop/http "auto": uvloop and httptools (dependencies) when importable, asyncio and h11 otherwise.
-    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=20, loop="auto",
-                            http="auto")
+    server = make_server(app, http_limits(settings), http="auto", loop="auto")
     try:
-        uvicorn.Server(config).run(sockets=[listener])
+        server.run(sockets=[listener])
     finally:
         runtime.engine.dispose()
 
