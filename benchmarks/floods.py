@@ -28,10 +28,12 @@ import asyncio
 import json
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,6 +57,10 @@ def _busy_cpu_s() -> float:
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = fields[3] + fields[4]
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -87,6 +93,44 @@ class Phase:
     others: float
 
 
+class Prober(threading.Thread):
+    """/healthz 10 times a second and /metrics once a second, each on a fresh blocking connection, until
+    ``until`` (time.monotonic())."""
+
+    def __init__(self, port: int, until: float) -> None:
+        super().__init__(daemon=True)
+        self.port, self.until = port, until
+        self.healthz: list[float] = []
+        self.metrics: list[float] = []
+        self.failures = 0
+
+    def _get(self, path: str) -> float | None:
+        started = time.perf_counter()
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as sock:
+                sock.sendall(f"GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n".encode())
+                data = b""
+                while chunk := sock.recv(65536):
+                    data += chunk
+        except OSError:
+            return None
+        return (time.perf_counter() - started) * 1000 if data.startswith(b"HTTP/1.1 200") else None
+
+    def run(self) -> None:
+        last_scrape = 0.0
+        while time.monotonic() < self.until:
+            ms = self._get("/healthz")
+            if ms is None:
+                self.failures += 1
+            else:
+                self.healthz.append(ms)
+            if time.monotonic() - last_scrape >= 1:
+                last_scrape = time.monotonic()
+                scraped = self._get("/metrics")
+                self.metrics.append(float("inf") if scraped is None else scraped)
+            time.sleep(0.1)
+
+
 def start(directory: Path, workers: int, bootstrap: str | None) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     config = directory / f"floods-{workers}.yaml"
@@ -117,28 +161,18 @@ async def run_phase(name: str, port: int, pid: int, log: Path, seconds: float,
                     tick: Callable[[list[floods.Conn], float], Awaitable[None]] | None) -> Phase:
     text = await floods.metrics_text(port)
     polls_before = floods.counter_sum(text, "txnwatch_polls_total") if text else float("nan")
-    log_before = log.stat().st_size
+    log_before = _size(log)
     cpu_before, busy_before = floods.figures(pid).cpu_s, _busy_cpu_s()
     conns = await setup()
-    healthz: list[float] = []
-    metrics: list[float] = []
-    failures = 0
-    started = last_tick = last_scrape = time.monotonic()
+    started = time.monotonic()
+    probes = Prober(port, started + seconds)
+    probes.start()  # a thread of its own: the flood's own work on this event loop must not delay the probes
     while time.monotonic() - started < seconds:
-        seconds_taken, status = await floods.probe(port, timeout_s=5)
-        if seconds_taken is None or status != 200:
-            failures += 1
-        else:
-            healthz.append(seconds_taken * 1000)
-        now = time.monotonic()
-        if now - last_scrape >= 1:
-            last_scrape = now
-            m_s, m_status = await floods.probe(port, "/metrics", timeout_s=5)
-            metrics.append(m_s * 1000 if m_s is not None and m_status == 200 else float("inf"))
-        if tick is not None and now - last_tick >= 2:
-            last_tick = now
-            await tick(conns, now - started)
-        await asyncio.sleep(0.1)
+        if tick is not None:
+            await tick(conns, time.monotonic() - started)
+        await asyncio.sleep(2)
+    probes.join()
+    healthz, metrics, failures = probes.healthz, probes.metrics, probes.failures
     held = await floods.still_open(conns, wait_s=0.2) if conns else 0
     server = floods.figures(pid)
     text = await floods.metrics_text(port)
@@ -150,7 +184,7 @@ async def run_phase(name: str, port: int, pid: int, log: Path, seconds: float,
                  max=max(healthz, default=float("nan")), failed=failures, probes=len(healthz) + failures,
                  metrics_p99=_pct(metrics, 99), rss=server.rss_mb, fds=server.fds, cpu=server.cpu_s - cpu_before,
                  polls=floods.counter_sum(text, "txnwatch_polls_total") - polls_before if text else float("nan"),
-                 series=series, log_kb=(log.stat().st_size - log_before) / 1024, wall=wall,
+                 series=series, log_kb=(_size(log) - log_before) / 1024, wall=wall,
                  load=os.getloadavg()[0], others=others)
 
 
