@@ -23,7 +23,7 @@ target_metadata = Base.metadata
 def _url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from txnwatch.config import load_settings
+        from txnwatch.core.config import load_settings
 
         url = load_settings().database_url
     return normalise_url(url)

@@ -116,9 +116,9 @@ def build_lab(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
 def child_alone(config: str, polls: int) -> dict[str, Any]:
     """The poll in a bare process: the daemon's connection settings, nothing else running."""
-    from txnwatch.config import load_settings
+    from txnwatch.collect.pollwindow import PROCESS
+    from txnwatch.core.config import load_settings
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
-    from txnwatch.pollwindow import PROCESS
 
     settings = load_settings(config)
     idle_kb = _status_kb("self", "VmHWM")
@@ -127,7 +127,7 @@ def child_alone(config: str, polls: int) -> dict[str, Any]:
     with ClusterConnection(ClusterConnectionSettings.from_config(settings.clusters[0])) as connection:
         for k in range(polls + 1):  # the first poll bootstraps: left out
             cpu = time.process_time()
-            with PROCESS.poll():  # as the collector polls: cyclic GC paused (txnwatch.pollwindow)
+            with PROCESS.poll():  # as the collector polls: cyclic GC paused (txnwatch.collect.pollwindow)
                 latest[:] = [connection.poll()]  # the previous snapshot stays alive while the next is built
             cpu = time.process_time() - cpu
             if k:

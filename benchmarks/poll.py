@@ -216,8 +216,8 @@ def _cold(call: Callable[[], Any], trips: Callable[[], int]) -> dict[str, Any]:
 
 def child_txnwatch(bootstrap: str, repeat: int, latencies: list[float], proxy_port: int | None,
                    watch_topics: bool = True, profile: bool = False) -> dict[str, Any]:
+    from txnwatch.core.model import ClusterSnapshot, TxnState
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
-    from txnwatch.model import ClusterSnapshot, TxnState
 
     idle = _memory()  # interpreter + txnwatch + kafka-python imported, nothing polled yet
     settings = ClusterConnectionSettings(name="bench", bootstrap_servers=tuple(bootstrap.split(",")),

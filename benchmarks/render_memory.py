@@ -79,10 +79,10 @@ def _measure_in_fork(name: str, run: Any) -> dict[str, Any]:
 def child(args: argparse.Namespace) -> list[dict[str, Any]]:
     sys.path.insert(0, str(Path(args.tree) / "service"))
     from txnwatch import detect  # from the tree under test; scrape.py's own path insert comes after
-    from txnwatch.exposition import Exposition
-    from txnwatch.lagmetrics import LagMetricOptions
-    from txnwatch.metrics import build_registry
-    from txnwatch.state import LatestState
+    from txnwatch.core.views import LatestState
+    from txnwatch.metrics.exposition import Exposition
+    from txnwatch.metrics.lag import LagMetricOptions
+    from txnwatch.metrics.registry import build_registry
 
     sys.path.insert(1, str(ROOT))
     from benchmarks.scrape import CLUSTER, snapshot
@@ -122,7 +122,7 @@ def child(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.check:  # the same families (ages move with the clock between two collects) both ways
             from prometheus_client import generate_latest
 
-            from txnwatch.metrics_text import render_text
+            from txnwatch.metrics.render import render_text
 
             class Fixed:
                 def __init__(self) -> None:

@@ -51,6 +51,8 @@ def _rss_mb() -> float:
 
 def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dict[str, Any]:
     """The brokers' answers of one poll, shaped as kafka-python decodes them."""
+    from txnwatch.core.vocabulary import TxnState
+
     topics = max(1, partitions // PER_TOPIC)
     names = [f"topic-{t:05d}" for t in range(topics)]
     open_ids = max(1, ids // 100)
@@ -63,7 +65,7 @@ def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dic
         is_open = i < open_ids
         if is_open:
             open_on[tp] = 1_000 + i
-        state = "Ongoing" if is_open else ("CompleteCommit" if i % 3 else "Empty")
+        state = (TxnState.ONGOING if is_open else TxnState.COMPLETE_COMMIT if i % 3 else TxnState.EMPTY).value
         if is_open and i < hanging:
             continue  # open on its partition, unknown to the coordinator: hanging
         listed_rows.append(NS(transactional_id=txn_id, producer_id=1_000 + i, transaction_state=state))
@@ -97,8 +99,8 @@ def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dic
 def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tuple[Any, dict[str, float]]:
     """Parse, assemble, detect, publish: the CPU part of one poll.  Returns the detector and stage times."""
     from txnwatch import detect
+    from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot
     from txnwatch.kafka import parse
-    from txnwatch.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot
 
     stages: dict[str, float] = {}
     t = time.perf_counter()
@@ -131,7 +133,7 @@ def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tupl
 
 def child(partitions: int, group_partitions: int, ids: int, polls: int, profile: bool) -> dict[str, Any]:
     from txnwatch import detect
-    from txnwatch.state import LatestState
+    from txnwatch.core.views import LatestState
 
     base_mb = _rss_mb()
     state, detector = LatestState(["bench"]), detect.INITIAL

@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 from prometheus_client import generate_latest
 
 from txnwatch import detect
-from txnwatch.metrics import build_registry
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,
@@ -46,7 +45,8 @@ from txnwatch.model import (
     TransactionDescription,
     TxnState,
 )
-from txnwatch.state import LatestState
+from txnwatch.core.views import LatestState
+from txnwatch.metrics.registry import build_registry
 
 CLUSTER = "bench"
 PER_TOPIC = 50  # partitions per topic; a group's lag covers every partition of the topics it consumes (kafka_exporter)
@@ -153,21 +153,21 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
     A poll thread synthesises a snapshot, runs detection and publishes it, as the collector does, then tells
     the exposition, whose thread renders it; the scrapes only take the latest render.  ``workers=0`` serves
     from the polling process (``api.workers: 0``); ``workers>=1`` from API worker processes that read the
-    render the collector publishes (``api.workers: N``, txnwatch.api_workers), as the daemon runs them.
+    render the collector publishes (``api.workers: N``, txnwatch.serve.workers), as the daemon runs them.
     """
     import tempfile
     import threading
 
     import uvicorn
 
-    from txnwatch.api.app import create_app
-    from txnwatch.api_workers import WorkerPool
-    from txnwatch.config import Settings
-    from txnwatch.exposition import Exposition
+    from txnwatch.core.config import Settings
     from txnwatch.lab.ports import free_ports
-    from txnwatch.publication import make_directory, remove_directory
-    from txnwatch.server import bind
-    from txnwatch.wiring import build_runtime
+    from txnwatch.metrics.exposition import Exposition
+    from txnwatch.runtime.publication import make_directory, remove_directory
+    from txnwatch.runtime.wiring import build_runtime
+    from txnwatch.serve.app import create_app
+    from txnwatch.serve.server import bind
+    from txnwatch.serve.workers import WorkerPool
 
     port = free_ports(1)[0]
     db = Path(tempfile.mkdtemp(prefix="txnwatch-scrape-")) / "db.sqlite"

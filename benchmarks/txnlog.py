@@ -19,26 +19,39 @@ bumped epoch and CompleteCommit per transaction.
     python benchmarks/txnlog.py --quick         # smaller, ~15 s
     python benchmarks/txnlog.py --profile       # plus where decode+apply spend their time
     python benchmarks/txnlog.py --database-url postgresql+psycopg://...
+    python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
+                                                # side by side in alternating child processes
+
+``--baseline REV`` extracts REV's ``service/`` (``git archive``) into a temporary directory and
+runs figure 1's decode+apply there and here in turns (``--rounds``, the order alternating), each
+in a fresh process on the same records, printing records/s from CPU time, CPU and wall seconds,
+and the machine's load, then the ratio of the medians (here / REV).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import io
+import json
 import os
 import statistics
 import struct
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+# Whose code is measured: ``--service DIR`` (a baseline's, in a --baseline child) or this checkout's.
+sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
+                else str(Path(__file__).resolve().parents[1] / "service"))
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 from txnwatch.kafka.txnlog import decode_record
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
@@ -193,9 +206,9 @@ class ScheduledLog:
 
 def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict[str, float]:
     """Real ClusterTail + database on a log written at ``rate_txn_s``: how long from write to commit."""
-    from txnwatch.state import LatestState
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
     from txnwatch.store import txnlog as store_txnlog
-    from txnwatch.txnlog_service import ClusterTail
 
     raw = list(tv2_stream(ids, int(rate_txn_s * seconds), per_second=rate_txn_s))
     engine, sessions, _ = _sessions(url)
@@ -232,8 +245,8 @@ def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict
 def tail_throughput(raw: list[tuple[float, bytes, bytes, int]], per_fetch: int, url: str | None) -> float:
     """The real ClusterTail (apply -> store, commits as it decides) on already decoded records, as fast as it can:
     small fetches are what a caught-up consumer gets, and each used to cost a database transaction."""
-    from txnwatch.state import LatestState
-    from txnwatch.txnlog_service import ClusterTail
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
 
     records = decode_all(raw)
     engine, sessions, _ = _sessions(url)
@@ -292,13 +305,76 @@ def rss_by_ids(counts: list[int]) -> list[tuple[int, float]]:
     return out
 
 
+def child_figures(transactions: int, batch: int) -> None:
+    """One side of --baseline: figure 1 on this process's code, as one JSON line."""
+    raw = list(tv2_stream(5_000, transactions))
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    rates = throughput(raw, batch)
+    print(json.dumps({**rates, "cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - wall0,
+                      "code": d.__file__}))
+
+
+def _extract(rev: str) -> Path:
+    """REV's service/ tree in a temporary directory (nothing of the checkout is changed)."""
+    root = Path(__file__).resolve().parents[1]
+    target = Path(tempfile.mkdtemp(prefix="txnlog-baseline-"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "service"],
+                             check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / "service"
+
+
+def compare(rev: str, rounds: int, transactions: int, batch: int) -> None:
+    """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
+    sides = {rev: _extract(rev), "this checkout": Path(__file__).resolve().parents[1] / "service"}
+    print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
+          f"per run, {rounds} rounds, order alternating; {os.cpu_count()} CPUs")
+    load_before = os.getloadavg()
+    figures: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+    for n in range(rounds):
+        order = list(sides) if n % 2 == 0 else list(reversed(sides))
+        for name in order:
+            out = subprocess.run([sys.executable, __file__, "--child", "--service", str(sides[name]),
+                                  "--transactions", str(transactions), "--batch", str(batch)],
+                                 check=True, capture_output=True, text=True).stdout
+            run = json.loads(out.strip().splitlines()[-1])
+            assert Path(run["code"]).is_relative_to(sides[name]), run["code"]
+            figures[name].append(run)
+            print(f"   round {n + 1} {name:>15}: decode {run['decode']:>9,.0f}/s  apply {run['apply']:>9,.0f}/s  "
+                  f"both {run['both']:>9,.0f}/s   cpu {run['cpu_s']:.2f} s, wall {run['wall_s']:.2f} s   "
+                  f"load {os.getloadavg()[0]:.2f}")
+    load_after = os.getloadavg()
+    med = {name: {k: statistics.median(r[k] for r in runs) for k in ("decode", "apply", "both")}
+           for name, runs in figures.items()}
+    before, after = med[rev], med["this checkout"]
+    for k in ("decode", "apply", "both"):
+        print(f"   median {k:<6} before {before[k]:>9,.0f}/s  after {after[k]:>9,.0f}/s   "
+              f"after/before {after[k] / before[k]:.3f}")
+    print(f"   load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
     parser.add_argument("--batch", type=int, default=10_000, help="records per applied batch (the tail's max poll)")
+    parser.add_argument("--baseline", metavar="REV", help="first compare decode+apply with REV's code (git revision)")
+    parser.add_argument("--rounds", type=int, default=7, help="--baseline: runs of each side")
+    parser.add_argument("--compare-only", action="store_true", help="--baseline: stop after the comparison")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--service", help=argparse.SUPPRESS)
+    parser.add_argument("--transactions", type=int, default=25_000, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        child_figures(args.transactions, args.batch)
+        return
+    if args.baseline:
+        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch)
+        if args.compare_only:
+            return
     transactions = 25_000 if args.quick else 100_000
     raw = list(tv2_stream(5_000, transactions))
     print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")

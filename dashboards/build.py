@@ -7,7 +7,7 @@ deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
 * dashboards/<name>.json                       (committed, importable by hand)
 * helm/txnwatch/files/dashboards/<name>.json   (copy the chart reads with .Files.Glob)
 * helm/txnwatch/files/txnwatch-rules.yaml      (copy for the chart's PrometheusRule)
-* service/txnwatch/console/grafana_panels.json (panel ids the console links to)
+* service/txnwatch/serve/console/grafana_panels.json (panel ids the console links to)
 
 `python dashboards/build.py --check` exits 1 if any of them is out of date
 (tests/deploy/test_dashboards.py runs it).  Metric names: docs/metrics.md.
@@ -22,12 +22,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "service"))  # the one vocabulary (alert names, runbook anchors, reasons)
-from txnwatch.vocabulary import BY_RULE, REASONS  # noqa: E402
+from txnwatch.core.vocabulary import BY_RULE, REASONS  # noqa: E402
 
 OUT = ROOT / "dashboards"
 CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
 RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
-CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "console" / "grafana_panels.json"
+CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "serve" / "console" / "grafana_panels.json"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'

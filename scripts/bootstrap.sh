@@ -56,12 +56,12 @@ if [[ ! -e $stamp ]]; then
 fi
 
 # The console's browser assets (ECharts, Swagger UI, ReDoc): pinned npm packages, hash-checked, unpacked into
-# service/txnwatch/console/static/vendor/ (gitignored, shipped in the wheel). npm is needed only to fetch them.
-if ! .venv/bin/python -c 'import sys; from txnwatch.console import assets; sys.exit(not assets.present())' 2>/dev/null; then
+# service/txnwatch/serve/console/static/vendor/ (gitignored, shipped in the wheel). npm is needed only to fetch them.
+if ! .venv/bin/python -c 'import sys; from txnwatch.serve.console import assets; sys.exit(not assets.present())' 2>/dev/null; then
   if ! command -v npm >/dev/null; then apt_install npm; fi
-  .venv/bin/python -m txnwatch.console.assets
+  .venv/bin/python -m txnwatch.serve.console.assets
 fi
-.venv/bin/python -c 'from txnwatch.console.assets import copy_runbooks; copy_runbooks()'
+.venv/bin/python -c 'from txnwatch.serve.console.assets import copy_runbooks; copy_runbooks()'
 
 # Kafka jars for the lab, resolved with Maven into a cache outside the repo.
 .venv/bin/python -c 'from txnwatch.lab.jars import resolve_kafka_jars; resolve_kafka_jars()' >&2

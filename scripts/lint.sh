@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The static gates: ruff (lint + import order) and mypy (strict for model.py, detect/, kafka/; the default
+# The static gates: ruff (lint + import order) and mypy (strict for core/model.py, detect/, kafka/; the default
 # elsewhere). Configuration lives in pyproject.toml. Exits non-zero on any finding. Run by scripts/test.sh (make test).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-"""Rewrite the generated Vocabulary section of docs/metrics.md from txnwatch.vocabulary.
+"""Rewrite the generated Vocabulary section of docs/metrics.md from txnwatch.core.vocabulary.
 
 Run after changing a hanging reason or an alert; tests/unit/test_vocabulary.py fails while it is stale.
 """
@@ -9,7 +9,7 @@ import pathlib
 import re
 import sys
 
-from txnwatch.vocabulary import markdown
+from txnwatch.core.vocabulary import markdown
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
 SECTION = re.compile(r"(<!-- vocabulary:begin -->\n).*?(<!-- vocabulary:end -->)", re.S)

@@ -8,10 +8,10 @@ from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
 
-from txnwatch.collector import Backoff, ClusterCollector, Collector
-from txnwatch.metrics_sink import PollMetrics
-from txnwatch.model import ClusterSnapshot, RequestError
-from txnwatch.state import LatestState
+from txnwatch.collect.poll_loop import Backoff, ClusterPollLoop, Collector
+from txnwatch.core.model import ClusterSnapshot, RequestError
+from txnwatch.core.views import LatestState
+from txnwatch.metrics.poll_counters import PollMetrics
 
 
 class FakePoller:
@@ -54,8 +54,8 @@ def count_evaluate(state: int, snapshot: ClusterSnapshot, now_ms: int) -> tuple[
     return state + 1, {"polls_seen": state + 1}
 
 
-def make(name: str, poller: FakePoller, state: LatestState, sink: RecordingSink, **kw: Any) -> ClusterCollector:
-    return ClusterCollector(name, lambda: poller, count_evaluate, lambda: 0, [sink], state, **kw)
+def make(name: str, poller: FakePoller, state: LatestState, sink: RecordingSink, **kw: Any) -> ClusterPollLoop:
+    return ClusterPollLoop(name, lambda: poller, count_evaluate, lambda: 0, [sink], state, **kw)
 
 
 def test_slow_cluster_never_delays_another_and_never_overlaps() -> None:
@@ -75,7 +75,7 @@ def test_failures_mark_down_back_off_and_recover() -> None:
     state, sink = LatestState(["c"]), RecordingSink()
     registry = CollectorRegistry(auto_describe=False)
     poller = FakePoller("c", fail=True)
-    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: 0, [sink, PollMetrics(registry, ["c"])], state,
+    c = ClusterPollLoop("c", lambda: poller, count_evaluate, lambda: 0, [sink, PollMetrics(registry, ["c"])], state,
                          clock=lambda: clock[0], backoff=Backoff(base_s=10, cap_s=40))
     c.poll_once()
     view = state.get("c")
@@ -109,7 +109,7 @@ def test_detection_failure_keeps_daemon_and_previous_state() -> None:
     def broken(prev: Any, snap: ClusterSnapshot, now_ms: int) -> tuple[Any, Any]:
         raise ValueError("unexpected answer")
 
-    c = ClusterCollector("c", lambda: FakePoller("c"), broken, lambda: "prev", [sink], state)
+    c = ClusterPollLoop("c", lambda: FakePoller("c"), broken, lambda: "prev", [sink], state)
     c.poll_once()
     view = state.get("c")
     assert view is not None and view.up and view.findings is None
@@ -123,7 +123,7 @@ def test_sink_failure_does_not_stop_other_sinks() -> None:
         def on_poll(self, *args: Any) -> None:
             raise RuntimeError("db down")
 
-    c = ClusterCollector("c", lambda: FakePoller("c"), count_evaluate, lambda: 0, [Broken(), good], state)
+    c = ClusterPollLoop("c", lambda: FakePoller("c"), count_evaluate, lambda: 0, [Broken(), good], state)
     c.poll_once()
     assert good.calls == [("c", True, None)]
 
@@ -133,7 +133,7 @@ def test_followers_do_not_poll_and_each_term_starts_from_the_state_read_for_it()
     leading = [False]
     poller = FakePoller("c")
     starts = iter([0, 10])  # what the store holds open when each term begins
-    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
+    c = ClusterPollLoop("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
                          leading=lambda: leading[0])
     c.poll_once()
     assert poller.calls == 0
@@ -155,7 +155,7 @@ def test_a_new_epoch_is_a_new_term_and_a_lost_cluster_leaves_no_stale_view() -> 
     epoch: list[int | None] = [1]
     poller = FakePoller("c")
     starts = iter([0, 100])
-    c = ClusterCollector("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
+    c = ClusterPollLoop("c", lambda: poller, count_evaluate, lambda: next(starts), [sink], state,
                          leading=lambda: epoch[0])
     c.poll_once()
     polled = state.get("c")
@@ -171,10 +171,10 @@ def test_a_new_epoch_is_a_new_term_and_a_lost_cluster_leaves_no_stale_view() -> 
 
 
 def test_poll_runs_with_the_cyclic_gc_paused() -> None:
-    """The answers of a big poll set off full collections again and again (txnwatch.pollwindow)."""
+    """The answers of a big poll set off full collections again and again (txnwatch.collect.pollwindow)."""
     import gc
 
-    from txnwatch.pollwindow import PollWindow
+    from txnwatch.collect.pollwindow import PollWindow
 
     seen: list[bool] = []
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from txnwatch.config import ConfigError, load_settings
+from txnwatch.core.config import ConfigError, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +51,13 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1'}\n  - {name: a, bootstrap_servers: 'h:2'}\n", "duplicate cluster names: a"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', security_protocol: SASL_SSL}\n", "needs sasl_mechanism"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', topics_include: ['(']}\n", "invalid regular expression"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', groups_include: ['orders-(']}\n",
+         "clusters.0.groups_include: invalid regular expression 'orders-('"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', groups_exclude: ['[a-']}\n",
+         "clusters.0.groups_exclude: invalid regular expression '[a-'"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', max_groups: -1}\n",
+         "clusters.0.max_groups: Input should be greater than or equal to 0"),
+        ("lag_sample_interval_seconds: -5\n", "lag_sample_interval_seconds: Input should be greater than or equal to 0"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', broker_metrics_urls: {'1': 'kafka-1:7071'}}\n",
          "broker '1': 'kafka-1:7071' is not an http(s) URL"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', broker_metrics_url_template: 'http://{rack}:7071/'}\n",
@@ -90,6 +97,14 @@ def test_cli_config_check_ok() -> None:
     result = run_cli("config", "check", str(ROOT / "config" / "example.yaml"))
     assert result.returncode == 0, result.stderr
     assert "OK" in result.stdout
+
+
+def test_cli_config_check_bad_group_regex_is_one_line(tmp_path: Path) -> None:
+    config = "clusters:\n  - {name: a, bootstrap_servers: 'h:1', groups_include: ['(orders']}\n"
+    result = run_cli("config", "check", str(write(tmp_path, config)))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "groups_include" in line]
+    assert "invalid regular expression '(orders'" in line
 
 
 def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:

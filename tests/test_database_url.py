@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from txnwatch import exitcodes, logs
-from txnwatch.config import ConfigError, load_settings
+from txnwatch.core import exitcodes, logs
+from txnwatch.core.config import ConfigError, load_settings
 from txnwatch.store.db import normalise_url
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from tests.fixtures import floods
 from tests.fixtures.daemon import free_port, terminate
-from txnwatch.http_limits import ConnectionGuard, HttpLimits, RateLimitedLog, connection_cap
+from txnwatch.serve.http_limits import ConnectionGuard, HttpLimits, RateLimitedLog, connection_cap
 
 CAP = 300
 READ_TIMEOUT_S = 2.0
@@ -90,7 +90,7 @@ def test_closed_connections_are_logged_once_a_minute_with_counts(caplog: pytest.
 
 def test_failed_accepts_are_one_line_not_a_traceback_each(caplog: pytest.LogCaptureFixture) -> None:
     """asyncio reports each EMFILE from accept() with a traceback through the loop's exception handler."""
-    from txnwatch.http_limits import ACCEPT_FAILED, quiet_accept_errors
+    from txnwatch.serve.http_limits import ACCEPT_FAILED, quiet_accept_errors
 
     loop = asyncio.new_event_loop()
     try:
@@ -108,7 +108,7 @@ def test_failed_accepts_are_one_line_not_a_traceback_each(caplog: pytest.LogCapt
 
 
 def test_start_raises_the_soft_open_file_limit_to_the_hard_one() -> None:
-    code = ("import resource\nfrom txnwatch.http_limits import raise_open_files_limit\n"
+    code = ("import resource\nfrom txnwatch.serve.http_limits import raise_open_files_limit\n"
             "print(*raise_open_files_limit(), *resource.getrlimit(resource.RLIMIT_NOFILE))")
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,

@@ -6,16 +6,16 @@ import json
 import logging
 
 from tests.test_collector import FakePoller, RecordingSink, count_evaluate
-from txnwatch import logs
-from txnwatch.collector import ClusterCollector
-from txnwatch.state import LatestState
+from txnwatch.collect.poll_loop import ClusterPollLoop
+from txnwatch.core import logs
+from txnwatch.core.views import LatestState
 
 
 def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:
     logs.configure("INFO", "json")
     try:
         clock = [0.0]
-        c = ClusterCollector("east", lambda: FakePoller("east", fail=True), count_evaluate, lambda: 0, [RecordingSink()],
+        c = ClusterPollLoop("east", lambda: FakePoller("east", fail=True), count_evaluate, lambda: 0, [RecordingSink()],
                              LatestState(["east"]), clock=lambda: clock[0])
         c.poll_once()
         clock[0] += 1000

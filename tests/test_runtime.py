@@ -7,9 +7,9 @@ from functools import partial
 
 import pytest
 
-from txnwatch.config import load_settings
-from txnwatch.runtime import Service
-from txnwatch.wiring import build_runtime
+from txnwatch.core.config import load_settings
+from txnwatch.runtime.lifecycle import Service
+from txnwatch.runtime.wiring import build_runtime
 
 
 def test_services_start_in_order_and_stop_in_reverse() -> None:

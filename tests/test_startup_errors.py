@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from txnwatch import exitcodes
+from txnwatch.core import exitcodes
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -41,9 +41,9 @@ def test_an_unreachable_cluster_is_reported_within_the_connect_timeout(tmp_path:
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({"clusters": [{"name": "gone", "bootstrap_servers": f"127.0.0.1:{port}",
                                                 "connect_timeout_ms": 500, "request_timeout_ms": 120_000}]}))
-    code = ("import time, sys\nfrom txnwatch.config import load_settings\n"
+    code = ("import time, sys\nfrom txnwatch.core.config import load_settings\n"
             "from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings\n"
-            "from txnwatch.oneshot import run\n"
+            "from txnwatch.cli.hanging import run\n"
             f"cfg = load_settings({str(config)!r}).clusters[0]\n"
             "with ClusterConnection(ClusterConnectionSettings.from_config(cfg)) as c:\n"
             "    t = time.monotonic(); status, text = run(c, 'table', None)\n"

@@ -1,3 +1,3 @@
-from txnwatch.cli import main
+from txnwatch.cli.commands import main
 
 main()

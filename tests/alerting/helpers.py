@@ -12,7 +12,7 @@ from txnwatch.alerting import Condition, OutboxDispatcher, PagerDutyNotifier, ev
 from txnwatch.alerting.conditions import HANGING_TRANSACTION, abort_command, partition_incident_key, runbook_link
 from txnwatch.alerting.outbox import Backoff
 from txnwatch.alerting.rules import effective_rules
-from txnwatch.config import AlertRuleConfig
+from txnwatch.core.config import AlertRuleConfig
 from txnwatch.store import models as m
 
 T0 = datetime(2026, 11, 23, 0, 0, tzinfo=timezone.utc)

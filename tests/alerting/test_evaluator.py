@@ -16,7 +16,7 @@ from txnwatch.alerting.conditions import (
     partition_stall_key,
 )
 from txnwatch.alerting.rules import DEFAULT_RULES, effective_rules
-from txnwatch.config import AlertRuleConfig, Settings
+from txnwatch.core.config import AlertRuleConfig, Settings
 
 
 def actions(sessions: sessionmaker[Session]) -> list[tuple[str, str]]:

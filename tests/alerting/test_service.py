@@ -16,7 +16,7 @@ from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures
 from tests.alerting.helpers import ROUTING_KEY, at, hanging, outbox
 from txnwatch.alerting import Alerting, OutboxDispatcher
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier
-from txnwatch.config import Settings
+from txnwatch.core.config import Settings
 
 
 def settings(url: str, **extra: Any) -> Settings:

@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tests.api.factory import BOOTSTRAP, PROD, STAGING, Scenario, seed_scenario
-from txnwatch.api.app import create_app
-from txnwatch.config import Settings
-from txnwatch.runtime import Runtime
+from txnwatch.core.config import Settings
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 
 def make_settings(url: str, **api: Any) -> Settings:

@@ -19,6 +19,10 @@ BOOTSTRAP = {PROD: ["kafka-0.prod:9092", "kafka-1.prod:9092"], STAGING: ["kafka.
 BULK = 230  # enough bulk transactions for several pages
 
 
+UNREADABLE = ("record_over_budget: record 55: it lies past the first 8 MiB that its gzip batch (offset 50, "
+              "209,712 bytes) decompresses to, the budget for one batch")
+
+
 def ago(now: datetime, seconds: float) -> datetime:
     return now - timedelta(seconds=seconds)
 
@@ -74,13 +78,16 @@ class Factory:
                                              log_start_offset=start, open_transactions=open_txns))
 
     def lag(self, cluster: m.Cluster, seconds_ago: float, group: str,
-            rows: list[tuple[str, int, int, int | None, int | None, float | None]]) -> None:
-        """rows: (topic, partition, committed offset, lag vs HWM, lag vs LSO, lag seconds)."""
+            rows: list[tuple[str, int, int, int | None, int | None, float | None]],
+            unknown: dict[tuple[str, int], str] | None = None) -> None:
+        """rows: (topic, partition, committed offset, lag vs HWM, lag vs LSO, lag seconds); ``unknown``: why the
+        lag seconds of (topic, partition) are unknown."""
         at = ago(self.now, seconds_ago)
         for topic, partition, committed, lag_hwm, lag_lso, secs in rows:
             self.add(m.ConsumerLagSample(cluster_id=cluster.id, group_id=group, topic=topic, partition=partition,
                                          sampled_at=at, committed_offset=committed, lag_hwm=lag_hwm, lag_lso=lag_lso,
-                                         lag_seconds=secs))
+                                         lag_seconds=secs,
+                                         lag_seconds_unknown=(unknown or {}).get((topic, partition))))
 
     def hanging(self, cluster: m.Cluster, topic: str, partition: int, *, transactional_id: str | None,
                 producer_id: int, first_seen_ago: float, resolved_ago: float | None = None,
@@ -185,7 +192,8 @@ def seed_scenario(session: Session, now: datetime | None = None) -> Scenario:
     f.lag(prod, 20, "orders-consumer", [("orders", p, 800, 100, 100, 9.0) for p in range(4)])
     f.lag(prod, 5, "orders-consumer", [("orders", 0, 400, 1520, 20, 30.0), ("orders", 1, 990, 10, 0, 0.0),
                                        ("orders", 2, 800, 0, 0, None), ("orders", 3, 400, 200, 20, 12.5)])
-    f.lag(prod, 5, "audit/readers", [("payments", 0, 40, 10, 10, 2.0), ("payments-eu", 0, 55, 15, 5, None)])
+    f.lag(prod, 5, "audit/readers", [("payments", 0, 40, 10, 10, 2.0), ("payments-eu", 0, 55, 15, 5, None)],
+          unknown={("payments-eu", 0): UNREADABLE})
 
     for ms in range(1, 101):
         f.verification(prod, 10 + ms, ms)

@@ -10,11 +10,11 @@ from typing import Any
 
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import PROD, STAGING
-from txnwatch.exposition import Exposition
-from txnwatch.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
-from txnwatch.publication import VIEWS, Digest, Publication, Publisher, light
-from txnwatch.state import ClusterView, HistoryView
-from txnwatch.wiring import build_api_runtime, build_runtime
+from txnwatch.core.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.core.views import ClusterView, HistoryView
+from txnwatch.metrics.exposition import Exposition
+from txnwatch.runtime.publication import VIEWS, Digest, Publication, Publisher, light
+from txnwatch.runtime.wiring import build_api_runtime, build_runtime
 
 PATHS = ("/api/v1/clusters", f"/api/v1/clusters/{PROD}", f"/api/v1/clusters/{STAGING}", "/api/v1/verification",
          "/api/v1/transactions?limit=5")
@@ -113,9 +113,15 @@ def test_a_worker_reloads_only_what_changed_and_flags_a_silent_collector(seeded,
 
 def test_published_views_leave_out_what_the_api_reads_from_the_database() -> None:
     now_ms = 1_795_000_000_000
-    view = ClusterView(name=PROD, up=True, snapshot=_snapshot(now_ms), findings=object())
+    from txnwatch.core.model import GroupLag, TopicPartition
+    from txnwatch.detect import Findings
+
+    lag = GroupLag(PROD, "g", TopicPartition("orders", 0), 5, 1, 1, 0.5)
+    findings = Findings(PROD, now_ms, lags=(lag,), omitted={("consumer_group", "cap"): 3})
+    view = ClusterView(name=PROD, up=True, snapshot=_snapshot(now_ms), findings=findings)
     kept = light(view)
-    assert kept.snapshot is not None and view.snapshot is not None and kept.findings is None
+    assert kept.snapshot is not None and view.snapshot is not None and kept.findings is not None
+    assert kept.findings.lags == () and kept.findings.omitted == {("consumer_group", "cap"): 3}
     assert (kept.snapshot.partitions, kept.snapshot.groups, kept.snapshot.transactions) == ({}, {}, {})
     assert kept.snapshot.errors == view.snapshot.errors
     assert kept.snapshot.broker_verification == view.snapshot.broker_verification

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
 from tests.api.factory import PROD, Scenario
-from txnwatch.api import schemas
+from txnwatch.serve.api import schemas
 
 SKIP = re.compile(r"^/api/v1/(admin|reports)/")  # admin writes; reports have their own tests
 

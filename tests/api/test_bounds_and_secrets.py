@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING
-from txnwatch.runtime import Runtime
-from txnwatch.wiring import build_runtime
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.runtime.wiring import build_runtime
 
 PASSWORD = "hunter2"
 LEAKY = f"ConnectError: cannot reach http://scraper:{PASSWORD}@kafka-1:7071/metrics (postgres://txn:{PASSWORD}@db/t)"

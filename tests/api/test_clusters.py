@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import BOOTSTRAP, PROD, STAGING
 from tests.api.helpers import ok
-from txnwatch.wiring import build_runtime
+from txnwatch.runtime.wiring import build_runtime
 
 URL = "/api/v1/clusters"
 
@@ -81,9 +81,9 @@ def test_cluster_detail_names_failed_requests_with_kip1050_advice(seeded: Seeded
     both), so an operator sees why part of the cluster is unknown."""
     from kafka.errors import TransactionalIdAuthorizationFailedError
 
+    from txnwatch.core.model import ClusterSnapshot
     from txnwatch.kafka.error_classes import classify
     from txnwatch.kafka.errors import from_code, from_exception
-    from txnwatch.model import ClusterSnapshot
 
     denied = from_code("DescribeTransactions", "payments-1", TransactionalIdAuthorizationFailedError.errno)
     refused = from_exception("ListTransactions", "broker:2", ConnectionRefusedError("refused"))
@@ -101,3 +101,25 @@ def test_cluster_detail_names_failed_requests_with_kip1050_advice(seeded: Seeded
         ("DescribeTransactions", "payments-1", "invalid-configuration"), ("ListTransactions", "broker:2", "unknown")]
     assert errors[0]["advice"] == classify("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")[1] and "Describe" in errors[0]["advice"]
     assert errors[1]["advice"] == "" and "refused" in errors[1]["message"]
+
+
+def test_cluster_detail_says_what_the_group_caps_left_out(seeded: Seeded) -> None:
+    """The API lists the capped groups (lag rows), so the cluster says how many it does not list, and why."""
+    from txnwatch.core.model import ClusterSnapshot
+    from txnwatch.detect import Findings
+
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    now_ms = int(time.time() * 1000)
+    findings = Findings(PROD, now_ms, omitted={("consumer_group", "cap"): 4500, ("group_partition", "cap"): 13500,
+                                               ("consumer_group", "filter"): 0})
+    runtime.state.update(PROD, up=True, polls=1, last_poll_at_ms=now_ms, last_success_at_ms=now_ms,
+                         snapshot=ClusterSnapshot(cluster=PROD, taken_at_ms=now_ms, duration_ms=5), findings=findings)
+    try:
+        with make_client(runtime) as client:
+            omitted = ok(client, f"{URL}/{PROD}")["omitted"]
+            untouched = ok(client, f"{URL}/{STAGING}")["omitted"]
+    finally:
+        runtime.engine.dispose()
+    assert omitted == [{"kind": "consumer_group", "reason": "cap", "count": 4500},
+                       {"kind": "group_partition", "reason": "cap", "count": 13500}]
+    assert untouched == []

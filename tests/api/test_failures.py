@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING, seed_scenario
 from tests.fixtures.postgres_server import PostgresServer, start_postgres
+from txnwatch.runtime.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 TOKEN = "s3cret-read-token"
 READ_URLS = ["/api/v1/clusters", f"/api/v1/clusters/{PROD}", "/api/v1/transactions",
@@ -36,7 +36,9 @@ def seed(url: str) -> None:
 
 @pytest.fixture(scope="module")
 def secured(seeded: Seeded) -> Iterator[TestClient]:
-    runtime = build_runtime(make_settings(seeded.url, read_token=TOKEN), collect=False)
+    # Many wrong tokens from one client: a limit of failures never reached here (tests/faults/test_brute_force.py).
+    runtime = build_runtime(make_settings(seeded.url, read_token=TOKEN, auth_failures_per_window=10_000),
+                            collect=False)
     with make_client(runtime) as client:
         yield client
     runtime.engine.dispose()

@@ -8,11 +8,11 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
-from txnwatch.api.app import create_app
-from txnwatch.api.routers.metrics import accepts_gzip
-from txnwatch.config import load_settings
-from txnwatch.exposition import Exposition
-from txnwatch.wiring import build_runtime
+from txnwatch.core.config import load_settings
+from txnwatch.metrics.exposition import Exposition
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.api.routers.metrics import accepts_gzip
+from txnwatch.serve.app import create_app
 
 
 @pytest.mark.parametrize(("header", "expected"), [
@@ -72,7 +72,7 @@ def test_the_render_waits_for_the_poll_in_flight() -> None:
     """A render holds the GIL for seconds at big scale: it starts once no poll runs (within max_age_s)."""
     from prometheus_client.registry import CollectorRegistry
 
-    from txnwatch import pollwindow
+    from txnwatch.collect import pollwindow
 
     exposition = Exposition(CollectorRegistry(), max_age_s=60)
     with pollwindow.PROCESS.poll():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.api.factory import PROD, STAGING
+from tests.api.factory import PROD, STAGING, UNREADABLE
 from tests.api.helpers import flat, invalid_param, ok, walk
 
 
@@ -40,6 +40,8 @@ def test_consumer_groups_latest_lag_vs_lso_and_hwm(client: TestClient) -> None:
     assert orders["max_lag_seconds"] == 30.0
     assert orders["topics"] == ["orders"]
     assert groups[0]["topics"] == ["payments", "payments-eu"]
+    assert (groups[0]["lag_seconds_unknown"], groups[1]["lag_seconds_unknown"]) == (1, 0)
+    assert groups[0]["max_lag_seconds"] == 2.0  # the unknown partition left out
     assert flat(walk(client, "/api/v1/consumer-groups", limit=1)) == groups
     assert ok(client, "/api/v1/consumer-groups", cluster=STAGING)["items"] == []
 
@@ -50,7 +52,11 @@ def test_one_group_per_partition(client: TestClient) -> None:
             for p in group["partition_lags"]]
     assert lags == [(0, 400, 20, 1520, 30.0), (1, 990, 0, 10, 0.0), (2, 800, 0, 0, None), (3, 400, 20, 200, 12.5)]
     assert (group["lag_lso"], group["lag_hwm"]) == (40, 1730)
-    assert ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")["partitions"] == 2
+    assert {p["lag_seconds_unknown"] for p in group["partition_lags"]} == {None}
+    audit = ok(client, f"/api/v1/consumer-groups/{PROD}/audit/readers")
+    assert (audit["partitions"], audit["lag_seconds_unknown"]) == (2, 1)
+    eu = [p for p in audit["partition_lags"] if p["topic"] == "payments-eu"]
+    assert [(p["lag_seconds"], p["lag_seconds_unknown"]) for p in eu] == [(None, UNREADABLE)]
 
 
 def test_a_group_that_stopped_committing_shows_where_it_stopped(client: TestClient) -> None:

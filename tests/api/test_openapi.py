@@ -15,9 +15,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.api.conftest import make_settings
-from txnwatch.api.app import create_app
-from txnwatch.runtime import Runtime
-from txnwatch.wiring import build_runtime
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
 
 # The live-state endpoints of this suite; other routers under /api/v1 (admin, pipeline reports) have
 # their own tests and only get the no-5xx property here.

@@ -6,7 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.factory import PROD
-from txnwatch.api.middleware import MAX_BODY_BYTES, SECURITY_HEADERS
+from txnwatch.serve.api.middleware import MAX_BODY_BYTES, SECURITY_HEADERS
 
 
 @pytest.mark.parametrize(("method", "url", "status"), [

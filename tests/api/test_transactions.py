@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
+from txnwatch.runtime.wiring import build_runtime
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 URL = "/api/v1/transactions"
 OPEN = {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}

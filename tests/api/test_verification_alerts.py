@@ -52,8 +52,8 @@ def test_verification_shows_the_brokers_own_figures_beside_txnwatchs(seeded) -> 
     """The brokers' VerificationTimeMs / VerificationFailureRate from their JMX exporters, as of the latest poll;
     a broker whose exporter failed is listed with its error and left out of the sums."""
     from tests.api.conftest import make_client, make_settings
-    from txnwatch.model import BrokerVerification, ClusterSnapshot
-    from txnwatch.wiring import build_runtime
+    from txnwatch.core.model import BrokerVerification, ClusterSnapshot
+    from txnwatch.runtime.wiring import build_runtime
 
     runtime = build_runtime(make_settings(seeded.url), collect=False)
     figures = (BrokerVerification("1", "http://b1/metrics", verifications=1073, failures=9, time_ms_max=187.0,

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tests.api.factory import seed_scenario
-from txnwatch.api.app import create_app
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 FROZEN = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)  # 3 a.m., as on-call meets it
 PAGES = {
@@ -30,7 +30,7 @@ PAGES = {
 def console_client(directory: Path, **settings: Any) -> Iterator[TestClient]:
     """A TestClient on a seeded SQLite database whose console sees the clock stopped at FROZEN."""
     from tests.api.conftest import make_settings
-    from txnwatch.console import router
+    from txnwatch.serve.console import router
 
     url = f"sqlite:///{directory / 'console.db'}"
     upgrade(url)
@@ -58,7 +58,7 @@ def rendered_hashes(client: TestClient) -> dict[str, str]:
     and anti-aliasing differ between machines, the content does not."""
     import hashlib
 
-    from txnwatch.console import assets
+    from txnwatch.serve.console import assets
 
     static = assets.VENDOR.parent
     shared = b"".join((static / name).read_bytes() for name in ("console.css", "console.js"))

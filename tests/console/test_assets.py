@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from txnwatch.console import assets
+from txnwatch.serve.console import assets
 
 
 def _tarball(files: dict[str, bytes]) -> bytes:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.console.scenario import PAGES, console_client
-from txnwatch.config import ApiConfig, ConsoleConfig
+from txnwatch.core.config import ApiConfig, ConsoleConfig
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_now_page_names_what_hangs_with_the_abort_command_and_who_is_blocked(cli
     assert "Coordinator does not list this partition" in html  # the vocabulary's title of partition_not_listed
     assert "orders-consumer" in html and "records are invisible" in html
     assert 'href="/console/runbooks#kafkahangingtransaction"' in html
-    from txnwatch.console.router import PANELS
+    from txnwatch.serve.console.router import PANELS
 
     panel = PANELS["txnwatch-partitions"]["Hanging transactions"]
     assert (f'href="https://grafana.example.com/d/txnwatch-partitions?var-cluster=prod&amp;var-topic=orders&amp;'
@@ -83,7 +83,7 @@ def test_unknown_things_are_404(client: TestClient) -> None:
 
 
 def test_runbooks_page_has_every_alert_anchor(client: TestClient) -> None:
-    from txnwatch.vocabulary import ALERTS
+    from txnwatch.core.vocabulary import ALERTS
 
     html = client.get("/console/runbooks").text
     for alert in ALERTS:
@@ -119,14 +119,14 @@ def test_docs_pages_point_at_vendored_assets(client: TestClient) -> None:
 
 
 def test_make_run_prints_the_console_url_first() -> None:
-    from txnwatch.demo import banner
+    from txnwatch.cli.demo import banner
 
     lines = [line for line in banner(8080, "127.0.0.1:9092", Path("lab"), "demo-in").splitlines() if line.strip()]
     assert "http://127.0.0.1:8080/console" in lines[0]
 
 
 def test_grafana_links_name_panels_that_exist() -> None:
-    from txnwatch.console.router import HERE, PANELS
+    from txnwatch.serve.console.router import HERE, PANELS
 
     used = re.findall(r'grafana_link\(grafana, "([^"]+)"(?:, "([^"]+)")?', "".join(
         p.read_text() for p in (HERE / "templates").glob("*.html")))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.deploy.tools import contract, promql_metric_names
-from txnwatch.vocabulary import ALERTS, REASONS
+from txnwatch.core.vocabulary import ALERTS, REASONS
 
 DASHBOARDS = sorted((Path(__file__).resolve().parents[2] / "dashboards").glob("*.json"))
 

@@ -119,7 +119,7 @@ def _pod_env(docs: list[dict[str, Any]], container: dict[str, Any]) -> dict[str,
 
 def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ConfigMap plus the pod's TXNWATCH_* environment are a valid txnwatch configuration."""
-    from txnwatch.config import load_settings
+    from txnwatch.core.config import load_settings
 
     docs = render(*VALUES["production"])
     (cm,) = [d for d in by_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
@@ -143,18 +143,21 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
     routing_key = settings.pagerduty.routing_key
     assert routing_key is not None and routing_key.get_secret_value() == "R0UT1NGKEY0000000000000000000000"
     assert (settings.fleet.lease_seconds, settings.fleet.margin_seconds) == (20, 4)  # two replicas share the clusters
+    assert settings.api.trusted_proxies == ["10.42.0.0/16"]  # the Ingress controller's pods (trustedProxies)
     assert "s3cret" not in cm["data"]["config.yaml"] and "eu-password" not in cm["data"]["config.yaml"]
 
 
 def test_default_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from txnwatch.config import load_settings
+    from txnwatch.core.config import load_settings
 
     (cm,) = [d for d in by_kind(render(), "ConfigMap") if "config.yaml" in d["data"]]
     config = tmp_path / "config.yaml"
     config.write_text(cm["data"]["config.yaml"])
     for key in [k for k in list(__import__("os").environ) if k.startswith("TXNWATCH_")]:
         monkeypatch.delenv(key)
-    assert load_settings(config).database_url == "sqlite:////var/lib/txnwatch/txnwatch.db"
+    settings = load_settings(config)
+    assert settings.database_url == "sqlite:////var/lib/txnwatch/txnwatch.db"
+    assert settings.api.trusted_proxies == ["127.0.0.1", "::1"]  # a sidecar in the pod, nobody else
 
 
 def test_migrations() -> None:
@@ -250,6 +253,9 @@ BAD_VALUES = [
     (["--set", "config.database_url=postgresql://u:p@h/db"], "secrets.databaseUrl"),
     (["--set", "config.pagerduty.routing_key=abc"], "secrets.pagerdutyRoutingKey"),
     (["--set", "config.api.admin_token=abc"], "secrets.apiAdminToken"),
+    (["--set", "config.api.trusted_proxies[0]=10.0.0.0/8"], "use trustedProxies"),
+    (["--set", "secrets.apiReadToken=two words"], "secrets.apiReadToken must be visible ASCII"),
+    (["--set-string", "secrets.apiAdminToken=t\u00f6ken"], "secrets.apiAdminToken must be visible ASCII"),
     (["--set", "config.clusters[0].name=a", "--set", "config.clusters[0].bootstrap_servers[0]=k:9092",
       "--set", "config.clusters[0].sasl_password=pw"], "secrets.saslPasswords.a"),
     (["--set", "config.clusters[0].name=a", "--set", "config.clusters[0].bootstrap_servers[0]=k:9092",

@@ -178,7 +178,7 @@ def render_chart(values: dict[str, Any], tmp_path: Path, *args: str) -> list[dic
 
 def pod_settings(docs: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The txnwatch Settings the Deployment's container would load: ConfigMap, env and Secret files."""
-    from txnwatch.config import load_settings
+    from txnwatch.core.config import load_settings
 
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})]
     (deploy,) = [d for d in docs if d["kind"] == "Deployment"]

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.lab
 @pytest.fixture
 def daemon(lab_cluster: Any, sqlite_url: str) -> Iterator[Daemon]:
     d = start_daemon(database_url=sqlite_url, poll_interval_seconds=1,
+                     lag_sample_interval_seconds=0,  # the lag test reads the API after each poll
                      clusters=[dict(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers, request_timeout_ms=4000)],
                      detection=dict(prepare_stuck_seconds=4, lso_stall_seconds=3),
                      alert_rules=dict(prepare_stuck=dict(for_seconds=0)))

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting import Alerting
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
-from txnwatch.collector import Backoff, ClusterCollector
-from txnwatch.config import Settings
-from txnwatch.model import ClusterSnapshot
-from txnwatch.state import LatestState
+from txnwatch.collect.poll_loop import Backoff, ClusterPollLoop
+from txnwatch.core.config import Settings
+from txnwatch.core.model import ClusterSnapshot
+from txnwatch.core.views import LatestState
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_engine, make_sessionmaker
@@ -67,13 +67,13 @@ def sessions(sqlite_url: str) -> Any:
     engine.dispose()
 
 
-def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float]) -> ClusterCollector:
+def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float]) -> ClusterPollLoop:
     settings = Settings(poll_interval_seconds=INTERVAL_S, clusters=[{"name": "c", "bootstrap_servers": ["h:1"]}],
                         alert_rules={"cluster_down": {"for_seconds": FOR_S}})
     state = LatestState(["c"])
     alerting = Alerting.from_settings(settings, sessions)
     sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, sessions, alerting.rules)
-    return ClusterCollector("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
+    return ClusterPollLoop("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
                             clock=lambda: clock[0], backoff=Backoff())
 
 

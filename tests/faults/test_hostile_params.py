@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from txnwatch.api.app import create_app
-from txnwatch.config import Settings
+from txnwatch.core.config import Settings
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 EDGES = {
     "date": ["9999-12-31", "0001-01-01", "2024-02-30", "10000-01-01"],

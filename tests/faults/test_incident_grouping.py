@@ -24,7 +24,7 @@ from txnwatch.alerting.conditions import (
     transaction_incident_key,
 )
 from txnwatch.alerting.from_findings import ConditionBuilder
-from txnwatch.config import AlertRuleConfig
+from txnwatch.core.config import AlertRuleConfig
 
 PID = 4001
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from txnwatch.logbudget import FailureStreak
+from txnwatch.core.logbudget import FailureStreak
 
 
 def test_a_streak_logs_start_change_reminder_and_recovery(caplog: pytest.LogCaptureFixture) -> None:

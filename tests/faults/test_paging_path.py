@@ -19,8 +19,8 @@ from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures
 from tests.alerting.helpers import ROUTING_KEY, at, hanging
 from tests.deploy.tools import render_chart
 from txnwatch.alerting import Alerting
-from txnwatch.config import Settings
-from txnwatch.wiring import build_runtime
+from txnwatch.core.config import Settings
+from txnwatch.runtime.wiring import build_runtime
 
 PUBLIC = "https://txnwatch.example.com"
 
@@ -73,7 +73,7 @@ def test_webhook_and_slack_come_from_config(sessions: sessionmaker[Session], pag
 
 
 def test_a_webhook_without_url_is_a_config_error() -> None:
-    from txnwatch.config import ConfigError, load_settings
+    from txnwatch.core.config import ConfigError, load_settings
 
     with pytest.raises(ConfigError, match=r"notifiers\.slack: enabled needs url"):
         load_settings(None, notifiers={"slack": {"enabled": True}})

@@ -19,7 +19,7 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetFetchResponse
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
-from txnwatch.model import TopicPartition
+from txnwatch.core.model import TopicPartition
 
 
 def wire(response: Any, version: int) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from txnwatch.config import ClusterConfig
+from txnwatch.core.config import ClusterConfig
 from txnwatch.kafka.settings import ClusterConnectionSettings
 
 OAUTH: dict[str, Any] = dict(name="cc", bootstrap_servers=["pkc-1.example:9092"], security_protocol="SASL_SSL",

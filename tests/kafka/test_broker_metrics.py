@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from txnwatch.core.model import BrokerInfo
 from txnwatch.kafka.broker_metrics import expand_urls, parse_exporter_text, scrape
-from txnwatch.model import BrokerInfo
 
 DATA = Path(__file__).with_name("data")
 

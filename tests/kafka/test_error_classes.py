@@ -5,8 +5,8 @@ from __future__ import annotations
 import kafka.errors as kafka_errors
 import pytest
 
+from txnwatch.core.model import ErrorClass
 from txnwatch.kafka.error_classes import _TABLE, BY_CODE, BY_NAME, classify
-from txnwatch.model import ErrorClass
 
 
 def test_every_table_name_resolves_to_the_code_kafka_python_sends() -> None:

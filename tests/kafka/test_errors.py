@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kafka.errors import KafkaConnectionError, RequestTimedOutError
 
+from txnwatch.core.model import ErrorClass
 from txnwatch.kafka import errors
-from txnwatch.model import ErrorClass
 
 
 def test_broker_codes_are_named_and_classified() -> None:

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
+from txnwatch.core.model import ClusterSnapshot, TopicPartition, TxnState
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
-from txnwatch.model import ClusterSnapshot, TopicPartition, TxnState
 
 pytestmark = pytest.mark.lab
 

@@ -20,12 +20,12 @@ from kafka.structs import OffsetAndMetadata
 from prometheus_client.core import Metric
 
 from txnwatch import detect
+from txnwatch.core.model import ClusterSnapshot, TopicPartition
+from txnwatch.core.views import ClusterView
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 from txnwatch.lab.faults import start_lso_stall, transactional_producer, unique_transactional_id
 from txnwatch.lab.reference import run_tool
-from txnwatch.lagmetrics import LagMetricOptions, lag_families
-from txnwatch.model import ClusterSnapshot, TopicPartition
-from txnwatch.state import ClusterView
+from txnwatch.metrics.lag import LagMetricOptions, lag_families
 
 pytestmark = [pytest.mark.lab]
 POLL_INTERVAL_S = 1.0

@@ -19,7 +19,7 @@ from botocore.auth import SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from txnwatch.config import ClusterConfig
+from txnwatch.core.config import ClusterConfig
 from txnwatch.kafka.msk import AwsCredentials, MskIamError, MskIamMechanism, MskIamSigner, region_from_host
 from txnwatch.kafka.settings import ClusterConnectionSettings
 

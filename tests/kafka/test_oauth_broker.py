@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fixtures.daemon import start_daemon, wait_for
 from tests.kafka.conftest import SecureKafka
 from tests.kafka.oauth_broker import CLIENT_ID, CLIENT_SECRET, Issuer
+from txnwatch.core.logs import configure
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
-from txnwatch.logs import configure
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 SECRET_ENV = "TXNWATCH_TEST_OIDC_SECRET"
@@ -85,7 +85,7 @@ def test_daemon_watches_an_oauthbearer_cluster(broker: OAuthBroker, sqlite_url: 
     tokens = {claims["sub"] for claims in broker.issuer.issued}
     assert tokens == {CLIENT_ID} and {c["scope"] for c in broker.issuer.issued} == {"kafka.watch"}
     # kafka-python's own DEBUG lines print SASL request bytes; txnwatch pins the "kafka" loggers at ERROR
-    # (txnwatch.logs.configure), so only its own and the HTTP client's records can reach an operator.
+    # (txnwatch.core.logs.configure), so only its own and the HTTP client's records can reach an operator.
     logged = "\n".join(r.getMessage() for r in caplog.records if not r.name.startswith("kafka"))
     assert "obtained an OAuth token" in logged
     assert CLIENT_SECRET not in logged and "eyJ" not in logged  # neither the secret nor a JWT

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from tests.kafka import answers as a
+from txnwatch.core.model import ErrorClass, ProducerState, TopicPartition, TxnState
 from txnwatch.kafka import parse
 from txnwatch.kafka.errors import CORRUPT
-from txnwatch.model import ErrorClass, ProducerState, TopicPartition, TxnState
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 TXN_STATE = TopicPartition("__transaction_state", 0)

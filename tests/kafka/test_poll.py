@@ -12,12 +12,12 @@ from kafka.errors import KafkaConnectionError, RequestTimedOutError
 from kafka.future import Future
 
 from tests.kafka import answers as a
+from txnwatch.core.model import TopicPartition, TxnState
 from txnwatch.kafka import ClusterConnectionSettings, ClusterUnreachable
 from txnwatch.kafka.batches import Call
 from txnwatch.kafka.errors import CORRUPT
 from txnwatch.kafka.poll import Collected, collect
 from txnwatch.kafka.wire import ManagerWire, Reply
-from txnwatch.model import TopicPartition, TxnState
 
 TXN_STATE = "__transaction_state"
 
@@ -253,6 +253,21 @@ def test_share_groups_are_listed_but_not_fetched() -> None:
     snap = run(wire).snapshot
     fetched = {g.group_id for r in wire.rounds for c in r if c.api == "OffsetFetch" for g in c.request.groups}
     assert "shared" not in fetched and "shared" not in snap.groups and "etl" in snap.groups
+
+
+def test_group_selection_fetches_only_selected_groups_and_counts_the_rest() -> None:
+    """groups_include/groups_exclude (kafka_exporter's --group.filter/--group.exclude, KMinion's
+    allowedGroups/ignoredGroups), whole-name matches: left-out groups cost no OffsetFetch."""
+    cluster = cluster_with(0)
+    tp = TopicPartition("orders", 0)
+    cluster.groups.update({"etl-retry": (2, {tp: 1}), "etl-console-1": (3, {tp: 2}), "xetl": (1, {tp: 5})})
+    settings = ClusterConnectionSettings(name="lab", bootstrap_servers=("h:1",),
+                                         groups_include=("etl.*", "audit"), groups_exclude=(r".*-console-\d+",))
+    wire = FakeWire(cluster)
+    snap = run(wire, settings).snapshot
+    fetched = {g.group_id for r in wire.rounds for c in r if c.api == "OffsetFetch" for g in c.request.groups}
+    assert fetched == set(snap.groups) == {"etl", "etl-retry", "audit"}  # "xetl": a full match, not a search
+    assert snap.groups_filtered == 2
 
 
 class _InstantManager:

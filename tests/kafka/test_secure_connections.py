@@ -10,8 +10,8 @@ import pytest
 
 from tests.kafka.conftest import SecureKafka
 from tests.kafka.secure_broker import HOSTILE_PLAIN, USERS, SecureBroker
+from txnwatch.core.model import ClusterSnapshot
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings, ClusterUnreachable
-from txnwatch.model import ClusterSnapshot
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

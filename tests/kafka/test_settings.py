@@ -64,7 +64,7 @@ def test_sasl_and_ssl_reach_the_client() -> None:
 
 
 def test_from_service_config() -> None:
-    from txnwatch.config import ClusterConfig
+    from txnwatch.core.config import ClusterConfig
 
     config = ClusterConfig(name="prod", bootstrap_servers=["k1:9092", "k2:9092"], security_protocol="SASL_PLAINTEXT",
                            sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p", ssl_cafile="/ca.pem")

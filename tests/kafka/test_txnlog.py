@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka import KafkaProducer
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.kafka import ClusterConnectionSettings
 from txnwatch.kafka.errors import CORRUPT
 from txnwatch.kafka.txnlog import TransactionLogTail, decode_record
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 
 # Captured from a Kafka 4.1.1 coordinator: transactional id "tl-xe2caf".
 KEY = bytes.fromhex("00000009746c2d786532636166")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab.helpers import offsets, wait_for
-from txnwatch.demo import banner
+from txnwatch.cli.demo import banner
 from txnwatch.lab.reference import parse_find_hanging, run_kafka_transactions
 from txnwatch.lab.topics import unique_topic_name
 from txnwatch.lab.workload import Scenario, Workload

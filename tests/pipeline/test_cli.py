@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from txnwatch import exitcodes
+from txnwatch.core import exitcodes
 from txnwatch.pipeline import prefix
 from txnwatch.pipeline.cli import app, parse_conf
 from txnwatch.pipeline.session import INSTALL_HINT, JavaMissing, check_java

@@ -9,13 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.pipeline.history import DAY, NEXT_DAY, seed
-from txnwatch.api.app import create_app
-from txnwatch.config import load_settings
+from txnwatch.core.config import load_settings
 from txnwatch.pipeline.run import Window, run_pipeline
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
 from txnwatch.store.archive import export_history
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import build_runtime
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Engine, insert, select
 
-from txnwatch.model import TxnState
+from txnwatch.core.model import TxnState
 from txnwatch.store import models as m
 from txnwatch.store import queries
 from txnwatch.store.db import make_sessionmaker

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from txnwatch.config import load_settings
+from txnwatch.core.config import load_settings
+from txnwatch.runtime.wiring import archive_then_purge, build_runtime
 from txnwatch.store import models as m
 from txnwatch.store.migrate import upgrade
-from txnwatch.wiring import archive_then_purge, build_runtime
 
 
 def seed_old_transition(runtime) -> None:

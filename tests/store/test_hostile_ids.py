@@ -8,8 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, func, select
 
-from txnwatch.detect import Findings
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupLag,
     PartitionSnapshot,
@@ -17,6 +16,7 @@ from txnwatch.model import (
     TransactionDescription,
     TxnState,
 )
+from txnwatch.detect import Findings
 from txnwatch.store import models as m
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.recorder import Recorder

@@ -12,11 +12,11 @@ import pytest
 from tests.fixtures.daemon import wait_for
 from tests.fixtures.db_proxy import db_proxy
 from txnwatch.alerting.outbox import PENDING, Delivery, OutboxDispatcher
-from txnwatch.config import FleetConfig
+from txnwatch.core.config import FleetConfig
 from txnwatch.fleet.balance import HOUSEKEEPING
+from txnwatch.fleet.leadership import SingleInstance, leadership_for
 from txnwatch.fleet.leases import FleetLeases, FleetTiming, LeaseLost
 from txnwatch.fleet.table import LeaseTable, lease_engine
-from txnwatch.leader import SingleInstance, leadership_for
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import upgrade

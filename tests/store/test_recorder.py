@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from tests.fixtures.postgres_server import start_postgres
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     PartitionSnapshot,
     ProducerState,

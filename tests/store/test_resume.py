@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     PartitionSnapshot,
     ProducerState,
@@ -85,7 +85,7 @@ def test_nothing_to_resume_once_the_incidents_ended(store: tuple[sessionmaker[Se
 
 
 def test_a_new_cluster_or_an_unreadable_database_starts_detection_afresh(engine: Engine, caplog) -> None:
-    from txnwatch.wiring import resumed_state
+    from txnwatch.runtime.wiring import resumed_state
 
     assert resumed_state(make_sessionmaker(engine), "never-polled") is detect.INITIAL
 

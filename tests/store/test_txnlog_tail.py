@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+from txnwatch.core.views import LatestState
 from txnwatch.detect import txnlog as d
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
-from txnwatch.state import LatestState
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_sessionmaker
-from txnwatch.txnlog_service import ClusterTail, cluster_id_for
 
 E, ON, PC, CC, PA, CA = (TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT,
                          TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT)
@@ -248,3 +248,36 @@ def test_archive_retention_drops_old_days_from_the_manifest_and_the_disk(engine:
     assert prune_archive(str(tmp_path), keep_days=30) == len(files)
     assert read_manifest(fs, root).table("transitions").files == {}
     assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_a_batch_over_the_decompression_budget_falls_back_to_polling_with_the_reason_and_is_not_retried_hot(
+        engine: Engine) -> None:
+    """kafka-python's poll() raises OverBudget at such a batch, every time (txnwatch.kafka.decompress)."""
+    from txnwatch.kafka.decompress import GZIP, OverBudget
+
+    opened: list[float] = []
+    clock = [1_000.0]
+
+    class Bomb(FakeTail):
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            raise OverBudget(GZIP, 32 * 1024 * 1024)
+
+    def open_tail(positions: Mapping[int, int]) -> Bomb:
+        opened.append(clock[0])
+        return Bomb({0: []}, positions, random.Random(0))
+
+    state = LatestState(["c"])
+    tail = ClusterTail("c", "h", open_tail, registered(engine), state, clock=lambda: clock[0], read_timeout_ms=0,
+                       retry_s=30.0)
+    for _ in range(50):
+        tail.step()
+        clock[0] += 0.1
+    view = state.get("c")
+    assert view is not None and view.history is not None
+    assert view.history.mode == "polling"
+    assert view.history.reason == ("lost the transaction log: OverBudget: gzip batch decompresses to more than "
+                                   "32 MiB, the budget for one record batch")
+    assert opened == [1_000.0]  # 5 s of steps: the log is tried again only after retry_s
+    clock[0] += 30.0
+    tail.step()
+    assert len(opened) == 2

@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from txnwatch import cli, exitcodes
+from txnwatch.cli import commands as cli
+from txnwatch.core import exitcodes
 
 
 def _commands() -> list[tuple[str, Any]]:

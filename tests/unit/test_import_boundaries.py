@@ -1,87 +1,269 @@
-"""The rooms' import rules (STYLE.md), read from the source with ``ast`` so lazy imports inside functions count too.
+"""The rooms' import rules, as docs/architecture.md's "Rooms" table states them, read from the source with ``ast``.
 
-* ``detect/`` and ``model.py`` are pure: no I/O library, no other room of txnwatch;
-* ``api/`` never talks to Kafka (it reaches the admin abort through the runtime);
-* ``kafka/`` never reaches into the store or the API;
-* nothing outside ``kafka/`` imports kafka-python (the lab and its tests drive real clients and are exempt).
+Imports are resolved to the module really imported: ``from txnwatch import store`` is ``txnwatch.store`` and
+``from txnwatch.store import models`` is ``txnwatch.store.models`` (a from-import checked as its bare package
+would let ``from txnwatch import kafka`` through anywhere). Imports inside functions count too, and relative
+imports are resolved against their package. The table is parsed, not copied, so the doc and the test cannot
+drift; the probes at the end write violating modules and show that every rule fails on them.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "service" / "txnwatch"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "service" / "txnwatch"
+DOC = ROOT / "docs" / "architecture.md"
 
-#: Libraries that do I/O (network, database, HTTP, files in bulk, processes): never in the pure core.
-IO_LIBRARIES = ("kafka", "sqlalchemy", "alembic", "psycopg", "fastapi", "starlette", "uvicorn", "httpx", "requests",
-                "prometheus_client", "apscheduler", "pyspark", "pyarrow", "socket", "ssl", "subprocess", "urllib",
-                "http", "asyncio", "threading")
-#: What the pure core may import from txnwatch itself.
-PURE_ALLOWED = ("txnwatch.model", "txnwatch.detect", "txnwatch.vocabulary", "txnwatch.config")
+#: Standard-library modules that do I/O: never in detect/, which is pure.
+IO_STDLIB = ("socket", "ssl", "subprocess", "urllib", "http", "asyncio", "threading", "multiprocessing",
+             "concurrent", "selectors", "shutil")
+#: ``compression`` is the standard library's zstd from Python 3.14 (the backport serves 3.11-3.13).
+STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 
-def imports(path: Path, root: Path) -> Iterator[tuple[int, str]]:
-    """Every module ``path`` imports, absolute, with its line (relative imports resolved against its package)."""
-    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
+@dataclass(frozen=True)
+class Rule:
+    rooms: frozenset[str]
+    libraries: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str  # relative to the package's parent, for messages
+    line: int
+    importer: str  # dotted module doing the import
+    module: str  # dotted module imported
+
+
+def rules_from_doc(text: str) -> dict[str, Rule]:
+    """The "Rooms" table of docs/architecture.md: room -> the rooms and libraries it may import."""
+    section = text.split("## Rooms", 1)[1].split("\n## ", 1)[0]
+    rules: dict[str, Rule] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`"):
+            continue
+        room = cells[0].strip("`/")
+        rooms = frozenset(r.strip("/") for r in re.findall(r"`([a-z_]+/)`", cells[2]))
+        libraries = frozenset(re.findall(r"`([a-z_][a-z0-9_]*)`", cells[3]))
+        rules[room] = Rule(rooms, libraries)
+    return rules
+
+
+def module_name(path: Path, root: Path) -> str:
+    name = ".".join(path.relative_to(root).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def is_module(dotted: str, root: Path) -> bool:
+    target = root.joinpath(*dotted.split("."))
+    return target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
+
+
+def imports(path: Path, root: Path) -> Iterator[Import]:
+    """Every module ``path`` imports, resolved to the name really imported."""
+    me = module_name(path, root)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    where = str(path.relative_to(root))
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            yield from ((node.lineno, alias.name) for alias in node.names)
+            for alias in node.names:
+                yield Import(where, node.lineno, me, alias.name)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{parent}.{base}" if base else parent
-            yield node.lineno, base
+            for alias in node.names:
+                # `from txnwatch import store` imports the module txnwatch.store, not the package txnwatch.
+                candidate = f"{base}.{alias.name}"
+                yield Import(where, node.lineno, me, candidate if is_module(candidate, root) else base)
 
 
-def modules(*relative: str) -> list[Path]:
-    found: list[Path] = []
-    for name in relative:
-        target = PACKAGE / name
-        found += sorted(target.rglob("*.py")) if target.is_dir() else [target]
-    assert found, relative
+def room_of(module: str) -> str | None:
+    """``txnwatch.store.models`` -> ``store``; the package itself and its top-level modules have none."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "txnwatch" and len(parts) > 1 else None
+
+
+def all_imports(root: Path) -> list[Import]:
+    return [imp for path in sorted((root / "txnwatch").rglob("*.py")) for imp in imports(path, root)]
+
+
+def violations(found: list[Import], rules: Mapping[str, Rule], root: Path) -> list[str]:
+    """Imports that break a room's row: another room not listed, or a library not listed."""
+    bad = []
+    for imp in found:
+        room = room_of(imp.importer)
+        if room is None or not (root / "txnwatch" / room).is_dir():
+            continue  # the package's own __init__/__main__: test_nothing_outside_a_room
+        rule = rules.get(room)
+        if rule is None:
+            bad.append(f"{imp.path}: room {room}/ has no row in the Rooms table")
+            continue
+        top = imp.module.split(".")[0]
+        if top == "txnwatch":
+            target = room_of(imp.module)
+            if target is not None and target not in (room, "core", *rule.rooms):  # None: txnwatch.__version__
+                bad.append(f"{imp.path}:{imp.line} imports {imp.module} ({room}/ may not import {target}/)")
+        elif top not in STDLIB and top not in rule.libraries:
+            bad.append(f"{imp.path}:{imp.line} imports {imp.module} (library {top} not listed for {room}/)")
+    return bad
+
+
+def room_graph(found: list[Import]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for imp in found:
+        source, target = room_of(imp.importer), room_of(imp.module) if imp.module.startswith("txnwatch.") else None
+        if source and target and source != target:
+            graph.setdefault(source, set()).add(target)
+    return graph
+
+
+def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Every cycle between rooms, each once, as the path that closes it (depth-first, white/grey/black)."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                found.append([*stack[stack.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
     return found
 
 
-def under(module: str, roots: tuple[str, ...]) -> bool:
-    return any(module == root or module.startswith(root + ".") for root in roots)
+def inner_violations(found: list[Import], source: str, forbidden: str) -> list[str]:
+    return [f"{imp.path}:{imp.line} imports {imp.module}" for imp in found
+            if (imp.importer == source or imp.importer.startswith(source + "."))
+            and (imp.module == forbidden or imp.module.startswith(forbidden + "."))]
 
 
-def violations(paths: list[Path], forbidden: tuple[str, ...], allowed_internal: tuple[str, ...] | None = None,
-               root: Path = PACKAGE.parent) -> list[str]:
-    found = []
-    for path in paths:
-        for line, module in imports(path, root):
-            internal = module.startswith("txnwatch.")
-            if under(module, forbidden) or (internal and allowed_internal is not None
-                                            and not under(module, allowed_internal)):
-                found.append(f"{path.relative_to(root)}:{line} imports {module}")
-    return found
+RULES = rules_from_doc(DOC.read_text())
+IMPORTS = all_imports(PACKAGE.parent)
 
 
-@pytest.mark.parametrize(("paths", "forbidden", "allowed"), [
-    pytest.param(modules("detect", "model.py"), IO_LIBRARIES, PURE_ALLOWED, id="detect-and-model-are-pure"),
-    pytest.param(modules("api"), ("kafka", "txnwatch.kafka"), None, id="api-never-talks-to-kafka"),
-    pytest.param(modules("kafka"), ("txnwatch.store", "txnwatch.api"), None, id="kafka-never-reaches-store-or-api"),
+def test_every_room_has_one_row_and_every_row_is_a_room() -> None:
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert set(RULES) == rooms
+    listed = {r for rule in RULES.values() for r in rule.rooms}
+    assert listed <= rooms, listed - rooms
+
+
+def test_nothing_outside_a_room() -> None:
+    """A new module goes into the room of its job; only the package marker and ``python -m txnwatch`` sit on top."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "__main__.py"]
+
+
+@pytest.mark.parametrize("room", sorted(RULES))
+def test_room_imports_only_what_its_row_allows(room: str) -> None:
+    assert [v for v in violations(IMPORTS, RULES, PACKAGE.parent) if v.startswith(f"txnwatch/{room}/")] == []
+
+
+def test_no_cycle_between_rooms() -> None:
+    assert cycles(room_graph(IMPORTS)) == []
+
+
+def test_the_api_never_imports_the_console() -> None:
+    assert inner_violations(IMPORTS, "txnwatch.serve.api", "txnwatch.serve.console") == []
+
+
+def test_detect_does_no_io() -> None:
+    found = [imp for imp in IMPORTS if room_of(imp.importer) == "detect"]
+    assert [f"{i.path}:{i.line} {i.module}" for i in found if i.module.split(".")[0] in IO_STDLIB] == []
+
+
+# ---- probes: every rule above fails on a module that breaks it ----
+
+
+def _tree(tmp_path: Path, rooms: list[str]) -> Path:
+    """A package with the given (empty) rooms; ``store`` gets a ``models`` module to import by name."""
+    for room in [*rooms, "store"]:
+        (tmp_path / "txnwatch" / room).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "txnwatch" / room / "__init__.py").write_text("")
+    (tmp_path / "txnwatch" / "__init__.py").write_text("")
+    (tmp_path / "txnwatch" / "store" / "models.py").write_text("")
+    return tmp_path
+
+
+@pytest.mark.parametrize("room", sorted(RULES))
+def test_probe_each_room_rule_fails_on_a_room_it_may_not_import(tmp_path: Path, room: str) -> None:
+    """``from txnwatch import X`` (the form the old check let through) of a room not in the row is refused."""
+    forbidden = sorted(set(RULES) - RULES[room].rooms - {room, "core"})
+    assert forbidden, f"{room}/ may import every room: no probe possible, the row is no rule"
+    root = _tree(tmp_path, sorted(RULES))
+    (root / "txnwatch" / room / "probe.py").write_text(f"from txnwatch import {forbidden[0]}\n")
+    assert violations(all_imports(root), RULES, root) == [
+        f"txnwatch/{room}/probe.py:1 imports txnwatch.{forbidden[0]} ({room}/ may not import {forbidden[0]}/)"]
+
+
+@pytest.mark.parametrize("room", sorted(RULES))
+def test_probe_each_room_rule_fails_on_an_unlisted_library(tmp_path: Path, room: str) -> None:
+    root = _tree(tmp_path, sorted(RULES))
+    (root / "txnwatch" / room / "probe.py").write_text("def f():\n    import requests\n")
+    assert violations(all_imports(root), RULES, root) == [
+        f"txnwatch/{room}/probe.py:2 imports requests (library requests not listed for {room}/)"]
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("from txnwatch import store\n", id="from-package-import-room"),
+    pytest.param("from txnwatch.store import models\n", id="from-room-import-module"),
+    pytest.param("import txnwatch.store.models as m\n", id="import-dotted"),
+    pytest.param("from ..store import models\n", id="relative"),
+    pytest.param("def f():\n    from txnwatch.store.models import X\n", id="lazy"),
 ])
-def test_room_boundaries(paths: list[Path], forbidden: tuple[str, ...], allowed: tuple[str, ...] | None) -> None:
-    assert violations(paths, forbidden, allowed) == []
+def test_probe_every_import_form_is_resolved(tmp_path: Path, source: str) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store"])
+    (root / "txnwatch" / "detect" / "probe.py").write_text(source)
+    found = violations(all_imports(root), RULES, root)
+    assert len(found) == 1 and "txnwatch.store" in found[0] and "(detect/ may not import store/)" in found[0]
 
 
-def test_only_the_kafka_layer_imports_kafka_python() -> None:
-    rest = [p for p in PACKAGE.rglob("*.py") if not p.is_relative_to(PACKAGE / "kafka")
-            and not p.is_relative_to(PACKAGE / "lab")]
-    assert violations(rest, ("kafka",)) == []
+def test_probe_a_room_without_a_row_fails(tmp_path: Path) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store", "newroom"])
+    (root / "txnwatch" / "newroom" / "probe.py").write_text("import json\n")
+    assert violations(all_imports(root), RULES, root) == ["txnwatch/newroom/probe.py: room newroom/ has no row in the Rooms table"]
 
 
-def test_the_checker_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
-    """The rules above must be able to fail: a function-level import and a relative one are both caught."""
-    probe = tmp_path / "txnwatch" / "detect" / "probe.py"
-    probe.parent.mkdir(parents=True)
-    probe.write_text("def f():\n    import sqlalchemy\n    from ..kafka import errors\n")
-    found = violations([probe], IO_LIBRARIES, PURE_ALLOWED, root=tmp_path)
-    assert found == ["txnwatch/detect/probe.py:2 imports sqlalchemy", "txnwatch/detect/probe.py:3 imports txnwatch.kafka"]
+def test_probe_cycles_are_found() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_probe_a_cycle_between_rooms_in_source_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store"])
+    (root / "txnwatch" / "detect" / "probe.py").write_text("from txnwatch import store\n")
+    (root / "txnwatch" / "store" / "probe.py").write_text("from txnwatch.detect import probe\n")
+    assert cycles(room_graph(all_imports(root))) == [["detect", "store", "detect"]]
+
+
+def test_probe_api_importing_the_console_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, ["core", "serve", "serve/api", "serve/console"])
+    (root / "txnwatch" / "serve" / "api" / "probe.py").write_text("from txnwatch.serve import console\n")
+    assert inner_violations(all_imports(root), "txnwatch.serve.api", "txnwatch.serve.console") == [
+        "txnwatch/serve/api/probe.py:1 imports txnwatch.serve.console"]
+
+
+def test_probe_the_table_parser_reads_rooms_and_libraries() -> None:
+    text = ("## Rooms\n\n| room | job | rooms | libraries |\n|---|---|---|---|\n"
+            "| `a/` | x | `b/` `c/` | `sqlalchemy` `lz4` |\n| `b/` | y | — | — |\n\n## Next\n| `z/` | q | — | — |\n")
+    assert rules_from_doc(text) == {"a": Rule(frozenset({"b", "c"}), frozenset({"sqlalchemy", "lz4"})),
+                                    "b": Rule(frozenset(), frozenset())}

@@ -9,10 +9,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.lagmetrics import Granularity, LagMetricOptions
-from txnwatch.metrics import LagCollector
-from txnwatch.model import GroupSnapshot
-from txnwatch.state import ClusterView, LatestState
+from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
+from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.metrics.lag import Granularity, LagMetricOptions
+from txnwatch.metrics.registry import LagCollector
 
 
 def _registry(options: LagMetricOptions) -> CollectorRegistry:
@@ -25,6 +25,24 @@ def _registry(options: LagMetricOptions) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LagCollector(state, options))
     return registry
+
+
+def test_an_unknown_time_lag_is_a_series_with_its_reason_and_no_lag_seconds() -> None:
+    snap = snapshot(partitions=(partition(hwm=100, lso=90),), groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
+    bomb = UnreadableRecord(TimeLagUnknown.RECORD_OVER_BUDGET, "record 80: it lies past the first 8 MiB")
+    snap = replace(snap, unreadable_records={(TP, 80): bomb})
+    _, findings = detect.evaluate(detect.INITIAL, snap, 0)
+    state = LatestState(["c"])
+    state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LagCollector(state, LagMetricOptions()))
+    labels = {"cluster": "c", "consumergroup": "g", "topic": "orders", "partition": "0"}
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds_unknown",
+                                     {**labels, "reason": "record_over_budget"}) == 1
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds", labels) is None
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_lso", labels) == 10  # offsets still known
+    assert registry.get_sample_value("txnwatch_consumergroup_lag_seconds_unknown",
+                                     {**labels, "partition": "1", "reason": "record_over_budget"}) is None
 
 
 def test_partition_granularity_exports_kafka_exporter_series_and_topic_sums() -> None:
@@ -72,3 +90,27 @@ def test_dashboards_query_only_lag_series_that_both_granularities_export() -> No
                for name in promql_metric_names(expr)} & every
     assert queried, "the dashboards query no lag family at all"
     assert queried <= exported["partition"] & exported["topic"], queried - exported["topic"]
+
+
+def test_caps_show_on_metrics_as_series_left_out_and_counted() -> None:
+    """/metrics exports the kept groups only and counts the rest (txnwatch_cardinality_omitted)."""
+    from txnwatch.core.model import TopicPartition, TransactionDescription, TxnState
+    from txnwatch.metrics.registry import build_registry
+
+    parts = tuple(partition(tp=TopicPartition("orders", p), hwm=100, lso=100) for p in range(2))
+    groups = tuple(GroupSnapshot(f"g{i}", "Empty", "consumer", {TopicPartition("orders", 0): 100 - i})
+                   for i in range(5))  # g4 lags most
+    txns = {f"t{i}": TransactionDescription(f"t{i}", 1, TxnState.ONGOING, i, 0, 60_000, 1_000 + i,
+                                            frozenset()) for i in range(53)}
+    snap = replace(snapshot(partitions=parts, groups=groups), groups_filtered=4, transactions=txns)
+    _, findings = detect.evaluate(detect.INITIAL, snap, 0, detect.DetectionSettings(max_groups=2))
+    state = LatestState(["c"])
+    state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+    r = build_registry(state, lambda: True)
+    lagging = {s.labels["consumergroup"] for m in r.collect() if m.name == "kafka_consumergroup_lag" for s in m.samples}
+    assert lagging == {"g4", "g3"}
+    omitted = {(k, why): r.get_sample_value("txnwatch_cardinality_omitted", {"cluster": "c", "kind": k, "reason": why})
+               for k, why in (("consumer_group", "cap"), ("group_partition", "cap"), ("consumer_group", "filter"),
+                              ("transactional_id", "cap"))}
+    assert omitted == {("consumer_group", "cap"): 3, ("group_partition", "cap"): 6, ("consumer_group", "filter"): 4,
+                       ("transactional_id", "cap"): 3}

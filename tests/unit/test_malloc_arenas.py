@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from txnwatch.malloc_arenas import ENV, limit_arenas
+from txnwatch.runtime.malloc_arenas import ENV, limit_arenas
 
 
 def test_an_operator_value_is_left_alone() -> None:
@@ -20,7 +20,7 @@ def test_an_operator_value_is_left_alone() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_the_cap_is_set_and_handed_to_children() -> None:
     # In a child of its own: the cap stays for the life of a process, and the suite's must not change.
-    code = ("import os, subprocess, sys; from txnwatch.malloc_arenas import limit_arenas; "
+    code = ("import os, subprocess, sys; from txnwatch.runtime.malloc_arenas import limit_arenas; "
             "env = {k: v for k, v in os.environ.items() if k != 'MALLOC_ARENA_MAX'}; "
             "print(limit_arenas(env), env.get('MALLOC_ARENA_MAX'))")
     env = {k: v for k, v in os.environ.items() if k != ENV}

@@ -16,8 +16,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.deploy.tools import tool
-from txnwatch.exposition import Exposition
-from txnwatch.metrics_text import LINES_PER_SLICE, LeanGauge, int_label, render_gzip, render_text, write_exposition
+from txnwatch.metrics.exposition import Exposition
+from txnwatch.metrics.render import LINES_PER_SLICE, LeanGauge, int_label, render_gzip, render_text, write_exposition
 
 
 class Families(Collector):
@@ -127,7 +127,7 @@ def test_long_label_values_are_bounded_and_stay_distinct() -> None:
     """Kafka allows 32,767-byte group and transactional ids; Mimir refuses a label value past 2,048 bytes."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from txnwatch.textbounds import LABEL_VALUE_MAX_BYTES
+    from txnwatch.core.textbounds import LABEL_VALUE_MAX_BYTES
 
     long_a, long_b, wide = "g" * 32_767, "g" * 32_766 + "h", "日" * 2_000
     gauge = LeanGauge("txnwatch_test_gauge", "Help.", ["consumergroup"])
@@ -144,7 +144,7 @@ def test_long_label_values_are_bounded_and_stay_distinct() -> None:
 
 @given(text=st.text(min_size=0, max_size=600), limit=st.integers(min_value=16, max_value=400))
 def test_bound_utf8_keeps_head_and_fits(text: str, limit: int) -> None:
-    from txnwatch.textbounds import bound_utf8
+    from txnwatch.core.textbounds import bound_utf8
 
     bounded = bound_utf8(text, limit)
     assert len(bounded.encode("utf-8", "surrogatepass")) <= limit

@@ -11,9 +11,9 @@ from prometheus_client.registry import CollectorRegistry
 from tests.unit.detect.builders import snapshot as build_snapshot
 from tests.unit.detect.builders import txn
 from txnwatch import detect
-from txnwatch.metrics import FindingsCollector, SnapshotCollector, describe_findings
-from txnwatch.state import ClusterView, LatestState
-from txnwatch.vocabulary import OPEN_STATES, TxnState
+from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.core.vocabulary import OPEN_STATES, TxnState
+from txnwatch.metrics.registry import FindingsCollector, SnapshotCollector, describe_findings
 
 NOW_S = 10_000.0
 NOW_MS = int(NOW_S * 1000)

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 import txnwatch
-from txnwatch import exitcodes
+from txnwatch.core import exitcodes
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -64,9 +64,9 @@ def test_heavy_extras_are_extras() -> None:
 # What the daemon loads: `txnwatch run` resolved through the CLI, then everything the daemon builds from.
 DAEMON_IMPORTS = """
 import json, sys
-from txnwatch import cli
+from txnwatch.cli import commands as cli
 cli.app(["run", "--help"], standalone_mode=False)
-import txnwatch.server, txnwatch.wiring, txnwatch.runtime, txnwatch.api.app, txnwatch.collector
+import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.runtime.lifecycle, txnwatch.serve.app, txnwatch.collect.poll_loop
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -75,7 +75,7 @@ def test_the_daemon_imports_neither_the_lab_nor_the_pipeline() -> None:
     result = _python(DAEMON_IMPORTS)
     assert result.returncode == 0, result.stderr
     modules = set(json.loads(result.stdout.strip().splitlines()[-1]))
-    assert "txnwatch.server" in modules  # the probe did load the daemon
+    assert "txnwatch.serve.server" in modules  # the probe did load the daemon
     unwanted = sorted(m for m in modules if m.split(".")[0] in ("pyspark", "pyarrow", "py4j")
                       or m.startswith(("txnwatch.lab", "txnwatch.pipeline")))
     assert unwanted == []
@@ -84,6 +84,6 @@ def test_the_daemon_imports_neither_the_lab_nor_the_pipeline() -> None:
 def test_a_missing_extra_is_named_with_its_install_command() -> None:
     # sys.modules[name] = None blocks the import as if the package were not installed.
     result = _python("import sys; sys.modules['pyspark'] = None\n"
-                     "from txnwatch.cli import main; sys.argv = ['txnwatch', 'pipeline', 'run', '--no-db']; main()")
+                     "from txnwatch.cli.commands import main; sys.argv = ['txnwatch', 'pipeline', 'run', '--no-db']; main()")
     assert result.returncode == exitcodes.MISSING_DEPENDENCY, result.stderr
     assert "pip install 'txnwatch[pipeline]'" in result.stderr and "Traceback" not in result.stderr

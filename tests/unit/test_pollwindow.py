@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnwatch.pollwindow import PollWindow
+from txnwatch.collect.pollwindow import PollWindow
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from txnwatch.redact import redact
+from txnwatch.core.redact import redact
 
 
 @pytest.mark.parametrize(("text", "expected"), [

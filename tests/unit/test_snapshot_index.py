@@ -7,7 +7,7 @@ import dataclasses
 from hypothesis import given
 from hypothesis import strategies as st
 
-from txnwatch.model import ClusterSnapshot, ListedTransaction, TxnState
+from txnwatch.core.model import ClusterSnapshot, ListedTransaction, TxnState
 
 _listed = st.lists(st.builds(ListedTransaction, st.text(min_size=1, max_size=5), st.integers(0, 5),
                              st.just(TxnState.ONGOING), st.integers(0, 2)), max_size=30)

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from txnwatch.metrics import build_registry
-from txnwatch.metrics_sink import PollMetrics
-from txnwatch.model import BrokerVerification, ClusterSnapshot
-from txnwatch.state import LatestState
+from txnwatch.core.model import BrokerVerification, ClusterSnapshot
+from txnwatch.core.views import LatestState
+from txnwatch.metrics.poll_counters import PollMetrics
+from txnwatch.metrics.registry import build_registry
 
 
 def _registry():

@@ -61,7 +61,7 @@ app.kubernetes.io/part-of: txnwatch
 {{/* The txnwatch config file (non-secret part). */}}
 {{- define "txnwatch.config" -}}
 {{- $cfg := deepCopy .Values.config }}
-{{- $api := merge (dict "host" "0.0.0.0" "port" 8080) (omit (default (dict) $cfg.api) "host" "port" "read_token" "admin_token") }}
+{{- $api := merge (dict "host" "0.0.0.0" "port" 8080 "trusted_proxies" .Values.trustedProxies) (omit (default (dict) $cfg.api) "host" "port" "read_token" "admin_token" "trusted_proxies") }}
 {{- $_ := set $cfg "api" $api }}
 {{- $_ := set $cfg "database_url" "sqlite:////var/lib/txnwatch/txnwatch.db" }}
 {{- $retention := default (dict) $cfg.retention }}
@@ -127,6 +127,14 @@ app.kubernetes.io/part-of: txnwatch
 {{- range $k := list "read_token" "admin_token" "host" "port" }}
 {{- if hasKey (default (dict) $c.api) $k }}
 {{- fail (printf "config.api.%s must not be set: the chart sets host/port (0.0.0.0:8080) and tokens come from secrets.apiReadToken / secrets.apiAdminToken" $k) }}
+{{- end }}
+{{- end }}
+{{- if hasKey (default (dict) $c.api) "trusted_proxies" }}
+{{- fail "config.api.trusted_proxies must not be set: use trustedProxies (the addresses or networks of your Ingress controller's pods)" }}
+{{- end }}
+{{- range $k, $v := dict "apiReadToken" .Values.secrets.apiReadToken "apiAdminToken" .Values.secrets.apiAdminToken }}
+{{- if and $v (not (regexMatch "^[!-~]+$" $v)) }}
+{{- fail (printf "secrets.%s must be visible ASCII only (letters, digits, punctuation; no spaces, newlines or other characters)" $k) }}
 {{- end }}
 {{- end }}
 {{- if hasKey (default (dict) $c.pagerduty) "routing_key" }}

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from txnwatch.textbounds import MARK, TAIL_CHARS, bound_chars, clean, digest, one_line
+from txnwatch.core.textbounds import MARK, TAIL_CHARS, bound_chars, clean, digest, one_line
 
 SLACK_SECTION_MAX = 3000  # Slack: a section block's text
 SLACK_SUMMARY_MAX = 1000
@@ -52,7 +52,7 @@ def utf16_len(text: str) -> int:
 
 
 def fit_utf16(text: str, limit: int) -> str:
-    """:func:`~txnwatch.textbounds.one_line`, with ``limit`` counted in UTF-16 units."""
+    """:func:`~txnwatch.core.textbounds.one_line`, with ``limit`` counted in UTF-16 units."""
     out = one_line(text, limit)
     if utf16_len(out) <= limit:
         return out

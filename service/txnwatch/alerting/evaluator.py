@@ -20,7 +20,7 @@ from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
 from txnwatch.alerting.grouping import GROUP_DETAIL, ActiveIncident, fold
 from txnwatch.alerting.outbox import PAGERDUTY, enqueue
 from txnwatch.alerting.rules import effective_rules, rule_for
-from txnwatch.config import AlertRuleConfig
+from txnwatch.core.config import AlertRuleConfig
 from txnwatch.store import models as m
 
 log = logging.getLogger(__name__)

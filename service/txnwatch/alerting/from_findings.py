@@ -30,8 +30,8 @@ from txnwatch.alerting.conditions import (
     runbook_link,
     transaction_incident_key,
 )
+from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.detect import Findings
-from txnwatch.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from txnwatch.alerting.service import Alerting
-    from txnwatch.config import AlertRuleConfig
+    from txnwatch.core.config import AlertRuleConfig
 
 
 def _age(ms: int) -> str:

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
-from txnwatch.logbudget import FailureStreak
+from txnwatch.core.logbudget import FailureStreak
 from txnwatch.store import models as m
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from pydantic import SecretStr
 from txnwatch.alerting.channel_text import PAGERDUTY_FIELD_MAX, PAGERDUTY_SUMMARY_MAX, fit_utf16, pagerduty_details
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
-from txnwatch.config import PagerDutyConfig
+from txnwatch.core.config import PagerDutyConfig
+from txnwatch.core.vocabulary import Severity
 from txnwatch.store import models as m
-from txnwatch.vocabulary import Severity
 
 SUMMARY_MAX = PAGERDUTY_SUMMARY_MAX
 SEVERITIES = tuple(s.value for s in Severity)

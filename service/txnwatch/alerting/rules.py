@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from txnwatch.config import AlertRuleConfig
-from txnwatch.vocabulary import BY_RULE
+from txnwatch.core.config import AlertRuleConfig
+from txnwatch.core.vocabulary import BY_RULE
 
 # Detectors already wait their own thresholds (DetectionConfig), so `for` only damps flapping.
 DEFAULT_RULES: Final[Mapping[str, AlertRuleConfig]] = {

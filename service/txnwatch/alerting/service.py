@@ -1,6 +1,6 @@
 """The alerting subsystem as the daemon sees it: evaluate after each poll, deliver in the background.
 
-Kept apart from wiring.py so that wiring stays a few lines and this glue is testable
+Kept apart from runtime/wiring.py so that wiring stays a few lines and this glue is testable
 without Kafka.
 """
 
@@ -20,8 +20,8 @@ from txnwatch.alerting.outbox import PAGERDUTY, Notifier, OutboxDispatcher, Outb
 from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL, PagerDutyNotifier
 from txnwatch.alerting.rules import effective_rules
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
-from txnwatch.config import AlertRuleConfig, Settings
-from txnwatch.logbudget import FailureStreak
+from txnwatch.core.config import AlertRuleConfig, Settings
+from txnwatch.core.logbudget import FailureStreak
 
 log = logging.getLogger(__name__)
 

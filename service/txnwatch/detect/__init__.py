@@ -23,10 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from txnwatch.detect import exporter, hanging, lag, lso, transitions, verification
-from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.verification import VerificationCheck
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupLag,
     HangingTransaction,
@@ -38,7 +35,10 @@ from txnwatch.model import (
     Transition,
     Undetermined,
 )
-from txnwatch.vocabulary import TxnEvent
+from txnwatch.core.vocabulary import TxnEvent
+from txnwatch.detect import cardinality, exporter, hanging, lag, lso, transitions, verification
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.detect.verification import VerificationCheck
 
 __all__ = [
     "INITIAL",
@@ -108,6 +108,8 @@ class Findings:
     transitions: tuple[Transition, ...] = ()
     lags: tuple[GroupLag, ...] = ()
     exporter_lags: tuple[exporter.ExporterLag, ...] = ()
+    #: What the group caps and filters left out of ``lags``/``exporter_lags``: (kind, reason) -> count.
+    omitted: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
 
 def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
@@ -121,6 +123,10 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
     commits = lag.track_commits(previous.commits, snapshot, now_ms)
+    lags, exporter_lags, omitted = cardinality.cap_groups(
+        lag.group_lags(snapshot, history, now_ms, commits), exporter.exporter_lags(snapshot),
+        settings.max_groups, settings.max_group_partitions)
+    omitted[cardinality.GROUPS_FILTERED] = snapshot.groups_filtered
     state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits)
     findings = Findings(
         cluster=snapshot.cluster,
@@ -134,8 +140,9 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
         lso_stalls_ended=tuple(ended),
         verification=checked,
         transitions=tuple(changes),
-        lags=tuple(lag.group_lags(snapshot, history, now_ms, commits)),
-        exporter_lags=tuple(exporter.exporter_lags(snapshot)),
+        lags=lags,
+        exporter_lags=exporter_lags,
+        omitted=omitted,
     )
     return state, findings
 

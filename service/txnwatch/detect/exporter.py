@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from txnwatch.model import ClusterSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, TopicPartition
 
 NO_OFFSET = -1
 

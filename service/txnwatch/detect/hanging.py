@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     HangingReason,
     HangingTransaction,
@@ -33,6 +32,7 @@ from txnwatch.model import (
     TxnState,
     Undetermined,
 )
+from txnwatch.detect.settings import DetectionSettings
 
 #: Matched by name: the Kafka layer names every error (kafka-python's name for the wire code).
 _NOT_FOUND = "TRANSACTIONAL_ID_NOT_FOUND"

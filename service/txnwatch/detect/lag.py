@@ -30,6 +30,9 @@ LogAppendTime topics are exact.  When no record was fetched for a partition this
 (the per-poll bound, a failed fetch) the estimate falls back to the LSO history: the first
 poll whose LSO had passed the committed offset (resolution: the poll interval),
 extrapolated at the LSO's average rate when the history does not reach back that far.
+When the record was fetched but cannot be read (it lies past the decompression budget, as a
+compression bomb's neighbours do, or its batch is damaged) the time lag is unknown, with
+that reason (``GroupLag.lag_seconds_unknown``), rather than estimated.
 
 Last commit: OffsetFetch carries no commit time, so txnwatch records the poll at which
 it first saw a group partition's committed offset at its current value.  The commit
@@ -43,7 +46,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from txnwatch.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
 
 LsoHistory = tuple[tuple[int, int], ...]  # (ms, lso), oldest first
 CommitKey = tuple[str, TopicPartition]  # (group id, partition)
@@ -128,6 +131,8 @@ def _seconds(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHist
     if lag_hwm == 0:
         return 0.0
     key = (tp, committed)
+    if key in snapshot.unreadable_records:
+        return None  # not estimated: the record the group waits on is there, it just cannot be read
     if key in snapshot.first_unconsumed_ms:
         timestamp_ms = snapshot.first_unconsumed_ms[key]
         return 0.0 if timestamp_ms is None else max(0.0, (now_ms - timestamp_ms) / 1000)
@@ -148,7 +153,8 @@ def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHi
             lag_lso = _lag(partition.last_stable_offset, committed, marker)
             lag_hwm = _lag(partition.high_watermark, committed, marker)
             seen = (commits or {}).get((group.group_id, tp))
-            rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso,
-                                 _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms),
-                                 seen[1] if seen is not None and seen[0] == committed else None))
+            seconds = _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms)
+            rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso, seconds,
+                                 seen[1] if seen is not None and seen[0] == committed else None,
+                                 snapshot.unreadable_records.get((tp, committed)) if seconds is None else None))
     return rows

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from txnwatch.config import DetectionConfig
+    from txnwatch.core.config import ClusterConfig, DetectionConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,18 +27,26 @@ class DetectionSettings:
     verification_grace_ms: int = 10_000
     #: Samples of the LSO kept per partition for time-lag estimates.
     lso_history: int = 64
+    #: Consumer groups given series, lag rows and API rows per cluster, most lagging first (detect.cardinality).
+    max_groups: int = 500
+    #: Group partitions over all those groups; a group is kept or left out whole.
+    max_group_partitions: int = 5_000
 
     def __post_init__(self) -> None:
         for name in ("hanging_margin_ms", "timeout_grace_ms", "prepare_stuck_ms", "lso_stall_ms",
-                     "verification_grace_ms"):
+                     "verification_grace_ms", "max_groups", "max_group_partitions"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if self.lso_history < 2:
             raise ValueError("lso_history must keep at least 2 samples")
 
     @classmethod
-    def from_config(cls, config: DetectionConfig) -> DetectionSettings:
+    def from_config(cls, config: DetectionConfig, cluster: ClusterConfig | None = None) -> DetectionSettings:
+        """The thresholds, and the group caps of ``cluster`` (defaults without one)."""
+        caps = {} if cluster is None else {"max_groups": cluster.max_groups,
+                                            "max_group_partitions": cluster.max_group_partitions}
         return cls(
+            **caps,
             hanging_margin_ms=int(config.hanging_margin_seconds * 1000),
             timeout_grace_ms=int(config.timeout_grace_seconds * 1000),
             prepare_stuck_ms=int(config.prepare_stuck_seconds * 1000),

@@ -40,8 +40,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from txnwatch.model import ClusterSnapshot, TransactionDescription, Transition
-from txnwatch.vocabulary import ILLEGAL_WITHIN_TRANSACTION, TxnEvent, TxnState
+from txnwatch.core.model import ClusterSnapshot, TransactionDescription, Transition
+from txnwatch.core.vocabulary import ILLEGAL_WITHIN_TRANSACTION, TxnEvent, TxnState
 
 # States that show the outcome: Prepare* already decided it (markers are written asynchronously, and the
 # next poll may see the next transaction), Complete* wrote it.

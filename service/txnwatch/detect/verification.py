@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from txnwatch.core.model import ClusterSnapshot, TopicPartition, VerificationSample
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import ClusterSnapshot, TopicPartition, VerificationSample
 
 #: A partition's open transaction: (partition, producer id, first offset of the transaction).
 OpenKey = tuple[TopicPartition, int, int]

@@ -26,7 +26,7 @@ from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 
-from txnwatch.model import TopicPartition
+from txnwatch.core.model import TopicPartition
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
 _BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from txnwatch.model import BrokerInfo, BrokerVerification
+from txnwatch.core.model import BrokerInfo, BrokerVerification
 
 _MANAGER = "addpartitionstotxnmanager"
 _TIME, _FAILURE = "verificationtimems", "verificationfailurerate"

@@ -19,6 +19,7 @@ from typing import TypeVar
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
+from txnwatch.core.model import AbortOutcome, ClusterSnapshot, TopicPartition
 from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
@@ -26,7 +27,6 @@ from txnwatch.kafka.poll import collect
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
-from txnwatch.model import AbortOutcome, ClusterSnapshot, TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -61,7 +61,7 @@ class _Client:
 
 
 class ClusterConnection:
-    """Polls one cluster into :class:`~txnwatch.model.ClusterSnapshot` objects.
+    """Polls one cluster into :class:`~txnwatch.core.model.ClusterSnapshot` objects.
 
     Safe to share between threads: polls and admin aborts may overlap, and the
     underlying IO loop serialises their network work.
@@ -125,18 +125,20 @@ class ClusterConnection:
         """
         self._connected()
 
-    def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                          coordinator_epoch: int | None = None, *, dry_run: bool = True) -> AbortOutcome:
+    def abort_transaction(self, tp: TopicPartition, producer_id: int | None, producer_epoch: int | None,
+                          coordinator_epoch: int | None = None, *, dry_run: bool = True,
+                          start_offset: int | None = None) -> AbortOutcome:
         """Write an ABORT marker for an open transaction on ``tp``, as ``kafka-transactions.sh abort`` does.
 
-        ``coordinator_epoch=None`` takes the one the partition leader reports.  Dry run by
+        ``coordinator_epoch=None`` takes the one the partition leader reports; ``start_offset`` (with no
+        producer id) names the transaction by where it started, as Kafka's tool does.  Dry run by
         default: an abort is irreversible and a caller should look before it leaps.
         """
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
             return client.run(lambda: abort_transaction(
-                wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run))
+                wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run, start_offset))
         except Exception:
             self._discard(client)
             raise

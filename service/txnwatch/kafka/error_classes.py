@@ -1,7 +1,7 @@
 """KIP-1050 error classes for the errors transactional producers and txnwatch's polls meet.
 
 It lives with the Kafka layer, the only code that imports kafka-python: the wire
-codes come from there, and every :class:`~txnwatch.model.RequestError` leaves this
+codes come from there, and every :class:`~txnwatch.core.model.RequestError` leaves this
 layer with its class already set.  Detection matches on error *names* only.
 
 Classes follow KIP-1050's exception table: retriable errors the client retries alone
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import kafka.errors as kafka_errors
 
-from txnwatch.model import ErrorClass
+from txnwatch.core.model import ErrorClass
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import kafka.errors as Errors
 
+from txnwatch.core.model import ClusterUnreachable, ErrorClass, RequestError
 from txnwatch.kafka.error_classes import classify
-from txnwatch.model import ClusterUnreachable, ErrorClass, RequestError
 
 __all__ = ["CORRUPT", "ClusterUnreachable", "broker_target", "corrupt", "error_class", "from_code", "from_exception"]
 

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from txnwatch.kafka import errors
-from txnwatch.model import (
+from txnwatch.core.model import (
     BrokerInfo,
     ListedTransaction,
     ProducerState,
@@ -25,6 +24,7 @@ from txnwatch.model import (
     TransactionDescription,
     TxnState,
 )
+from txnwatch.kafka import errors
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@
    last stable offset, log start) on every leader for its watched partitions;
    DescribeConfigs for ``transaction.max.timeout.ms`` until it is known.
 3. What round 2 named: DescribeTransactions per coordinator, OffsetFetch per group
-   coordinator.  No FindCoordinator is needed: a broker lists exactly the
+   coordinator (only for the groups ``groups_include``/``groups_exclude`` select).  No FindCoordinator is needed: a broker lists exactly the
    transactional ids and groups it coordinates.
 4. Only when a group lags on a partition whose first unconsumed record is not dated yet: one Fetch of
    that record per partition (bounded per poll, cached), for the time lag.
@@ -21,6 +21,7 @@ coordinator, which detection tells apart by state.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,13 +29,7 @@ from typing import TypeVar
 
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from txnwatch.kafka import batches, errors, parse, records
-from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
-from txnwatch.kafka.errors import ClusterUnreachable
-from txnwatch.kafka.records import RecordDates
-from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.kafka.wire import Reply, Wire
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,
@@ -44,8 +39,15 @@ from txnwatch.model import (
     TopicPartition,
     TransactionDescription,
 )
+from txnwatch.kafka import batches, errors, parse, records
+from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
+from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.records import RecordDates
+from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.wire import Reply, Wire
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -100,8 +102,9 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
     second = _fold_round2(await wire.exchange(calls))
 
-    groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
-              if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
+    listed_groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
+                     if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
+    groups = [g for g in listed_groups if settings.watches_group(g.group_id)]
     calls = [*batches.describe_transactions(_by_coordinator(
                  (t.coordinator_id, t.transactional_id)
                  for t in _first_per_key(second.listed, lambda t: t.transactional_id))),
@@ -123,7 +126,10 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                   for tp, leader in sorted(watched.items())}
     group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
                                                  third.committed.get(g.group_id, {})) for g in groups}
-    first_unconsumed, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    dated, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    for problem in fetch_errors:
+        if problem.name == errors.CORRUPT:  # an unreadable record: found once, then answered from the cache
+            log.warning("cluster %s: Fetch %s: %s", settings.name, problem.target, problem.message)
     snapshot = ClusterSnapshot(
         cluster=settings.name,
         taken_at_ms=taken_at_ms,
@@ -138,15 +144,19 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         listing_complete=not second.listing_failed and not orphaned,
         unreachable_coordinators=frozenset(unreachable),
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
-        first_unconsumed_ms=first_unconsumed,
+        first_unconsumed_ms={key: d.timestamp_ms for key, d in dated.items() if d.unreadable is None},
+        unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
+        groups_filtered=len(listed_groups) - len(groups),
     )
     return Collected(snapshot, max_timeout_ms)
 
 
 async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, PartitionSnapshot],
                             groups: Mapping[str, GroupSnapshot], dates: RecordDates | None,
-                            ) -> tuple[dict[records.Key, int | None], list[RequestError]]:
-    """Round 4, only when a group lags and its first unconsumed record is not cached: one Fetch per leader."""
+                            ) -> tuple[dict[records.Key, records.Dated], list[RequestError]]:
+    """Round 4, only when a group lags and its first unconsumed record is not cached: one Fetch per leader.
+
+    An unreadable record is answered from the cache on later polls: reported once, never fetched again."""
     if dates is None or dates.limit <= 0:
         return {}, []
     wanted = records.lagging(partitions, groups.values())
@@ -163,7 +173,7 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
         found, problems = records.parse_fetch(reply.response, asked)
         failures.extend(problems)
         dates.remember(found)
-        answers.update({key: dated.timestamp_ms for key, dated in found.items()})
+        answers.update(found)
     return answers, failures
 
 

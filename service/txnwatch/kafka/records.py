@@ -12,10 +12,23 @@ timestamp never changes (the log is append-only), so it is cached per (partition
 offset) until the group moves on; "nothing but control markers up to the high
 watermark" is cached while the high watermark stays put.  In a steady state a poll
 fetches only for groups that committed since the previous poll.
+
+Bounded in memory: a tenant's record can be small on the wire and huge inside (200 MB of
+zeros gzip to 204 KB, under the default ``max.message.bytes``; kafka-python's
+``MemoryRecords`` would decompress it whole, issue 23).  Batches of message format v2 are
+read here instead: the header as Kafka's ``DefaultRecordBatch`` lays it out, then only the
+first :data:`RECORD_BUDGET_BYTES` of the decompressed records
+(:mod:`txnwatch.kafka.decompress`), of which only each record's length, timestamp delta and
+offset delta are read.  A record whose header lies past that budget, or a batch that
+cannot be read at all, is *unreadable*: its time lag is unknown, with the reason, and the
+answer is cached like a timestamp (the log does not change under an offset), so it is not
+fetched again while the group stays there.  Older message formats (magic 0 and 1, gone in
+Kafka 4) go through kafka-python, whose decompression the kafka layer bounds too.
 """
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,10 +36,18 @@ from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
+from kafka.record.util import calc_crc32c, decode_varint
 
-from txnwatch.kafka import errors
+from txnwatch.core.model import (
+    GroupSnapshot,
+    PartitionSnapshot,
+    RequestError,
+    TimeLagUnknown,
+    TopicPartition,
+    UnreadableRecord,
+)
+from txnwatch.kafka import decompress, errors
 from txnwatch.kafka.batches import Call, by_node
-from txnwatch.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
 
 #: Fetch v12 is the last that names topics (v13+ uses topic ids).
 _FETCH_VERSION = 12
@@ -35,17 +56,40 @@ _FETCH_VERSION = 12
 PARTITION_MAX_BYTES = 64 * 1024
 RESPONSE_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_LIMIT = 200
+#: Decompressed bytes of one batch read to reach the record at a committed offset.  Producers' batches are
+#: ``batch.size`` (16 KiB by default) before compression; 8 MiB also covers batches of 1 MiB records.
+RECORD_BUDGET_BYTES = 8 * 1024 * 1024
+_FIRST_READ_BYTES = 64 * 1024
 _CACHE_SIZE = 50_000
 
 Key = tuple[TopicPartition, int]  # (partition, committed offset)
 
 
+# DefaultRecordBatch: baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8, crc uint32,
+# attributes int16, lastOffsetDelta int32, baseTimestamp int64, maxTimestamp int64, producerId int64,
+# producerEpoch int16, baseSequence int32, recordCount int32.
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_MAGIC_AT, _CRC_FROM = 16, 21
+_CODEC_MASK, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
+
+
 @dataclass(frozen=True, slots=True)
 class Dated:
-    """What one fetch learned: the first data record's timestamp, or None below ``high_watermark``."""
+    """What one fetch learned: the first data record's timestamp, or None below ``high_watermark``;
+    or, with ``unreadable``, why that record cannot be read (its time lag is unknown)."""
 
     timestamp_ms: int | None
     high_watermark: int
+    unreadable: UnreadableRecord | None = None
+
+
+class Unreadable(ValueError):
+    """The record at the offset cannot be read within the budget, or its batch cannot be read at all."""
+
+    def __init__(self, message: str, *, over_budget: bool = False) -> None:
+        super().__init__(message)
+        self.over_budget = over_budget
 
 
 def lagging(partitions: Mapping[TopicPartition, PartitionSnapshot], groups: Iterable[GroupSnapshot]) -> list[Key]:
@@ -75,20 +119,20 @@ class RecordDates:
         self._known: OrderedDict[Key, Dated] = OrderedDict()
         self.fetched = 0  # partitions fetched in total, for tests and benchmarks
 
-    def known(self, wanted: Sequence[Key], partitions: Mapping[TopicPartition, PartitionSnapshot]) -> dict[Key, int | None]:
-        """Cached answers still valid for this poll's high watermarks."""
-        answers: dict[Key, int | None] = {}
+    def known(self, wanted: Sequence[Key], partitions: Mapping[TopicPartition, PartitionSnapshot]) -> dict[Key, Dated]:
+        """Cached answers still valid for this poll's high watermarks (a timestamp or an unreadable record: always)."""
+        answers: dict[Key, Dated] = {}
         for key in wanted:
             dated = self._known.get(key)
             if dated is None:
                 continue
             hwm = partitions[key[0]].high_watermark
-            if dated.timestamp_ms is not None or dated.high_watermark == hwm:
-                answers[key] = dated.timestamp_ms
+            if dated.timestamp_ms is not None or dated.unreadable is not None or dated.high_watermark == hwm:
+                answers[key] = dated
                 self._known.move_to_end(key)
         return answers
 
-    def to_fetch(self, wanted: Sequence[Key], answered: Mapping[Key, int | None]) -> list[Key]:
+    def to_fetch(self, wanted: Sequence[Key], answered: Mapping[Key, Dated]) -> list[Key]:
         return [key for key in wanted if key not in answered][: self.limit]
 
     def remember(self, found: Mapping[Key, Dated]) -> None:
@@ -127,8 +171,13 @@ def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None
     return calls
 
 
-def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> tuple[dict[Key, Dated], list[RequestError]]:
-    """First data record at or after each fetch offset; partitions that errored or were cut short are left out."""
+def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int],
+                budget: int = RECORD_BUDGET_BYTES) -> tuple[dict[Key, Dated], list[RequestError]]:
+    """First data record at or after each fetch offset; partitions that errored or were cut short are left out.
+
+    A record that cannot be read (past ``budget``, or a damaged batch) is answered as unreadable and reported once
+    as a problem: the caller caches the answer, so the same record is not fetched again.
+    """
     found: dict[Key, Dated] = {}
     problems: list[RequestError] = []
     for topic_data in response.responses:
@@ -145,26 +194,114 @@ def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int]) -> tuple[d
                     found[(tp, offset)] = Dated(None, data.high_watermark)
                 continue
             try:
-                dated = _first_data_record(MemoryRecords(bytes(data.records)), offset, data.high_watermark)
-            except Exception as exc:  # a record batch kafka-python cannot read costs this partition's date only
-                problems.append(errors.corrupt("Fetch", str(tp), f"{type(exc).__name__}: {exc}"))
+                dated = first_data_record(bytes(data.records), offset, data.high_watermark, budget)
+            except Unreadable as exc:
+                unreadable = UnreadableRecord(
+                    TimeLagUnknown.RECORD_OVER_BUDGET if exc.over_budget else TimeLagUnknown.RECORD_UNREADABLE,
+                    f"record {offset}: {exc}")
+                problems.append(errors.corrupt("Fetch", str(tp), f"{unreadable}; its time lag is unknown"))
+                found[(tp, offset)] = Dated(None, data.high_watermark, unreadable)
                 continue
             if dated is not None:
                 found[(tp, offset)] = dated
     return found, problems
 
 
-def _first_data_record(records: MemoryRecords, offset: int, high_watermark: int) -> Dated | None:
-    next_offset = offset
-    while records.has_next():
-        batch = records.next_batch()
-        if batch is None:
-            break
-        next_offset = max(next_offset, batch.next_offset)
-        if getattr(batch, "is_control_batch", False):
+def first_data_record(raw: bytes, offset: int, high_watermark: int, budget: int = RECORD_BUDGET_BYTES) -> Dated | None:
+    """The first data record at or after ``offset`` in the batches of one Fetch answer, reading at most ``budget``
+    decompressed bytes of any batch; None if the answer ends before it (a batch cut short by the fetch size).
+
+    Raises :class:`Unreadable`.
+    """
+    start, next_offset = 0, offset
+    view = memoryview(raw)
+    while start + _LOG_OVERHEAD + 5 <= len(raw):
+        base_offset, length = struct.unpack_from(">qi", raw, start)
+        end = start + _LOG_OVERHEAD + length
+        if end > len(raw):
+            break  # the last batch of an answer may be partial (the fetch size cut it)
+        if raw[start + _MAGIC_AT] < 2:
+            return _legacy_first_record(raw[start:], offset, high_watermark)
+        if end < start + _BATCH_HEAD.size:
+            raise Unreadable(f"record batch at offset {base_offset} is shorter than its header")
+        (_, _, _, _, crc, attributes, last_delta, first_ms, max_ms, _, _, _, count) = _BATCH_HEAD.unpack_from(raw, start)
+        batch, start = view[start:end], end
+        batch_end = base_offset + last_delta + 1
+        next_offset = max(next_offset, batch_end)
+        if attributes & _CONTROL or batch_end <= offset:
             continue
-        for record in batch:
-            if record.offset >= offset:
-                return Dated(int(record.timestamp), high_watermark)
+        if calc_crc32c(batch[_CRC_FROM:]) != crc:
+            raise Unreadable(f"record batch at offset {base_offset} fails its CRC check")
+        codec = attributes & _CODEC_MASK
+        log_append_ms = max_ms if attributes & _LOG_APPEND_TIME else None
+        try:
+            # Most committed offsets sit near the start of their batch: read a little first, the budget if need be.
+            for limit in sorted({min(_FIRST_READ_BYTES, budget), budget}):
+                records = decompress.prefix(codec, batch[_BATCH_HEAD.size:], limit)
+                try:
+                    timestamp = _record_timestamp(records, offset, base_offset, count, log_append_ms, first_ms)
+                    break
+                except _PastBudget:
+                    if limit == budget:
+                        raise
+        except Unreadable:
+            raise
+        except ValueError as exc:  # from the codec
+            raise Unreadable(f"record batch at offset {base_offset}: {exc}") from exc
+        except _PastBudget:
+            raise Unreadable(f"it lies past the first {budget // (1024 * 1024)} MiB that its "
+                             f"{decompress.CODEC_NAMES.get(codec, codec)} batch (offset {base_offset}, "
+                             f"{len(batch):,} bytes) decompresses to, the budget for one batch",
+                             over_budget=True) from None
+        if timestamp is not None:
+            return Dated(int(timestamp), high_watermark)
     # Only control markers (or nothing) were returned: that answers "no data record" only up to the high watermark.
     return Dated(None, high_watermark) if next_offset >= high_watermark else None
+
+
+class _PastBudget(Exception):
+    """The decompressed prefix ends before the record's header."""
+
+
+def _record_timestamp(records: decompress.Prefix, offset: int, base_offset: int, count: int,
+                      log_append_ms: int | None, first_ms: int) -> int | None:
+    """The timestamp of the first record at or after ``offset``, None if the batch has none (compacted away);
+    raises :class:`_PastBudget` if the decompressed prefix ends before that record's header."""
+    data, pos = records.data, 0
+    for _ in range(count):
+        try:
+            size, body = decode_varint(data, pos)
+            timestamp_delta, at = decode_varint(data, body + 1)  # after the record's attributes byte
+            offset_delta, _ = decode_varint(data, at)
+        except IndexError:
+            if records.complete:
+                raise Unreadable(f"record batch at offset {base_offset} ends early") from None
+            raise _PastBudget from None
+        except ValueError as exc:
+            raise Unreadable(f"record batch at offset {base_offset}: {exc}") from exc
+        if base_offset + offset_delta >= offset:
+            return log_append_ms if log_append_ms is not None else first_ms + timestamp_delta
+        pos = body + size
+        if pos > len(data):
+            if records.complete:
+                raise Unreadable(f"record batch at offset {base_offset} ends early")
+            raise _PastBudget
+    return None
+
+
+def _legacy_first_record(raw: bytes, offset: int, high_watermark: int) -> Dated | None:
+    """Message formats 0 and 1, through kafka-python (whose decompression the kafka layer bounds)."""
+    records = MemoryRecords(raw)
+    try:
+        while records.has_next():
+            batch = records.next_batch()
+            if batch is None:
+                break
+            for record in batch:
+                if record.offset >= offset:
+                    return Dated(int(record.timestamp), high_watermark)
+    except decompress.OverBudget as exc:
+        raise Unreadable(str(exc), over_budget=True) from exc
+    except Exception as exc:  # a message set kafka-python cannot read costs this partition's date only
+        raise Unreadable(f"{type(exc).__name__}: {exc}") from exc
+    return None

@@ -16,7 +16,7 @@ from txnwatch.kafka.msk import MskIamSigner
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
 
 if TYPE_CHECKING:
-    from txnwatch.config import ClusterConfig
+    from txnwatch.core.config import ClusterConfig
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]
@@ -28,12 +28,13 @@ RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
 
 @dataclass(frozen=True)
 class ClusterConnectionSettings:
-    """Connection and topic-selection settings for one cluster.
+    """Connection, topic-selection and group-selection settings for one cluster.
 
     Topic patterns use full-match semantics, as Kafka's own tools do: ``orders`` watches
     the topic ``orders`` only, ``orders\\..*`` watches its namespace.  With no include
     pattern every topic is watched; internal topics (``__consumer_offsets``,
-    ``__transaction_state``) never are, because their producers are the brokers.
+    ``__transaction_state``) never are, because their producers are the brokers.  Group
+    patterns work the same way, on group ids.
     """
 
     name: str
@@ -51,6 +52,9 @@ class ClusterConnectionSettings:
     connect_timeout_ms: int = 5_000
     topics_include: tuple[str, ...] = ()
     topics_exclude: tuple[str, ...] = ()
+    #: Consumer groups whose offsets are fetched: full-match patterns, as for topics (exclude wins).
+    groups_include: tuple[str, ...] = ()
+    groups_exclude: tuple[str, ...] = ()
     client_id: str = "txnwatch"
     #: Lagging group partitions whose first unconsumed record is fetched per poll, for time lag (0: none).
     record_fetch_limit: int = 200
@@ -93,22 +97,22 @@ class ClusterConnectionSettings:
         if self.sasl_mechanism == "AWS_MSK_IAM" and self.security_protocol != "SASL_SSL":
             raise ValueError(f"cluster {self.name!r}: AWS_MSK_IAM needs security_protocol SASL_SSL")
         # Compile now so a bad pattern fails at configuration time, not mid-poll.
-        _ = self._include, self._exclude
+        _ = self._topics, self._groups
 
     @cached_property
-    def _include(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.topics_include)
+    def _topics(self) -> _Selection:
+        return _Selection.compile(self.topics_include, self.topics_exclude)
 
     @cached_property
-    def _exclude(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.topics_exclude)
+    def _groups(self) -> _Selection:
+        return _Selection.compile(self.groups_include, self.groups_exclude)
 
     def watches(self, topic: str, *, internal: bool = False) -> bool:
-        if internal:
-            return False
-        if self._include and not any(p.fullmatch(topic) for p in self._include):
-            return False
-        return not any(p.fullmatch(topic) for p in self._exclude)
+        return not internal and self._topics.selects(topic)
+
+    def watches_group(self, group_id: str) -> bool:
+        """Whether the group's offsets are fetched (and so its lag has series, rows and API rows)."""
+        return self._groups.selects(group_id)
 
     @cached_property
     def sasl_provider(self) -> OidcTokenProvider | MskIamSigner | None:
@@ -168,6 +172,8 @@ class ClusterConnectionSettings:
             connect_timeout_ms=config.connect_timeout_ms,
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
+            groups_include=tuple(config.groups_include),
+            groups_exclude=tuple(config.groups_exclude),
             oauth=_oauth(config),
             record_fetch_limit=config.time_lag_fetches_per_poll,
             sasl_kerberos_service_name=config.sasl_kerberos_service_name,
@@ -178,6 +184,24 @@ class ClusterConnectionSettings:
             broker_metrics_url_template=config.broker_metrics_url_template,
             broker_metrics_timeout_ms=config.broker_metrics_timeout_ms,
         )
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """Include and exclude patterns, compiled once; exclude wins."""
+
+    include: tuple[re.Pattern[str], ...]
+    exclude: tuple[re.Pattern[str], ...]
+
+    @classmethod
+    def compile(cls, include: tuple[str, ...], exclude: tuple[str, ...]) -> _Selection:
+        return cls(tuple(re.compile(p) for p in include), tuple(re.compile(p) for p in exclude))
+
+    def selects(self, name: str) -> bool:
+        """Full-match semantics: a pattern must match the whole name, so ``orders`` is one name, not a prefix."""
+        if self.include and not any(p.fullmatch(name) for p in self.include):
+            return False
+        return not any(p.fullmatch(name) for p in self.exclude)
 
 
 def _oauth(config: ClusterConfig) -> OAuthSettings | None:

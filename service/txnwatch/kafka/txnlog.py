@@ -30,16 +30,18 @@ from collections.abc import Mapping
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.kafka import errors
 from txnwatch.kafka.settings import ClusterConnectionSettings
-from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord
-from txnwatch.vocabulary import STATE_BY_ID, TxnState
 
 TOPIC = "__transaction_state"
 API = "TransactionLog"
 
 # TransactionState ids as the coordinator persists them (TransactionState.java).
 _STATES = STATE_BY_ID
+_STATE_COUNT = len(_STATES)
+_new_tuple = tuple.__new__
 _TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 _KNOWN_VALUE_VERSIONS = (0, 1)
 
@@ -120,73 +122,100 @@ def decode_key(key: bytes) -> str:
 
 def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timestamp_ms: int | None,
                  flexible_guess: bool = False) -> TxnLogRecord:
-    """The value's fields; raises on bytes that do not fit the layout (the caller reports them)."""
+    """The value's fields; raises on bytes that do not fit the layout (the caller reports them).
+
+    Read in the layout's order: the fixed head, each topic's partitions (:func:`_topic_partitions`),
+    the two times, then (flexible versions) the tagged fields (:func:`_value_tags`); nothing may
+    follow them."""
     version, producer_id, epoch, timeout_ms, status = _HEAD.unpack_from(value, 0)
     flexible = version >= 1
-    pos = 17
+    if flexible and value[17] < 0x80:  # the usual one-byte compact length, inline
+        count, pos = value[17] - 1, 18
+    else:
+        count, pos = _array_length(value, 17, flexible)
     partitions: list[tuple[str, int]] = []
-    count, pos = _array_length(value, pos, flexible)
-    for _ in range(count):
-        if flexible and value[pos] < 0x80:  # the usual one-byte compact length, inline
-            end = pos + value[pos]
-            if end > len(value) or value[pos] == 0:
-                raise ValueError("record ends early" if value[pos] else "null string")
-            topic = value[pos + 1:end].decode("utf-8")
-            pos = end
-        else:
-            topic, pos = _string(value, pos, flexible)
-        if flexible and value[pos] < 0x80:
-            ids = value[pos] - 1
-            pos += 1
-        else:
-            ids, pos = _array_length(value, pos, flexible)
-        if ids == 1:
-            partitions.append((topic, _I32.unpack_from(value, pos)[0]))
-            pos += 4
-        elif ids > 0:
-            end = pos + 4 * ids
-            if end > len(value):
-                raise ValueError("record ends early")
-            partitions += [(topic, p) for p in struct.unpack_from(f">{ids}i", value, pos)]
-            pos = end
-        if flexible:
-            pos = pos + 1 if value[pos] == 0 else _skip_tags(value, pos)
+    for _ in range(count):  # a null list (-1) is none
+        pos = _topic_partitions(value, pos, flexible, partitions)
     last_update_ms, start_ms = _TIMES.unpack_from(value, pos)
     pos += 16
-    previous = following = None
-    client_tv = 0
-    unknown: list[tuple[int, bytes]] = []
+    tags = _NO_TAGS
     if flexible:
-        tags, pos = _uvarint(value, pos)
-        for _ in range(tags):
-            tag, pos = _uvarint(value, pos)
-            size, pos = _uvarint(value, pos)
-            raw = value[pos:pos + size]
-            pos += size
-            if len(raw) != size:
-                raise ValueError("record ends early")
-            if tag == _TAG_PREVIOUS_PRODUCER_ID and size == 8:
-                previous = _I64.unpack(raw)[0]
-            elif tag == _TAG_NEXT_PRODUCER_ID and size == 8:
-                following = _I64.unpack(raw)[0]
-            elif tag == _TAG_CLIENT_TRANSACTION_VERSION and size == 2:
-                client_tv = _I16.unpack(raw)[0]
-            else:
-                unknown.append((tag, raw))
+        tags, pos = _value_tags(value, pos)
     if pos != len(value):
         raise ValueError("trailing bytes after transaction log value")
-    known = 0 <= status < len(_STATES)
+    previous, following, client_tv, unknown = tags
+    known = 0 <= status < _STATE_COUNT
     problem = None
     if flexible_guess:
         problem = f"value version {version} is newer than this txnwatch knows; read with the version 1 layout"
-    return TxnLogRecord(
+    # Every field, in TxnLogRecord's order, as a plain tuple: this runs per record (a test reads the fields
+    # back by name), and skipping the NamedTuple's own __new__ saves a Python call each time.
+    return _new_tuple(TxnLogRecord, (
         tid, log_partition, offset, timestamp_ms, TxnLogKind.VALUE,
         _STATES[status] if known else TxnState.UNKNOWN, None if known else status,
         producer_id, epoch, timeout_ms, tuple(partitions), last_update_ms,
         start_ms if start_ms >= 0 else None,
         previous if previous is not None and previous >= 0 else None,
         following if following is not None and following >= 0 else None,
-        client_tv, version, tuple(unknown), problem, None)
+        client_tv, version, unknown, problem, None))
+
+
+def _topic_partitions(value: bytes, pos: int, flexible: bool, into: list[tuple[str, int]]) -> int:
+    """One topic's entry (name, partition ids, flexible versions' tagged fields) appended to ``into``."""
+    if flexible and (size := value[pos]) < 0x80:  # the usual one-byte compact length, inline
+        end = pos + size
+        if end > len(value) or size == 0:
+            raise ValueError("record ends early" if size else "null string")
+        topic = value[pos + 1:end].decode("utf-8")
+        pos = end
+    else:
+        topic, pos = _string(value, pos, flexible)
+    if flexible and (size := value[pos]) < 0x80:
+        ids, pos = size - 1, pos + 1
+    else:
+        ids, pos = _array_length(value, pos, flexible)
+    if ids == 1:
+        into.append((topic, _I32.unpack_from(value, pos)[0]))
+        pos += 4
+    elif ids > 0:
+        end = pos + 4 * ids
+        if end > len(value):
+            raise ValueError("record ends early")
+        into += [(topic, p) for p in struct.unpack_from(f">{ids}i", value, pos)]
+        pos = end
+    if flexible:
+        pos = pos + 1 if value[pos] == 0 else _skip_tags(value, pos)
+    return pos
+
+
+#: A value's tagged fields: previous producer id, next producer id, client transaction version, unknown ones.
+ValueTags = tuple[int | None, int | None, int, tuple[tuple[int, bytes], ...]]
+_NO_TAGS: ValueTags = (None, None, 0, ())
+
+
+def _value_tags(value: bytes, pos: int) -> tuple[ValueTags, int]:
+    """The value's tagged fields (v1+), the known ones read, any other kept raw; and where they end."""
+    previous = following = None
+    client_tv = 0
+    unknown: list[tuple[int, bytes]] = []
+    # Counts, tags and sizes are one-byte varints but for tags Kafka has not defined yet: read inline.
+    count, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
+    for _ in range(count):
+        tag, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
+        size, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
+        raw = value[pos:pos + size]
+        pos += size
+        if len(raw) != size:
+            raise ValueError("record ends early")
+        if tag == _TAG_PREVIOUS_PRODUCER_ID and size == 8:
+            previous = _I64.unpack(raw)[0]
+        elif tag == _TAG_NEXT_PRODUCER_ID and size == 8:
+            following = _I64.unpack(raw)[0]
+        elif tag == _TAG_CLIENT_TRANSACTION_VERSION and size == 2:
+            client_tv = _I16.unpack(raw)[0]
+        else:
+            unknown.append((tag, raw))
+    return (previous, following, client_tv, tuple(unknown)), pos
 
 
 def decode_record(key: bytes | None, value: bytes | None, log_partition: int, offset: int,
@@ -206,8 +235,7 @@ def decode_record(key: bytes | None, value: bytes | None, log_partition: int, of
         version = _I16.unpack_from(value, 0)[0]
         if version < 0:
             raise ValueError(f"negative value version {version}")
-        return decode_value(tid, value, log_partition, offset, ts,
-                            flexible_guess=version not in _KNOWN_VALUE_VERSIONS)
+        return decode_value(tid, value, log_partition, offset, ts, version not in _KNOWN_VALUE_VERSIONS)
     except _DECODE_ERRORS as exc:
         return TxnLogRecord(tid, log_partition, offset, ts, TxnLogKind.UNDECODABLE,
                             problem=str(exc) or type(exc).__name__, raw_value=bytes(value))

@@ -1,6 +1,6 @@
 """`txnwatch lab ...`: run a local Kafka cluster, drive it, break it, and ask Kafka's own tool about it.
 
-Mounted by txnwatch.cli as the `lab` sub-command; also runnable as `python -m txnwatch.lab`.
+Mounted by txnwatch.cli.commands as the `lab` sub-command; also runnable as `python -m txnwatch.lab`.
 """
 
 from __future__ import annotations

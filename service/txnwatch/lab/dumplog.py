@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
     DEFAULT_KAFKA_VERSION,
@@ -42,7 +43,6 @@ from txnwatch.lab.jars import (
     tools_version,
 )
 from txnwatch.lab.reference import tools_log_opts
-from txnwatch.vocabulary import STATE_BY_ID, TxnState
 
 TOPIC = "__transaction_state"
 #: TransactionState ids as the coordinator persists them (4.x prints the number).

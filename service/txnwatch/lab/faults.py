@@ -22,9 +22,9 @@ from kafka.admin import AbortTransactionSpec
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from txnwatch.core.vocabulary import TxnState
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.wire import admin_client, find_transaction_coordinator, partition_leaders, send
-from txnwatch.vocabulary import TxnState
 
 if TYPE_CHECKING:
     from txnwatch.lab.cluster import LabCluster

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from txnwatch import exitcodes
-from txnwatch.config import ConfigError, Settings, load_settings
-from txnwatch.extras import require
+from txnwatch.core import exitcodes
+from txnwatch.core.config import ConfigError, Settings, load_settings
+from txnwatch.core.extras import require
 
 app = typer.Typer(help="PySpark rollups over the Parquet history archive.", no_args_is_help=True)
 

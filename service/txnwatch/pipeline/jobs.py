@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from txnwatch.core.vocabulary import TxnEvent
 from txnwatch.pipeline.prefix import DEFAULT_RULE, prefix_column
-from txnwatch.vocabulary import TxnEvent
 
 PERIODS = ("hour", "day")
 ALL_TOPICS = "*"

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from txnwatch.core.vocabulary import TxnEvent, TxnState
 from txnwatch.store.archive import TABLES, open_archive, read_manifest, write_manifest
-from txnwatch.vocabulary import TxnEvent, TxnState
 
 SHARES = {"transitions": 0.60, "offsets": 0.14, "verification": 0.10, "lag": 0.15,
           "lso_stalls": 0.005, "hanging": 0.005}

@@ -100,7 +100,7 @@ TABLES: dict[str, ArchiveTable] = {t.name: t for t in (
     ArchiveTable("lag", m.ConsumerLagSample, "sampled_at", _schema(
         ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()), ("sampled_at", _TS),
         ("committed_offset", pa.int64()), ("lag_hwm", pa.int64()), ("lag_lso", pa.int64()),
-        ("lag_seconds", pa.float64()))),
+        ("lag_seconds", pa.float64()), ("lag_seconds_unknown", pa.string()))),
 )}
 
 

@@ -21,7 +21,7 @@ import sys
 import threading
 from datetime import datetime, timedelta, timezone
 
-from txnwatch.config import Settings
+from txnwatch.core.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ def _transitions(database_url: str, archive_dir: str, hot_minutes: float) -> Non
 
 
 def main(argv: list[str]) -> int:
-    from txnwatch import logs
-    from txnwatch.extras import MissingExtra, require
+    from txnwatch.core import logs
+    from txnwatch.core.extras import MissingExtra, require
 
     logs.configure(os.environ.get(_ENV["log_level"], "INFO"), os.environ.get(_ENV["log_format"], "text"))
     if len(argv) != 1 or argv[0] not in JOBS:

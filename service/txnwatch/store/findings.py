@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from txnwatch.core.model import ClusterSnapshot, incident_key
 from txnwatch.detect import Findings
-from txnwatch.model import ClusterSnapshot, incident_key
 from txnwatch.store import models as m
 
 
@@ -58,7 +58,8 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
                          transactional_id=v.transactional_id, observed_at=at, verification_ms=v.verification_ms,
                          failed=v.failed) for v in findings.verification.samples]
     lags = [dict(group_id=g.group_id, topic=g.tp.topic, partition=g.tp.partition, sampled_at=at,
-                 committed_offset=g.committed, lag_hwm=g.lag_hwm, lag_lso=g.lag_lso, lag_seconds=g.lag_seconds)
+                 committed_offset=g.committed, lag_hwm=g.lag_hwm, lag_lso=g.lag_lso, lag_seconds=g.lag_seconds,
+                 lag_seconds_unknown=None if g.lag_seconds_unknown is None else str(g.lag_seconds_unknown)[:500])
             for g in findings.lags]
     hanging = EpisodeSync(m.HangingEpisode, {h.incident_key: dict(
         incident_key=h.incident_key, topic=h.tp.topic, partition=h.tp.partition, producer_id=h.producer_id,

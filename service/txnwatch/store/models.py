@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from txnwatch.model import TxnState
+from txnwatch.core.model import TxnState
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -130,7 +130,7 @@ class Poll(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-#: States in which a transaction is open (txnwatch.model.TxnState.is_open), as txn_states.state stores them.
+#: States in which a transaction is open (txnwatch.core.model.TxnState.is_open), as txn_states.state stores them.
 OPEN_TXN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
 #: Age sort key of transactions that are not open: after every open one.
 NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
@@ -296,6 +296,8 @@ class ConsumerLagSample(Base):
     lag_hwm: Mapped[int | None]
     lag_lso: Mapped[int | None]
     lag_seconds: Mapped[float | None] = mapped_column(Float)
+    #: Why lag_seconds is unknown: the first unconsumed record cannot be read (model.UnreadableRecord).
+    lag_seconds_unknown: Mapped[str | None] = mapped_column(String(500))
 
 
 class Alert(Base):

@@ -363,6 +363,8 @@ class GroupLag:
     lag_hwm: int | None
     max_lag_seconds: float | None
     topics: tuple[str, ...] = ()
+    #: Partitions whose time lag is unknown (an unreadable first unconsumed record); max_lag_seconds leaves them out.
+    lag_seconds_unknown: int = 0
 
 
 def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | None, limit: int) -> list[GroupLag]:
@@ -373,13 +375,13 @@ def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | 
         return []
     key = (L.cluster_id, _bytewise(session, L.group_id))
     stmt = (select(L.cluster_id, m.Cluster.name, L.group_id, func.max(L.sampled_at), func.count(),
-                   func.sum(L.lag_lso), func.sum(L.lag_hwm), func.max(L.lag_seconds))
+                   func.sum(L.lag_lso), func.sum(L.lag_hwm), func.max(L.lag_seconds), func.count(L.lag_seconds_unknown))
             .join(m.Cluster, m.Cluster.id == L.cluster_id)
             .where(_latest_condition(L, latest), _after(key, after, False))
             .group_by(L.cluster_id, m.Cluster.name, L.group_id)
             .order_by(*key).limit(limit))
-    groups = [GroupLag(cid, name, gid, at, int(n), _int(lso), _int(hwm), secs)
-              for cid, name, gid, at, n, lso, hwm, secs in session.execute(stmt)]
+    groups = [GroupLag(cid, name, gid, at, int(n), _int(lso), _int(hwm), secs, lag_seconds_unknown=int(unknown))
+              for cid, name, gid, at, n, lso, hwm, secs, unknown in session.execute(stmt)]
     if not groups:
         return groups
     topics: dict[tuple[int, str], set[str]] = {}

@@ -33,12 +33,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.logbudget import describe
-from txnwatch.model import ClusterSnapshot
+from txnwatch.core.logbudget import describe
+from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts
 from txnwatch.store.health import StoreHealth
+from txnwatch.store.lag_sampling import LagSampling
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,13 @@ class Recorder:
     """The store's collector sink.  Thread-safe: cluster jobs call it concurrently."""
 
     def __init__(self, sessions: sessionmaker[Session], clusters: Mapping[str, str], health: StoreHealth | None = None,
-                 max_buffered: int = 1000, exact_history: Callable[[str], bool] = lambda cluster: False) -> None:
+                 max_buffered: int = 1000, exact_history: Callable[[str], bool] = lambda cluster: False,
+                 lag_sampling: LagSampling | None = None) -> None:
         """``clusters``: name → bootstrap servers of every configured cluster, registered together by :meth:`start`.
-        ``exact_history(cluster)``: the transaction-log tail writes that cluster's transitions (exact mode)."""
+        ``exact_history(cluster)``: the transaction-log tail writes that cluster's transitions (exact mode).
+        ``lag_sampling``: which polls write lag rows (default: every poll)."""
         self._sessions = sessions
+        self._lag_sampling = lag_sampling or LagSampling()
         self._exact_history = exact_history
         self._clusters = dict(clusters)
         self.health = health or StoreHealth()
@@ -142,6 +146,8 @@ class Recorder:
             # The transaction log tail writes this cluster's exact transitions; guesses between polls would
             # only duplicate them.
             inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.TransactionTransition)]
+        if findings is not None and snapshot is not None and not self._lag_sampling.due(cluster, snapshot.taken_at_ms):
+            inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.ConsumerLagSample)]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record

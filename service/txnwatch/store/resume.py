@@ -10,9 +10,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from txnwatch.core.model import LsoStall, TopicPartition, TxnState
 from txnwatch.detect.hanging import PrepareKey
 from txnwatch.detect.verification import OpenKey
-from txnwatch.model import LsoStall, TopicPartition, TxnState
 from txnwatch.store import models as m
 from txnwatch.store.findings import ms
 

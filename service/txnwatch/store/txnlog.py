@@ -20,6 +20,7 @@ from sqlalchemy import Table, case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from txnwatch.core.model import TxnState
 from txnwatch.detect.txnlog import (
     ABORT,
     ANOMALIES,
@@ -37,7 +38,6 @@ from txnwatch.detect.txnlog import (
     TxnLogFindings,
     TxnLogState,
 )
-from txnwatch.model import TxnState
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 

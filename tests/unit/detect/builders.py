@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,

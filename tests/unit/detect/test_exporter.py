@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
+from txnwatch.core.model import GroupSnapshot, TopicPartition
 from txnwatch.detect import exporter, lag
-from txnwatch.model import GroupSnapshot, TopicPartition
 
 OTHER = TopicPartition("payments", 0)
 MARKER_END = (producer(start=None, coordinator_epoch=2),)  # ends on a commit marker

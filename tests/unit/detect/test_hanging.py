@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
+from txnwatch.core.model import HangingReason, ListedTransaction, RequestError, TxnState
 from txnwatch.detect import hanging
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import HangingReason, ListedTransaction, RequestError, TxnState
 
 S = DetectionSettings()
 OLD = MAX_TIMEOUT + 1  # "now" such that a write at t=0 is older than the max timeout

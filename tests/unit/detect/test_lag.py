@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.detect import lag
 from txnwatch.kafka import records
-from txnwatch.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 
 
 def test_trailing_commit_marker_is_not_lag() -> None:
@@ -72,6 +72,19 @@ def test_time_lag_is_the_age_of_the_first_unconsumed_record_even_while_the_lso_i
     dated = replace(snap, first_unconsumed_ms={(TP, 100): now - 600_000})
     (row,) = lag.group_lags(dated, history, now)
     assert row.lag_seconds == 600.0
+
+
+def test_an_unreadable_first_record_makes_the_time_lag_unknown_with_its_reason_not_an_estimate() -> None:
+    part = partition(hwm=500, lso=400)
+    snap = snapshot(partitions=(part,), groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 100}),))
+    history = {TP: ((0, 90), (60_000, 400))}  # enough for the LSO-history estimate: the LSO passed 100 at 60 s
+    (estimated,) = lag.group_lags(snap, history, 120_000)
+    assert (estimated.lag_seconds, estimated.lag_seconds_unknown) == (60.0, None)
+    bomb = UnreadableRecord(TimeLagUnknown.RECORD_OVER_BUDGET, "record 100: it lies past the first 8 MiB")
+    unreadable = replace(snap, unreadable_records={(TP, 100): bomb})
+    (row,) = lag.group_lags(unreadable, history, 120_000)
+    assert (row.lag_seconds, row.lag_seconds_unknown, row.lag_lso) == (None, bomb, 300)
+    assert str(row.lag_seconds_unknown) == "record_over_budget: record 100: it lies past the first 8 MiB"
 
 
 def test_only_markers_left_means_no_time_lag() -> None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate
-from txnwatch.model import (
+from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
     ListedTransaction,
@@ -17,6 +16,7 @@ from txnwatch.model import (
     TransactionDescription,
     TxnState,
 )
+from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate
 
 TPS = [TopicPartition("t", i) for i in range(3)]
 PIDS = [1, 2, 3]

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 from txnwatch import detect
+from txnwatch.core.model import ClusterSnapshot, LsoStall, TransactionDescription, TxnState
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import ClusterSnapshot, LsoStall, TransactionDescription, TxnState
 
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000)
 

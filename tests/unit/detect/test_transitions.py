@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.unit.detect.builders import snapshot, txn
+from txnwatch.core.model import ListedTransaction, TxnState
 from txnwatch.detect import transitions
-from txnwatch.model import ListedTransaction, TxnState
 
 # One letter per state keeps the transition tables readable.
 O, PC, PA, CC, CA, E = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT,  # noqa: E741

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import TxnLogKind, TxnLogRecord, TxnState
 
 E, ON, PC, PA = TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
 CC, CA = TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT
@@ -181,9 +181,9 @@ def test_any_sequence_applies_without_error_and_counts_every_record(steps: list[
 
 def test_polling_counts_the_epoch_rise_between_two_polls() -> None:
     """Fallback mode: under TV2 the epoch rose by one per transaction that ended between the polls."""
+    from txnwatch.core.model import ClusterSnapshot, TransactionDescription
     from txnwatch.detect import Findings, event_counts
     from txnwatch.detect import transitions as poll_transitions
-    from txnwatch.model import ClusterSnapshot, TransactionDescription
 
     def snap(epoch: int, start: int) -> ClusterSnapshot:
         return ClusterSnapshot("c", start, 1, transactions={

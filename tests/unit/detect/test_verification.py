@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from tests.unit.detect.builders import TP, TP1, partition, producer, snapshot, txn
+from txnwatch.core.model import TxnState
 from txnwatch.detect import verification
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.model import TxnState
 
 S = DetectionSettings(lso_stall_ms=30_000, verification_grace_ms=10_000)
 

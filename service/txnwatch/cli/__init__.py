@@ -1,0 +1,1 @@
+"""The `txnwatch` command: its subcommands (commands), the one-shot `txnwatch hanging`, the demo and terminal tables."""

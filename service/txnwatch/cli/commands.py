@@ -1,0 +1,328 @@
+"""The `txnwatch` command: run, migrate, config check, hanging, abort, lab, pipeline, demo.
+
+Imports are deferred into the commands so `txnwatch --help` stays instant and a
+missing optional piece (Java for the pipeline, say) only matters where it is used.
+The lab and pipeline sub-commands are loaded only when named (``txnwatch run`` never imports
+the lab's CLI or PySpark). Every expected failure becomes one line on stderr and a documented
+exit code, listed in txnwatch.core.exitcodes and README.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from importlib import import_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+# httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
+# installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
+# optional `from ._main import main` into the ImportError it is written to handle.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None in sys.modules blocks an import, by design
+
+import typer  # noqa: E402
+from typer.core import TyperGroup  # noqa: E402
+
+from txnwatch import __version__  # noqa: E402
+from txnwatch.core import exitcodes  # noqa: E402
+from txnwatch.core.extras import MissingExtra  # noqa: E402
+
+if TYPE_CHECKING:
+    from txnwatch.core.config import Settings
+
+#: name -> (module whose `app` is the sub-command, one-line help shown by `txnwatch --help`)
+LAZY_SUBCOMMANDS = {
+    "lab": ("txnwatch.lab.cli", "Real local Kafka clusters, workloads and fault injection."),
+    "pipeline": ("txnwatch.pipeline.cli", "PySpark rollups over the Parquet history archive."),
+}
+
+
+class _LazyGroup(TyperGroup):
+    """Imports a sub-command's module only when that sub-command is run (or its own help is asked for).
+
+    Listing the commands (`txnwatch --help`) gets a placeholder carrying the help line, so neither
+    the lab's CLI nor the pipeline's is imported by `txnwatch run` or `txnwatch --help`.
+    """
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_SUBCOMMANDS])
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY_SUBCOMMANDS:
+            help_text = LAZY_SUBCOMMANDS[cmd_name][1]
+            return TyperGroup(name=cmd_name, help=help_text, short_help=help_text)
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in LAZY_SUBCOMMANDS:
+            module_name, help_text = LAZY_SUBCOMMANDS[args[0]]
+            command = typer.main.get_command(import_module(module_name).app)
+            command.name, command.short_help = args[0], help_text
+            return args[0], command, args[1:]
+        return super().resolve_command(ctx, args)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"txnwatch {__version__}")
+        raise typer.Exit()
+
+
+# Full help at any width: rich wraps option help instead of cutting it at 80 columns.
+CONTEXT = {"max_content_width": 120, "help_option_names": ["-h", "--help"]}
+app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False, context_settings=CONTEXT,
+                  rich_markup_mode="markdown",
+                  help="Observability and alerting for Apache Kafka transactions.")
+config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.", context_settings=CONTEXT)
+app.add_typer(config_app, name="config")
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Observability and alerting for Apache Kafka transactions."""
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", envvar="TXNWATCH_CONFIG", help="YAML config file (TXNWATCH_* env vars override it)."),
+]
+
+
+def fail(message: str, code: int = exitcodes.USAGE) -> NoReturn:
+    from txnwatch.core.redact import redact
+
+    typer.echo(f"txnwatch: {redact(message)}", err=True)
+    raise typer.Exit(code)
+
+
+def _settings(path: Path | None, **overrides: object) -> Settings:
+    from txnwatch.core.config import ConfigError, load_settings
+
+    try:
+        return load_settings(path, **overrides)
+    except ConfigError as exc:
+        # Every mistake on its own line (origin: key: what is wrong, what is allowed), then exit 2.
+        for problem in exc.problems:
+            typer.echo(f"txnwatch: {problem}", err=True)
+        raise typer.Exit(exitcodes.USAGE) from None
+
+
+def _usable_database(settings: Settings, origin: str) -> None:
+    """What can be known about the database without connecting (txnwatch.store.db.database_problems), as
+    config errors: one line each, exit 2."""
+    from txnwatch.store.db import database_problems
+
+    problems = database_problems(settings.database_url)
+    for problem in problems:
+        typer.echo(f"txnwatch: {origin}: database_url: {problem}", err=True)
+    if problems:
+        raise typer.Exit(exitcodes.USAGE)
+
+
+@config_app.command("check")
+def config_check(file: Annotated[Path, typer.Argument(help="Config file to validate.")]) -> None:
+    """Validate a config file (with TXNWATCH_* env overrides applied) and print a summary."""
+    from txnwatch.core.redact import redact
+
+    settings = _settings(file)
+    _usable_database(settings, str(file))
+    typer.echo(f"{file}: OK — {len(settings.clusters)} cluster(s), database {redact(settings.database_url)}, "
+               f"poll every {settings.poll_interval_seconds:g}s")
+
+
+@app.command()
+def migrate(config: ConfigOption = None,
+            revision: Annotated[str, typer.Option(help="Target revision.")] = "head") -> None:
+    """Upgrade the configured database schema (Alembic)."""
+    from txnwatch.core.logbudget import describe
+    from txnwatch.store.migrate import current, upgrade
+
+    settings = _settings(config)
+    _usable_database(settings, str(config or "configuration"))
+    try:
+        upgrade(settings.database_url, revision)
+        typer.echo(f"database at revision {current(settings.database_url)}")
+    except Exception as exc:  # any failure is the operator's to read in one line, not a traceback
+        fail(f"migration failed: {describe(exc)}", exitcodes.FOUND_OR_FAILED)
+
+
+@app.command()
+def run(config: ConfigOption = None,
+        host: Annotated[str | None, typer.Option(help="Override api.host.")] = None,
+        port: Annotated[int | None, typer.Option(help="Override api.port.")] = None,
+        workers: Annotated[int | None, typer.Option(min=0, max=32, help=(
+            "Override api.workers: serve the API and /metrics from this many processes of their own "
+            "(0: in the daemon's process)."))] = None) -> None:
+    """Run the daemon: collector, alerting, REST API and /metrics."""
+    from txnwatch.runtime.malloc_arenas import limit_arenas
+    from txnwatch.serve.server import StartupError, serve
+
+    limit_arenas()  # before any thread starts (txnwatch.runtime.malloc_arenas says why)
+
+    settings = _settings(config)
+    overrides = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v is not None}
+    if overrides:
+        api = settings.api.model_copy(update=overrides)
+        settings = settings.model_copy(update={"api": api})
+    try:
+        serve(settings)
+    except StartupError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+@app.command()
+def hanging(
+    bootstrap_server: Annotated[str | None, typer.Option("--bootstrap-server", "-b",
+                                                            help="host:port[,host:port]; or use --config/--cluster.")] = None,
+    config: ConfigOption = None,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name from the config (security settings included).")] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    max_transaction_timeout_ms: Annotated[int | None, typer.Option(
+        min=0, help="Override the brokers' transaction.max.timeout.ms (default: asked from the cluster).")] = None,
+) -> None:
+    """Find hanging transactions once, like `kafka-transactions.sh find-hanging`, checking every partition.
+
+    Exit codes: 0 none, 1 hanging transactions found, 2 bad arguments, 3 cluster unreachable.
+    """
+    from txnwatch.cli.hanging import run as run_oneshot
+    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
+
+    if output not in ("table", "json"):
+        fail(f"--format must be table or json, not {output!r}")
+    if bootstrap_server:
+        cfg = _bootstrap_cluster(bootstrap_server)
+    else:
+        settings = _settings(config)
+        matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
+        if len(matches) != 1:
+            fail("give --bootstrap-server, or --config with exactly one cluster (or --cluster NAME); known: "
+                 + (", ".join(c.name for c in settings.clusters) or "none"))
+        cfg = matches[0]
+    with ClusterConnection(ClusterConnectionSettings.from_config(cfg)) as connection:
+        code, text = run_oneshot(connection, output, max_transaction_timeout_ms,
+                                 ",".join(cfg.bootstrap_servers))
+    typer.echo(text, err=code == 3)
+    raise typer.Exit(code)
+
+
+@app.command()
+def abort(
+    topic: Annotated[str, typer.Option(help="Topic of the partition holding the open transaction.")],
+    partition: Annotated[int, typer.Option(min=0, help="Partition holding the open transaction.")],
+    bootstrap_server: Annotated[str | None, typer.Option(
+        "--bootstrap-server", "-b", help="Brokers as Kafka's own tool takes them (host:port, comma "
+                                         "separated): no config file needed. Or use --config/--cluster.")] = None,
+    config: ConfigOption = None,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name from the config (needed if it has several).")] = None,
+    producer_id: Annotated[int | None, typer.Option(min=0, help="Producer id of the open transaction.")] = None,
+    producer_epoch: Annotated[int | None, typer.Option(min=0, max=32767, help="Its producer epoch.")] = None,
+    coordinator_epoch: Annotated[int | None, typer.Option(
+        min=0, help="Coordinator epoch for the marker (default: the one the partition leader reports).")] = None,
+    start_offset: Annotated[int | None, typer.Option(
+        min=0, help="Instead of producer id and epoch: the offset where the open transaction starts (as "
+                    "`txnwatch hanging`, /api/v1/hanging and the console show it); the partition leader "
+                    "names its producer.")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help="Write the ABORT marker. Without it: a dry run that "
+                                                            "only checks and says what it would do.")] = False,
+    token: Annotated[str | None, typer.Option(envvar="TXNWATCH_ADMIN_TOKEN", show_envvar=True,
+                                                 help="The admin token (api.admin_token) for --cluster/--config; "
+                                                      "prefer the env var.")] = None,
+) -> None:
+    """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does.
+
+    With --bootstrap-server, like Kafka's tool: no config file, your own Kafka access; audited in the
+    database when one is configured (--config, TXNWATCH_CONFIG or TXNWATCH_DATABASE_URL). With a
+    configured cluster (--config/--cluster) it uses txnwatch's credentials, so it passes the API's
+    guard (api.admin_enabled and the admin token) and writes the same audit row as POST
+    /api/v1/admin/abort. A dry run by default: add --execute.
+
+    Exit codes: 0 done (or would be done), 1 Kafka refused (e.g. no such open transaction),
+    2 bad arguments or admin actions disabled or wrong token, 3 cluster unreachable.
+    """
+    import os
+
+    from txnwatch.cli import abort as abort_cli
+    from txnwatch.core.config import CONFIG_ENV
+    from txnwatch.runtime import admin
+    from txnwatch.runtime.wiring import abort_transaction
+    from txnwatch.store.db import make_engine
+
+    if (producer_id is None) != (producer_epoch is None) or (producer_id is None and start_offset is None):
+        fail("give --start-offset, or --producer-id and --producer-epoch")
+    if producer_id is not None and start_offset is not None:
+        fail("give --start-offset or --producer-id/--producer-epoch, not both")
+    database_configured = bool(config or os.environ.get(CONFIG_ENV) or os.environ.get("TXNWATCH_DATABASE_URL"))
+    if bootstrap_server:
+        cfg = _bootstrap_cluster(bootstrap_server)
+        settings = _settings(config) if database_configured else None
+        actor = "cli:bootstrap-server"
+    else:
+        settings = _settings(config)
+        try:
+            actor = "cli:" + admin.check_admin(settings, token)
+        except admin.AdminRefused as exc:
+            fail(f"{exc}{'' if exc.disabled else ' (give --token or TXNWATCH_ADMIN_TOKEN)'}; or give "
+                 "--bootstrap-server to use your own Kafka access, as kafka-transactions.sh does")
+        matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
+        if len(matches) != 1:
+            fail("name the cluster with --cluster, or give --bootstrap-server; known: "
+                 + (", ".join(c.name for c in settings.clusters) or "none"))
+        cfg = matches[0]
+    target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch,
+                               start_offset)
+    engine = make_engine(settings.database_url) if settings is not None else None
+    try:
+        from sqlalchemy.orm import Session
+
+        report = abort_cli.run(cfg, target, execute=execute, abort_transaction=abort_transaction,
+                               audit_session=(lambda: Session(engine)) if engine is not None else None,
+                               actor=actor, now=lambda: datetime.now(timezone.utc))
+    finally:
+        if engine is not None:
+            engine.dispose()
+    typer.echo(report.text)
+    for warning in report.warnings:
+        typer.echo(warning, err=True)
+    raise typer.Exit(report.exit_code)
+
+
+def _bootstrap_cluster(bootstrap_server: str) -> Any:
+    """A ClusterConfig from --bootstrap-server alone (named after it, as the audit row and output show it)."""
+    import re
+
+    from pydantic import ValidationError
+
+    from txnwatch.core.config import ClusterConfig
+
+    try:
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", bootstrap_server.split(",")[0].strip())[:63] or "bootstrap"
+        return ClusterConfig(name=name, bootstrap_servers=bootstrap_server)
+    except ValidationError as exc:
+        fail(f"--bootstrap-server: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+
+
+@app.command()
+def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
+         var_dir: Annotated[Path, typer.Option("--dir", help="Where the demo keeps its DB and lab.")] = Path("var"),
+         brokers: Annotated[int, typer.Option(min=1, max=5, help="Lab brokers.")] = 3) -> None:
+    """Start a lab Kafka cluster with the demo workload (a hanging transaction, an LSO stall) and the daemon."""
+    from txnwatch.cli.demo import run_demo
+    from txnwatch.lab.errors import LabError
+    from txnwatch.serve.server import StartupError
+
+    try:
+        run_demo(port, var_dir.resolve(), brokers)
+    except LabError as exc:
+        fail(str(exc), exitcodes.FOUND_OR_FAILED)
+    except StartupError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+def main() -> None:
+    try:
+        app()
+    except MissingExtra as exc:
+        typer.echo(f"txnwatch: {exc}", err=True)
+        sys.exit(exitcodes.MISSING_DEPENDENCY)
+    except KeyboardInterrupt:
+        sys.exit(exitcodes.INTERRUPTED)

@@ -1,0 +1,337 @@
+"""The transaction-log tail as a service: one thread per cluster, on the leader only.
+
+Each thread reads ``__transaction_state`` (kafka/txnlog.py), applies the records with
+the pure :func:`txnwatch.detect.txnlog.apply`, and commits the result together with
+the new log positions in one database transaction (store/txnlog.py).  Fetches are
+applied as they arrive but committed together at most about once a second (sooner when
+the log is drained or ``commit_max_records`` wait), merged so that an id changed many
+times costs one row: one transaction per fetch capped the tail far below a busy log.
+A failed write drops the in-memory state, the uncommitted fetches and the consumer: the
+next attempt reloads them from the database, so what was committed is the only truth
+and nothing is counted twice.
+
+Where the log cannot be read (ACLs deny Describe or Read on the topic, the topic does
+not exist yet) the cluster's history comes from polling, the view says ``polling`` and
+why, and the log is tried again every ``retry_seconds``.  A follower replica does not
+tail; a new leader resumes at the positions the old one committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from txnwatch.core.model import RequestError, TxnLogRecord
+from txnwatch.core.views import EXACT, POLLING, HistoryView, LatestState
+from txnwatch.detect import txnlog as detect_txnlog
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.store import models as m
+from txnwatch.store import txnlog as store_txnlog
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY_S = 5.0
+DB_RETRY_S = 5.0
+COMMIT_EVERY_S = 1.0
+"""Applied batches are stored together at most this often: one database transaction per fetch
+capped the tail at ~10k records/s on SQLite, far below a busy cluster's log."""
+COMMIT_MAX_RECORDS = 50_000
+"""...or as soon as this many records wait, which bounds memory and the size of one transaction."""
+
+
+class Tail(Protocol):
+    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]: ...
+    def positions(self) -> dict[int, int]: ...
+    def end_offsets(self) -> dict[int, int]: ...
+    def close(self) -> None: ...
+
+
+OpenTail = Callable[[Mapping[int, int]], Tail]
+"""positions -> a tail reading from there (or from the configured start where none is stored)."""
+
+
+def cluster_id_for(sessions: sessionmaker[Session], name: str) -> int:
+    """The cluster's row id, registered by the store at start (with every configured cluster, in one transaction).
+
+    If the store could not register yet (database down at start), this raises and the tail retries later.
+    """
+    with sessions() as session:
+        found = session.scalar(select(m.Cluster.id).where(m.Cluster.name == name))
+    if found is None:
+        raise LookupError(f"cluster {name!r} is not registered yet; the store registers it with its first write")
+    return found
+
+
+class ClusterTail:
+    """Owns one cluster's tail, detector state and committed counters; only its thread touches them.
+
+    ``leading()`` is this replica's term for the cluster (a lease epoch; falsy when it does not
+    hold it): a new term reloads everything from the database, and ``fence(session)`` makes each
+    write refuse to commit unless the term still holds, so two replicas never both advance the log.
+    """
+
+    def __init__(self, name: str, bootstrap_servers: str, open_tail: OpenTail, sessions: sessionmaker[Session],
+                 state: LatestState, *, leading: Callable[[], object] = lambda: True,
+                 fence: Callable[[Session], None] = lambda session: None,
+                 detection: DetectionSettings = DetectionSettings(), retry_s: float = 30.0,
+                 denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
+                 clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
+                 commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS) -> None:
+        self.name = name
+        self._bootstrap = bootstrap_servers
+        self._open_tail = open_tail
+        self._sessions = sessions
+        self._state = state
+        self._leading = leading
+        self._fence = fence
+        self._term: object = None
+        self._detection = detection
+        self._retry_s = retry_s
+        self._denied_reason = denied_reason
+        self._clock = clock
+        self._read_timeout_ms = read_timeout_ms
+        self._commit_every_s = commit_every_s
+        self._commit_max_records = commit_max_records
+        # Applied but not yet committed: the state after them, their findings, the positions they reach.
+        self._applied: detect_txnlog.TxnLogState | None = None
+        self._pending: list[detect_txnlog.TxnLogFindings] = []
+        self._pending_positions: dict[int, int] = {}
+        self._pending_records = 0
+        self._pending_problems = 0
+        self._pending_last_ms = 0
+        self._pending_since = 0.0
+        self._tail: Tail | None = None
+        self._cluster_id: int | None = None
+        self._log_state = detect_txnlog.TxnLogState()
+        self._counters: dict[str, int] = {}
+        self._retry_at = 0.0
+        self._checked_at = 0.0
+        self._lag: int | None = None
+        self._last_record_ms: int | None = None
+        self._caught_up_ms: int | None = None
+        self._decode_errors = 0
+        self._reason = "starting"
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def step(self) -> int:
+        """Read and apply one batch (or open the tail); returns how many records were applied."""
+        term = self._leading()
+        if self._tail is not None and term != self._term:
+            # A new term (or none): another replica may have advanced the stored positions meanwhile.
+            self._close()
+        if not term:
+            if self._tail is not None or self._reason != "follower":
+                self._close()
+                self._reason = "follower"
+                self._publish(POLLING, "this replica is a follower; the leader tails the transaction log")
+            return 0
+        now = self._clock()
+        if self._tail is None and not self._open(now):
+            return 0
+        self._term = term
+        assert self._tail is not None
+        try:
+            records, problems = self._tail.read(self._read_timeout_ms)
+            positions = self._tail.positions()
+        except Exception as exc:
+            self._lost(exc, now)
+            return 0
+        for problem in problems:
+            log.warning("cluster %s: %s %s: %s", self.name, problem.api, problem.target, problem.message)
+        if records:
+            if not self._pending:
+                self._pending_since = now
+            self._applied, findings = detect_txnlog.apply(self._applied or self._log_state, records)
+            self._pending.append(findings)
+            self._pending_positions = dict(positions)
+            self._pending_records += len(records)
+            self._pending_problems += len(problems)
+            self._pending_last_ms = max(self._pending_last_ms, max(r.at_ms for r in records))
+        if self._due(now, idle=not records) and not self._flush(now):
+            return 0
+        if now - self._checked_at >= CHECK_EVERY_S or not records:
+            if now - self._checked_at >= CHECK_EVERY_S:
+                self._periodic(now)
+            self._publish(EXACT, "reading the transaction log")
+        return len(records)
+
+    def _due(self, now: float, *, idle: bool) -> bool:
+        """Commit when the log is drained, a second has passed, the size bound is reached, or before the periodic
+        open-transaction check (which must see committed state only)."""
+        return bool(self._pending) and (idle or self._pending_records >= self._commit_max_records
+                                        or now - self._pending_since >= self._commit_every_s
+                                        or now - self._checked_at >= CHECK_EVERY_S)
+
+    def _flush(self, now: float) -> bool:
+        """Commit everything applied since the last commit, with the positions it reached, in ONE transaction."""
+        assert self._applied is not None
+        findings = detect_txnlog.merge(self._pending)
+        try:
+            with self._sessions.begin() as session:
+                self._fence(session)  # refused unless this replica still holds the cluster's lease
+                store_txnlog.write_batch(session, self._require_id(), self._pending_positions, findings)
+        except Exception as exc:
+            self._db_failed(exc, now)
+            return False
+        self._log_state = self._applied
+        for key, value in findings.counts.items():
+            self._counters[key] = self._counters.get(key, 0) + value
+        self._last_record_ms = max(self._last_record_ms or 0, self._pending_last_ms)
+        self._decode_errors += self._pending_problems
+        self._drop_pending()
+        return True
+
+    def _drop_pending(self) -> None:
+        self._applied = None
+        self._pending = []
+        self._pending_positions = {}
+        self._pending_records = self._pending_problems = self._pending_last_ms = 0
+
+    def _periodic(self, now: float) -> None:
+        self._checked_at = now
+        assert self._tail is not None
+        try:
+            ends = self._tail.end_offsets()
+            positions = self._tail.positions()
+            self._lag = sum(max(0, end - positions.get(p, end)) for p, end in ends.items())
+            if self._lag == 0:
+                self._caught_up_ms = int(now * 1000)
+        except Exception as exc:
+            log.debug("cluster %s: log end offsets unavailable (%s)", self.name, exc)
+        checked, found = detect_txnlog.check_open(self._log_state, int(now * 1000), self._detection)
+        if found:
+            try:
+                with self._sessions.begin() as session:
+                    self._fence(session)
+                    store_txnlog.write_anomalies(session, self._require_id(), found)
+            except Exception as exc:
+                log.warning("cluster %s: could not store %d open-transaction anomalies (%s); will report them "
+                            "again", self.name, len(found), exc)
+                return
+        self._log_state = checked
+
+    # -- opening, losing, publishing -------------------------------------------------------------
+
+    def _require_id(self) -> int:
+        if self._cluster_id is None:
+            self._cluster_id = cluster_id_for(self._sessions, self.name)
+        return self._cluster_id
+
+    def _open(self, now: float) -> bool:
+        if now < self._retry_at:
+            return False
+        try:
+            with self._sessions() as session:
+                resumed = store_txnlog.load(session, self._require_id())
+        except Exception as exc:
+            self._cluster_id = None
+            self._retry_at = now + DB_RETRY_S
+            self._publish(POLLING, f"cannot read the stored log positions ({_short(exc)}); retrying")
+            return False
+        try:
+            tail = self._open_tail(resumed.positions)
+        except Exception as exc:
+            self._unavailable(exc, now, "cannot open")
+            return False
+        self._tail = tail
+        self._log_state, self._counters = resumed.state, dict(resumed.counters)
+        self._checked_at = 0.0
+        if self._reason != EXACT:
+            log.info("cluster %s: exact history from %s (%d stored positions, %d known ids)", self.name,
+                     "__transaction_state", len(resumed.positions), len(resumed.state.ids))
+        self._reason = EXACT
+        return True
+
+    def _unavailable(self, exc: BaseException, now: float, doing: str) -> None:
+        reason = self._denied_reason(exc) or f"{doing} the transaction log: {_short(exc)}"
+        if reason != self._reason:
+            log.warning("cluster %s: history falls back to polling: %s (trying the log again every %.0fs)",
+                        self.name, reason, self._retry_s)
+        self._reason = reason
+        self._retry_at = now + self._retry_s
+        self._publish(POLLING, reason)
+
+    def _lost(self, exc: BaseException, now: float) -> None:
+        self._close()
+        self._unavailable(exc, now, "lost")
+
+    def _db_failed(self, exc: BaseException, now: float) -> None:
+        """Nothing of this batch committed: forget it, and start again from what the database holds."""
+        log.warning("cluster %s: storing transaction log records failed (%s); resuming from the last committed "
+                    "position", self.name, _short(exc))
+        self._close()
+        self._cluster_id = None
+        self._retry_at = now + DB_RETRY_S
+        self._reason = "database write failed"
+        self._publish(POLLING, f"database write failed ({_short(exc)}); will resume from the last committed "
+                               "position")
+
+    def _publish(self, mode: str, reason: str) -> None:
+        s = self._log_state
+        opened = detect_txnlog.open_transactions(s) if mode == EXACT else {}
+        stuck = {k for k in s.reported if k[3] == detect_txnlog.STUCK_PREPARE}
+        self._state.update(self.name, history=HistoryView(
+            mode=mode, reason=reason, counters=dict(self._counters), lag_records=self._lag if mode == EXACT else None,
+            last_record_at_ms=self._last_record_ms, caught_up_at_ms=self._caught_up_ms, ids=len(s.ids),
+            open_transactions=len(opened), stuck_prepare=len(stuck), long_transactions=len(s.reported) - len(stuck),
+            decode_errors=self._decode_errors))
+
+    def _close(self) -> None:
+        """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""
+        self._drop_pending()
+        tail, self._tail = self._tail, None
+        self._lag = None
+        if tail is not None:
+            try:
+                tail.close()
+            except Exception:
+                log.debug("closing the transaction log tail of %s failed", self.name, exc_info=True)
+
+    def close(self) -> None:
+        """On a clean stop, commit what was applied (best effort: whatever fails is re-read at the next start)."""
+        if self._pending and self._tail is not None and self._term and self._leading() == self._term:
+            self._flush(self._clock())
+        self._close()
+
+
+class TxnLogService:
+    """Starts a thread per cluster tail; stop() waits for them to finish their current batch."""
+
+    def __init__(self, tails: list[ClusterTail]) -> None:
+        self._tails = tails
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for tail in self._tails:
+            thread = threading.Thread(target=self._run, args=(tail,), name=f"txnlog:{tail.name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self, tail: ClusterTail) -> None:
+        while not self._stop.is_set():
+            try:
+                if tail.step() == 0:
+                    self._stop.wait(0.2)
+            except Exception:
+                log.exception("cluster %s: transaction log tail step failed; retrying", tail.name)
+                tail.close()
+                self._stop.wait(DB_RETRY_S)
+        tail.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=15)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,465 @@
+"""Snapshot dataclasses: the one shape in which Kafka's answers travel through txnwatch.
+
+`kafka/` builds these from wire answers, `detect/` reads them (pure functions), and
+`store/`, `metrics`, `api/` and `alerting/` consume what detection derives.  They are
+frozen so a published snapshot can be shared between the collector thread and API
+requests without copying.
+
+Sentinels from the wire (-1 for "no transaction", "no start time") become ``None``
+here, so no consumer has to remember Kafka's conventions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+# Re-exported: detection names reasons through the model; the words themselves live in the vocabulary.
+from txnwatch.core.vocabulary import HangingReason as HangingReason
+from txnwatch.core.vocabulary import TxnState as TxnState
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+class ErrorClass(StrEnum):
+    """KIP-1050 error classes, plus the cases KIP-1050 does not cover."""
+
+    RETRIABLE = "retriable"
+    REFRESH_RETRIABLE = "refresh-retriable"
+    ABORTABLE = "abortable"
+    APPLICATION_RECOVERABLE = "application-recoverable"
+    INVALID_CONFIGURATION = "invalid-configuration"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestError:
+    """One failed request or per-object error inside an answer, kept instead of raised.
+
+    ``target`` names what was asked: a broker id, a topic-partition, a transactional id
+    or a group id.  A poll carries on past these; detection treats whatever they cover
+    as *unknown*, never as evidence.
+    """
+
+    api: str
+    target: str
+    code: int | None
+    name: str
+    message: str = ""
+    error_class: ErrorClass = ErrorClass.UNKNOWN
+    #: What to do about it (KIP-1050's remediation for the class), set by the Kafka layer with the class.
+    advice: str = ""
+
+
+class ClusterUnreachable(Exception):
+    """No broker of the cluster answered (raised by the Kafka layer); the collector reports the cluster as down."""
+
+    # Also readable without the type: a probe that succeeds later means the cluster is back.
+    cluster_unreachable = True
+
+    def __init__(self, cluster: str, reason: str) -> None:
+        super().__init__(f"cluster {cluster!r} unreachable: {reason}")
+        self.cluster = cluster
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class AbortOutcome:
+    """What an admin abort (``kafka-transactions.sh abort``) found and did; ``error`` says why nothing was written."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int | None
+    leader_id: int | None
+    txn_start_offset: int | None
+    dry_run: bool
+    aborted: bool
+    error: RequestError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerVerification:
+    """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.
+
+    The MBeans are ``kafka.server:type=AddPartitionsToTxnManager,name=VerificationTimeMs`` (a Yammer
+    histogram: ``verifications`` is its Count, the time from a partition leader asking the coordinator
+    to verify a transactional write until the answer, with the broker's own recent percentiles) and
+    ``name=VerificationFailureRate`` (a meter: ``failures`` is its Count, writes the coordinator refused,
+    ``failures_per_second_1m`` its one-minute rate).  These are what a poller cannot see: a write the
+    broker rejected never reaches a partition.  ``error`` says why the figures are missing (exporter
+    unreachable, MBeans absent on that broker); None fields were not reported.
+    """
+
+    broker: str
+    url: str
+    error: str | None = None
+    verifications: int | None = None
+    time_ms_mean: float | None = None
+    time_ms_max: float | None = None
+    #: (quantile, ms) as the broker reports them, e.g. ((0.5, 1.0), (0.99, 19.7)).
+    time_ms_quantiles: tuple[tuple[float, float], ...] = ()
+    failures: int | None = None
+    failures_per_second_1m: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class TimeLagUnknown(StrEnum):
+    """Why a group partition's time lag is unknown rather than measured or estimated (the metric's ``reason``)."""
+
+    #: The first unconsumed record lies past the decompression budget of its batch (a compression bomb or its
+    #: neighbours, see kafka.records).
+    RECORD_OVER_BUDGET = "record_over_budget"
+    #: The batch holding it cannot be read at all (damaged, failed CRC, unknown codec).
+    RECORD_UNREADABLE = "record_unreadable"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRecord:
+    """The first unconsumed record at a committed offset was fetched but cannot be read."""
+
+    reason: TimeLagUnknown
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedTransaction:
+    """One row of ListTransactions from one broker (the coordinator of that id)."""
+
+    transactional_id: str
+    producer_id: int
+    state: TxnState
+    coordinator_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions for one transactional id, as its coordinator sees it."""
+
+    transactional_id: str
+    coordinator_id: int
+    state: TxnState
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int | None
+    partitions: frozenset[TopicPartition] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """DescribeProducers for one producer on one partition (the partition leader's view)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int | None
+    coordinator_epoch: int
+    current_txn_start_offset: int | None
+
+    @property
+    def has_open_txn(self) -> bool:
+        return self.current_txn_start_offset is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSnapshot:
+    """Offsets and active producers of one partition.
+
+    Any field may be ``None`` when its request failed; ``producers`` is ``None``
+    (not empty) when DescribeProducers could not be asked, so detection can tell
+    "no open transaction" from "don't know".
+    """
+
+    tp: TopicPartition
+    leader: int | None
+    high_watermark: int | None
+    last_stable_offset: int | None
+    log_start_offset: int | None = None
+    producers: tuple[ProducerState, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """A consumer group and its committed offsets."""
+
+    group_id: str
+    state: str | None
+    protocol_type: str | None
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything one poll of one cluster saw.
+
+    ``taken_at_ms`` is the wall-clock start of the poll; detection measures ages
+    against it (or an injected clock), never against ``time.time()``.
+    ``listing_complete`` is False when ListTransactions failed on some broker: then
+    a transactional id missing from ``listed`` may simply live on that broker.
+    ``unreachable_coordinators`` holds broker ids whose DescribeTransactions failed.
+    """
+
+    cluster: str
+    taken_at_ms: int
+    duration_ms: int
+    brokers: tuple[BrokerInfo, ...] = ()
+    controller_id: int | None = None
+    listed: tuple[ListedTransaction, ...] = ()
+    transactions: Mapping[str, TransactionDescription] = field(default_factory=dict)
+    partitions: Mapping[TopicPartition, PartitionSnapshot] = field(default_factory=dict)
+    groups: Mapping[str, GroupSnapshot] = field(default_factory=dict)
+    errors: tuple[RequestError, ...] = ()
+    listing_complete: bool = True
+    unreachable_coordinators: frozenset[int] = frozenset()
+    max_transaction_timeout_ms: int = 900_000
+    #: (partition, committed offset) -> timestamp (ms) of the first data record at or after that offset,
+    #: None when only control markers lie between it and the high watermark.  Filled for lagging group
+    #: partitions, a bounded number per poll (kafka.records); a missing key means "not fetched".
+    first_unconsumed_ms: Mapping[tuple[TopicPartition, int], int | None] = field(default_factory=dict)
+    #: (partition, committed offset) -> why the first record at or after that offset cannot be read (past the
+    #: decompression budget, a damaged batch): the time lag there is unknown, not estimated.
+    unreadable_records: Mapping[tuple[TopicPartition, int], UnreadableRecord] = field(default_factory=dict)
+    #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
+    #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
+    broker_verification: tuple[BrokerVerification, ...] = ()
+    #: Consumer groups the cluster listed that groups_include/groups_exclude left out (their offsets are not fetched).
+    groups_filtered: int = 0
+
+    #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
+    _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def transactional_ids_for_producer(self, producer_id: int) -> tuple[str, ...]:
+        """Indexed once per snapshot: detection asks this for every open producer, and a scan of
+        ``listed`` per question was the biggest cost of a poll at 50,000 ids (benchmarks/scale.py)."""
+        index = self._ids_by_producer
+        if index is None:
+            grouped: dict[int, list[str]] = {}
+            for t in self.listed:
+                grouped.setdefault(t.producer_id, []).append(t.transactional_id)
+            index = {pid: tuple(ids) for pid, ids in grouped.items()}
+            object.__setattr__(self, "_ids_by_producer", index)  # a cache, not state: frozen for callers
+        return index.get(producer_id, ())
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings: what detection derives from snapshots (see txnwatch.detect).
+# ---------------------------------------------------------------------------------------------
+
+
+def incident_key(cluster: str, tp: TopicPartition, producer_id: int) -> str:
+    """Stable identity of a per-partition incident (PagerDuty dedup_key, hanging episode key)."""
+    return f"{cluster}/{tp}/{producer_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTransaction:
+    """An open transaction on a partition that no coordinator will ever finish (KIP-664 semantics)."""
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    transactional_id: str | None
+    coordinator_id: int | None
+    reason: HangingReason
+    txn_start_offset: int
+    last_timestamp_ms: int
+    age_ms: int
+
+    @property
+    def incident_key(self) -> str:
+        return incident_key(self.cluster, self.tp, self.producer_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Undetermined:
+    """A partition or old open transaction detection could not judge: neither hanging nor healthy.
+
+    ``producer_id`` is None when the partition's leader could not be asked who writes to it.
+    """
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int | None
+    why: str
+    transactional_id: str | None = None
+    coordinator_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OverdueTransaction:
+    """Open longer than its own transaction.timeout.ms plus grace: the coordinator should have aborted it."""
+
+    cluster: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    start_time_ms: int
+    timeout_ms: int
+    age_ms: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class StuckPrepare:
+    """PrepareCommit/PrepareAbort for longer than a threshold: markers are not getting written."""
+
+    cluster: str
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: TxnState
+    since_ms: int
+    duration_ms: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class LsoStall:
+    """An LSO stall episode; ``ended_ms`` is None while it lasts."""
+
+    cluster: str
+    tp: TopicPartition
+    started_ms: int
+    last_seen_ms: int
+    stalled_lso: int
+    max_gap: int
+    gap: int
+    blocking_producer_id: int | None
+    blocking_producer_epoch: int | None
+    blocking_transactional_id: str | None
+    ended_ms: int | None = None
+
+    @property
+    def incident_key(self) -> str:
+        """Per partition: the blocking producer may be unknown at first and must not change the key."""
+        return f"{self.cluster}/{self.tp}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationSample:
+    """One partition/open-transaction pair resolved: verified after ``verification_ms``, or failed."""
+
+    cluster: str
+    tp: TopicPartition
+    producer_id: int
+    transactional_id: str | None
+    observed_ms: int
+    verification_ms: int | None
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A change of a transactional id's coordinator state between two polls, with derived events."""
+
+    cluster: str
+    transactional_id: str
+    observed_ms: int
+    from_state: TxnState | None
+    to_state: TxnState
+    producer_id: int
+    producer_epoch: int
+    prev_producer_id: int | None
+    prev_producer_epoch: int | None
+    timeout_ms: int
+    start_time_ms: int | None
+    partitions: frozenset[TopicPartition]
+    events: tuple[str, ...]
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """Lag of one group on one partition: vs the LSO (read_committed truth) and vs the high watermark."""
+
+    cluster: str
+    group_id: str
+    tp: TopicPartition
+    committed: int
+    lag_hwm: int | None
+    lag_lso: int | None
+    lag_seconds: float | None
+    #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
+    last_commit_ms: int | None = None
+    #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
+    lag_seconds_unknown: UnreadableRecord | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# The coordinators' own log (__transaction_state), record by record (see txnwatch.kafka.txnlog).
+# ---------------------------------------------------------------------------------------------
+
+
+class TxnLogKind(StrEnum):
+    """What one ``__transaction_state`` record turned out to be."""
+
+    VALUE = "value"              # a TransactionLogValue: the id's full state after one transition
+    TOMBSTONE = "tombstone"      # null value: the id expired (transactional.id.expiration.ms) and was removed
+    UNDECODABLE = "undecodable"  # an id we could read but a value we could not (new version, damaged bytes)
+
+
+class TxnLogRecord(NamedTuple):
+    """One record of ``__transaction_state``, decoded.
+
+    A NamedTuple rather than a dataclass: a busy cluster writes tens of thousands of
+    these a second and tuple construction is several times cheaper.  ``state`` is
+    :attr:`TxnState.UNKNOWN` with ``raw_status`` set for a status byte Kafka added after
+    this code was written; ``unknown_tags`` keeps tagged fields we do not know, raw, and
+    ``problem``/``raw_value`` say why an UNDECODABLE value could not be read.  Times are the
+    coordinator's own (``last_update_ms`` is when it made the transition).
+    """
+
+    transactional_id: str
+    log_partition: int
+    offset: int
+    timestamp_ms: int | None
+    kind: TxnLogKind
+    state: TxnState | None = None
+    raw_status: int | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
+    timeout_ms: int = 0
+    partitions: tuple[tuple[str, int], ...] = ()
+    last_update_ms: int = 0
+    start_ms: int | None = None
+    previous_producer_id: int | None = None
+    next_producer_id: int | None = None
+    client_transaction_version: int = 0
+    value_version: int = 0
+    unknown_tags: tuple[tuple[int, bytes], ...] = ()
+    problem: str | None = None
+    raw_value: bytes | None = None
+
+    @property
+    def at_ms(self) -> int:
+        """When it happened: the coordinator's transition time, else the append time."""
+        if self.kind is TxnLogKind.VALUE and self.last_update_ms > 0:
+            return self.last_update_ms
+        return self.timestamp_ms or 0

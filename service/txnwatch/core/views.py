@@ -1,0 +1,87 @@
+"""The latest view of each cluster, published by the collector for /metrics, the API and /readyz.
+
+Views are immutable and replaced whole, so a reader (a scrape, an API request) never
+sees half a poll and never waits on Kafka or on the collector: it takes the current
+reference and reads from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from txnwatch.core.model import ClusterSnapshot
+
+EXACT, POLLING = "exact", "polling"
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """Where coordinator history comes from for one cluster, published by its transaction-log tail.
+
+    ``mode`` is ``exact`` while the tail reads ``__transaction_state`` and ``polling``
+    otherwise, with ``reason`` saying why (ACLs, topic not created yet, not the leader).
+    ``counters`` are the cumulative log-derived counters as committed to the database.
+    """
+
+    mode: str = POLLING
+    reason: str = "transaction log tail not started"
+    counters: Mapping[str, int] = field(default_factory=dict)
+    lag_records: int | None = None
+    last_record_at_ms: int | None = None
+    caught_up_at_ms: int | None = None
+    ids: int = 0
+    open_transactions: int = 0
+    stuck_prepare: int = 0
+    long_transactions: int = 0
+    decode_errors: int = 0
+
+    @property
+    def exact(self) -> bool:
+        return self.mode == EXACT
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What is known about one cluster after its latest poll attempt."""
+
+    name: str
+    up: bool = False
+    polls: int = 0
+    failed_polls: int = 0
+    consecutive_failures: int = 0
+    last_poll_at_ms: int | None = None
+    last_success_at_ms: int | None = None
+    last_poll_duration_ms: int | None = None
+    last_error: str | None = None
+    snapshot: ClusterSnapshot | None = None
+    findings: Any = None
+    counters: Mapping[str, int] = field(default_factory=dict)
+    history: HistoryView = field(default_factory=HistoryView)
+
+
+class LatestState:
+    """Thread-safe registry of ClusterViews; the only shared mutable object besides the DB."""
+
+    def __init__(self, cluster_names: list[str] | tuple[str, ...] = ()) -> None:
+        self._lock = threading.Lock()
+        self._views: dict[str, ClusterView] = {name: ClusterView(name=name) for name in cluster_names}
+
+    def publish(self, view: ClusterView) -> None:
+        with self._lock:
+            self._views[view.name] = view
+
+    def update(self, name: str, **changes: Any) -> ClusterView:
+        with self._lock:
+            view = replace(self._views.get(name) or ClusterView(name=name), **changes)
+            self._views[name] = view
+            return view
+
+    def get(self, name: str) -> ClusterView | None:
+        return self._views.get(name)
+
+    def views(self) -> list[ClusterView]:
+        with self._lock:
+            return list(self._views.values())

@@ -1,0 +1,246 @@
+"""The built-in web console: server-rendered pages over the same database the REST API reads.
+
+Now (per cluster: what hangs, what stalls, which alerts fire, with the abort command),
+Transaction (one transactional id's states over time, epochs and fences) and Partition
+(HWM vs LSO with the stall episodes and the blocking producer).  Same read token as the
+API: a bearer header, or the cookie /console/login sets for browsers.  Nothing is loaded
+from outside the daemon: the chart library is served from static/vendor/.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import Path as PathParam
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+from sqlalchemy.orm import Session
+
+from txnwatch.core import humanize
+from txnwatch.core.redact import redact_optional
+from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.serve.api import sessions
+from txnwatch.serve.api.deps import read_session, runtime_of
+from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
+from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
+from txnwatch.serve.api.security import require_reader, token_matches, too_many
+from txnwatch.serve.api.sessions import COOKIE
+from txnwatch.serve.api.throttle import AuthThrottle, client_key
+from txnwatch.serve.console import assets, charts, runbooks
+from txnwatch.store import context, queries, txnlog_queries
+
+HERE = Path(__file__).resolve().parent
+LOGIN = "/console/login"
+router = APIRouter(prefix="/console", include_in_schema=False)
+
+_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
+                   trim_blocks=True, lstrip_blocks=True)
+_env.filters.update(duration=humanize.duration, ts=humanize.timestamp, urlpart=lambda v: quote(str(v), safe=""))
+
+
+def _chart(option: dict[str, Any]) -> Markup:
+    """The option as an HTML attribute value (JSON, escaped), for static/console.js to hand to ECharts."""
+    return Markup('data-chart="{}"').format(json.dumps(option, separators=(",", ":")))
+
+
+_env.globals["chart"] = _chart
+_env.globals["TxnEvent"] = TxnEvent  # templates name events as the code does
+
+
+Reader = Annotated[None, Depends(require_reader)]
+ReadSession = Annotated[Session, Depends(read_session)]
+
+
+def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
+    runtime = runtime_of(request)
+    html = _env.get_template(template).render(
+        assets_ok=assets.present(), grafana=runtime.settings.console.grafana_url, clusters=runtime.settings.clusters,
+        runbook=lambda rule: runbook_href(runtime.settings, rule),
+        generated_at=now(), **data)
+    return HTMLResponse(html)
+
+
+PANELS: dict[str, dict[str, int]] = json.loads((HERE / "grafana_panels.json").read_text())
+
+
+def grafana_link(base: str | None, uid: str, panel: str | None = None, **variables: Any) -> str | None:
+    """A shipped dashboard (dashboards/build.py uids), opened on ``panel`` (by title) when it has one, with its
+    variables set; None without a Grafana URL."""
+    if not base:
+        return None
+    query = {f"var-{k}": v for k, v in variables.items() if v is not None}
+    panel_id = PANELS.get(uid, {}).get(panel or "")
+    if panel_id is not None:
+        query["viewPanel"] = panel_id
+    return f"{base.rstrip('/')}/d/{uid}?{urlencode(query)}"
+
+
+_env.globals["grafana_link"] = grafana_link
+
+
+@router.get("", response_class=HTMLResponse)
+def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
+    runtime = runtime_of(request)
+    at = now()
+    incidents = IncidentBuilder(session, runtime.settings, at)
+    names = [c.name for c in runtime.settings.clusters]
+    records = queries.cluster_records(session, names)
+    hanging = incidents.hanging_all([(r, r.cluster_name) for r in queries.list_hanging(
+        session, clusters=names, include_resolved=False, after=None, limit=200)])
+    stalls = incidents.stall_all([(r, r.cluster_name) for r in queries.list_lso_stalls(
+        session, clusters=names, since=at, after=None, limit=200)])
+    alerts = queries.list_alerts(session, clusters=names, with_unscoped=True, states=["firing", "pending"],
+                                 after=None, limit=200)
+    clusters = []
+    for name in names:
+        view = runtime.state.get(name)
+        record = records.get(name)
+        # This process's view when it polls the cluster; otherwise what the polling replica recorded.
+        if view is not None and view.last_poll_at_ms is not None:
+            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
+        else:
+            up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
+            last = record.last_success_at if record else None
+        clusters.append(dict(
+            name=name, up=up, last_success_at=last, last_error=error,
+            hanging=[h for h in hanging if h["cluster"] == name], stalls=[s for s in stalls if s["cluster"] == name],
+            alerts=[a for a in alerts if a.cluster_name == name]))
+    unscoped = [a for a in alerts if a.cluster_name is None]
+    return _page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
+                 reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),
+                 stall_runbook=runbook_href(runtime.settings, LSO_STALL))
+
+
+def _cluster_id(session: Session, runtime: Runtime, cluster: str) -> int:
+    if cluster not in {c.name for c in runtime.settings.clusters}:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown cluster {cluster!r}")
+    cid = queries.cluster_ids(session, [cluster]).get(cluster)
+    if cid is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"nothing recorded yet for cluster {cluster!r}")
+    return cid
+
+
+@router.get("/transactions/{cluster}/{transactional_id:path}", response_class=HTMLResponse)
+def transaction_page(request: Request, _: Reader, session: ReadSession, cluster: str, transactional_id: str,
+                     limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> HTMLResponse:
+    runtime = runtime_of(request)
+    cid = _cluster_id(session, runtime, cluster)
+    row = logged = None
+    if "\x00" not in transactional_id:
+        row = queries.get_transaction(session, cid, transactional_id)
+        logged = txnlog_queries.logged_id(session, cid, transactional_id)
+    if row is None and logged is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"transactional id {transactional_id!r} is unknown on "
+                                                       f"cluster {cluster!r}")
+    row = txnlog_queries.with_log_state(row, logged, cluster)
+    at = now()
+    # The timeline the API serves: the coordinators' own log (exact) and polled transitions, newest first.
+    newest_first = txnlog_queries.timeline(session, cid, cluster, transactional_id, limit,
+                                           runtime.settings.retention.archive_dir)
+    points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
+              for t in reversed(newest_first)]
+    # The log and a poll may both report one fence: count each new (producer id, epoch) once.
+    fences = len({(p.producer_id, p.producer_epoch) for p in points if TxnEvent.FENCED in p.events})
+    incidents = IncidentBuilder(session, runtime.settings, at)
+    hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
+    return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
+                 txn=row.txn, hanging=hanging, transitions=newest_first, truncated=len(newest_first) >= limit,
+                 option=charts.transaction_timeline(points, at), fences=fences)
+
+
+@router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)
+def partition_page(request: Request, _: Reader, session: ReadSession, cluster: str,
+                   topic: Annotated[str, PathParam(pattern=TOPIC_PATTERN)],
+                   partition: Annotated[int, PathParam(ge=0, le=INT32_MAX)], hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
+    runtime = runtime_of(request)
+    key = context.PartitionKey(_cluster_id(session, runtime, cluster), topic, partition)
+    at = now()
+    since = at - timedelta(hours=hours)
+    samples = context.history(session, key, since)
+    stall_rows, hanging_rows = context.episodes(session, key, since)
+    incidents = IncidentBuilder(session, runtime.settings, at)
+    stalls = incidents.stall_all([(s, cluster) for s in stall_rows])
+    hanging = incidents.hanging_all([(h, cluster) for h in hanging_rows])
+    option = charts.partition_offsets(
+        [charts.OffsetPoint(s.sampled_at, s.high_watermark, s.last_stable_offset) for s in samples],
+        [charts.Episode(s["started_at"], s["ended_at"] or at, _blocker(s)) for s in stalls],
+        [(h["first_write_at"] or h["first_seen_at"], h["txn_start_offset"], f"hanging: producer {h['producer_id']}")
+         for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None],
+        window=(since, at))
+    latest = samples[-1] if samples else None
+    return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
+                 topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
+                 option=option)
+
+
+def _blocker(stall: dict[str, Any]) -> str:
+    pid = stall["blocking_producer_id"]
+    if pid is None:
+        return "LSO stall"
+    txn = stall["blocking_transactional_id"] or "no transactional id"
+    return f"LSO stall: producer {pid} ({txn})"
+
+
+@router.get("/runbooks", response_class=HTMLResponse)
+def runbooks_page(request: Request, _: Reader) -> HTMLResponse:
+    return _page(request, "runbooks.html", title="Runbooks", sections=runbooks.sections())
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, error: bool = False, next: str = "/console") -> HTMLResponse:
+    return _page(request, "login.html", title="Sign in", error=error, next=_local(next))
+
+
+def _local(target: str) -> str:
+    """Only a path on this server: a login link must not send the browser elsewhere afterwards."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/console"
+
+
+@router.post("/login")
+async def login(request: Request) -> Response:
+    """Exchanges the read token for a signed session cookie (txnwatch.serve.api.sessions) the guard accepts, so
+    pages, /docs and the API can be opened by URL in a browser.  The token itself is never stored in the
+    browser; a wrong one counts against the client like a wrong bearer (429 after too many)."""
+    runtime = runtime_of(request)
+    client = client_key(request.client.host if request.client else None)
+    throttle: AuthThrottle = request.app.state.auth_throttle
+    retry_after = throttle.blocked(client, "login")
+    if retry_after is not None:
+        code, headers, body = too_many(retry_after)
+        return Response(body, code, headers={k.decode(): v.decode() for k, v in headers})
+    form = parse_qs((await request.body()).decode("utf-8", "replace"))
+    offered = (form.get("token") or [""])[0]
+    target = _local((form.get("next") or ["/console"])[0])
+    token = runtime.settings.api.read_token
+    if token is None:
+        return RedirectResponse(target, status.HTTP_303_SEE_OTHER)  # nothing to sign in to
+    if not token_matches(token, offered.encode("utf-8")):
+        throttle.failed(client, "login", "wrong token on the console login")
+        return RedirectResponse(f"{LOGIN}?error=true&next={quote(target)}", status.HTTP_303_SEE_OTHER)
+    response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)
+    response.set_cookie(COOKIE, sessions.issue(sessions.session_key(token), time.time()), httponly=True,
+                        samesite="strict", path="/", secure=_secure(runtime, request), max_age=sessions.SESSION_TTL_S)
+    response.delete_cookie(sessions.LEGACY_COOKIE, path="/")  # it held the token itself (before sessions)
+    return response
+
+
+def _secure(runtime: Runtime, request: Request) -> bool:
+    """Secure when browsers reach us over https: the public URL says so, or the request came over https, which
+    uvicorn learns from X-Forwarded-Proto when a trusted proxy (api.trusted_proxies) sends it."""
+    public_url = runtime.settings.public_url or ""
+    return public_url.startswith("https://") or request.url.scheme == "https"
+
+
+def since_text(at: datetime | None, reference: datetime) -> str:
+    return humanize.ago(at, reference)
+
+
+_env.filters["ago"] = since_text

@@ -1,0 +1,108 @@
+"""`txnwatch run`: build the runtime and serve REST + /metrics with uvicorn."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import resource
+import socket
+from typing import Any
+
+from txnwatch.core import exitcodes, logs
+from txnwatch.core.config import Settings
+from txnwatch.core.redact import redact
+from txnwatch.serve.http_limits import HttpLimits, connection_cap, make_server, raise_open_files_limit
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The daemon cannot start; the command turns it into one line on stderr and ``exit_code`` (URL passwords
+    masked: the reason often quotes a driver's error)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(redact(message))
+        self.exit_code = exit_code
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Take the API's port first, before the database and Kafka: a port in use is told at once, with its own
+    exit code, instead of after the start-up work (uvicorn alone would exit 3, like an unreachable cluster)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise StartupError(f"api.host {host!r} cannot be resolved: {exc.strerror}", exitcodes.USAGE) from exc
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; another process may hold the "
+                           f"port: choose another with --port, api.port or TXNWATCH_API__PORT",
+                           exitcodes.PORT_UNAVAILABLE) from exc
+    return sock
+
+
+def http_limits(settings: Settings) -> HttpLimits:
+    """The API's limits for one serving process, the connection cap fitted to this process's open-file limit."""
+    api = settings.api
+    cap = connection_cap(api.max_connections, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    if cap < api.max_connections:
+        log.warning("api.max_connections %d lowered to %d: the open-file limit is %d", api.max_connections, cap,
+                    resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    return HttpLimits(cap, api.read_timeout_seconds, api.keep_alive_timeout_seconds)
+
+
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's proxy options from ``api.trusted_proxies``, for the daemon's server and the API workers'.
+
+    uvicorn believes X-Forwarded-For/-Proto only from the addresses in ``forwarded_allow_ips``: the client
+    address failed logins are counted against (txnwatch.serve.api.throttle) and the scheme that makes the console
+    cookie Secure come from them.  Passed explicitly, so uvicorn's FORWARDED_ALLOW_IPS variable no longer
+    applies; the config (and the chart) is the one place that says which proxies are trusted."""
+    proxies = settings.api.trusted_proxies
+    return {"proxy_headers": bool(proxies), "forwarded_allow_ips": list(proxies)}
+
+
+def serve(settings: Settings) -> None:
+    from txnwatch.runtime.lifecycle import SchemaNotReady, ensure_schema
+    from txnwatch.store.db import database_problems
+
+    logs.configure(settings.log_level, settings.log_format)
+    problems = database_problems(settings.database_url)
+    if problems:
+        raise StartupError(f"database_url: {problems[0]}", exitcodes.USAGE)
+    listener = bind(settings.api.host, settings.api.port)
+    try:
+        ensure_schema(settings)
+    except SchemaNotReady as exc:
+        raise StartupError(str(exc), exitcodes.USAGE) from exc
+    except Exception as exc:
+        raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED) from exc
+    before, after = raise_open_files_limit()
+    if after != before:
+        log.info("open-file limit raised from %d to %d", before, after)
+    if settings.api.workers:
+        from txnwatch.serve.workers import run_with_workers
+
+        try:
+            run_with_workers(settings, listener)
+        except Exception as exc:
+            raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
+        return
+    from txnwatch.runtime.wiring import build_runtime
+    from txnwatch.serve.app import create_app  # not in the collecting process when API workers serve
+
+    runtime = build_runtime(settings)
+    app = create_app(runtime)
+    gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
+    log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
+             settings.api.host, settings.api.port, len(settings.clusters))
+    # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
+    # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
+    server = make_server(app, http_limits(settings), http="h11", loop="asyncio", **proxy_options(settings))
+    server.run(sockets=[listener])
+    if not server.started:
+        raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)

@@ -1,0 +1,62 @@
+"""Lag rows at the operator's interval, capped groups only, and what the API reads from them (issue 23, item 5)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine, func, select
+
+from txnwatch import detect
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.store import models as m
+from txnwatch.store.db import make_sessionmaker
+from txnwatch.store.lag_sampling import LagSampling
+from txnwatch.store.queries import list_groups
+from txnwatch.store.recorder import Recorder
+
+T0 = 1_700_000_100_000  # a multiple of 300 s: polls at T0 + k * 15 s fall into 5-minute windows from T0
+TP = TopicPartition("orders", 0)
+
+
+@pytest.mark.parametrize(("interval_s", "polls_s", "written_s"), [
+    pytest.param(0, [0, 15, 30], [0, 15, 30], id="0-writes-every-poll"),
+    pytest.param(300, [0, 15, 285, 300, 315, 600], [0, 300, 600], id="one-per-window-aligned-to-the-clock"),
+    pytest.param(300, [290, 310, 320], [290, 310], id="windows-not-elapsed-time-a-late-poll-starts-a-new-one"),
+    pytest.param(60, [0, 200, 201], [0, 200], id="a-gap-longer-than-the-interval-writes-at-once"),
+])
+def test_due(interval_s: float, polls_s: list[int], written_s: list[int]) -> None:
+    sampling = LagSampling({"c": interval_s})
+    assert [t for t in polls_s if sampling.due("c", T0 + t * 1000)] == written_s
+
+
+def test_clusters_have_their_own_windows_and_default() -> None:
+    sampling = LagSampling({"slow": 300}, default_s=0)
+    assert [sampling.due(c, T0) for c in ("slow", "fast", "slow", "fast")] == [True, True, False, True]
+
+
+def poll(at_ms: int, groups: int, committed: int = 90) -> ClusterSnapshot:
+    return ClusterSnapshot(
+        cluster="c", taken_at_ms=at_ms, duration_ms=5,
+        partitions={TP: PartitionSnapshot(TP, leader=1, high_watermark=100, last_stable_offset=100, producers=())},
+        groups={f"g{i:03d}": GroupSnapshot(f"g{i:03d}", "Empty", "consumer", {TP: committed - i})
+                for i in range(groups)})
+
+
+def test_lag_rows_once_per_interval_for_kept_groups_and_the_api_lists_them(engine: Engine) -> None:
+    sessions = make_sessionmaker(engine)
+    recorder = Recorder(sessions, {"c": "h:9092"}, lag_sampling=LagSampling({"c": 300}))
+    recorder.start()
+    settings = detect.DetectionSettings(max_groups=10)
+    state = detect.INITIAL
+    for k in range(21):  # 5 minutes of 15-second polls, and the first of the next window
+        at = T0 + k * 15_000
+        state, findings = detect.evaluate(state, poll(at, groups=40, committed=90 + k), at, settings)
+        recorder.on_poll("c", poll(at, groups=40, committed=90 + k), findings, None, at)
+    with sessions() as session:
+        rows = session.scalar(select(func.count()).select_from(m.ConsumerLagSample))
+        times = session.scalars(select(m.ConsumerLagSample.sampled_at).distinct()).all()
+        groups = list_groups(session, ["c"], after=None, limit=100)
+    assert len(times) == 2 and rows == 2 * 10  # two samples of the 10 kept groups, not 21 polls of 40
+    # The API lists the latest sample: the 10 most lagging groups (g039 lags most), as /metrics shows them.
+    assert [g.group_id for g in groups] == [f"g{i:03d}" for i in range(30, 40)]
+    assert {g.sampled_at for g in groups} == {max(times)}
+    assert groups[-1].lag_hwm == 100 - (90 + 20 - 39)
