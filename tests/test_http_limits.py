@@ -67,7 +67,7 @@ def test_a_newcomer_is_refused_only_when_every_connection_is_busy() -> None:
 @pytest.mark.parametrize(("configured", "open_files", "expected"), [
     pytest.param(1000, 1_048_576, 1000, id="plenty-of-files"),
     pytest.param(1000, 1024, 1024 - 256, id="default-soft-limit-leaves-256"),
-    pytest.param(1000, 100, 1, id="tiny-limit-still-serves"),
+    pytest.param(1000, 256, 192, id="small-limit-keeps-a-quarter"),
     pytest.param(1000, resource.RLIM_INFINITY, 1000, id="unlimited"),
 ])
 def test_connection_cap_leaves_files_for_the_rest(configured: int, open_files: int, expected: int) -> None:

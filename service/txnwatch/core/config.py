@@ -356,8 +356,8 @@ class ApiConfig(_Strict):
     max_connections: int = Field(default=1000, ge=1, le=1_000_000, description=(
         "Open HTTP connections per serving process. At the cap, the connection that waited longest without a "
         "request in progress is closed for the new one, so probes and scrapes get in during a flood of idle "
-        "connections. Lowered automatically to leave 256 file descriptors for the rest when the open-file "
-        "limit (raised to its hard limit at start) is small."))
+        "connections. Lowered automatically to leave 256 file descriptors (a quarter of a smaller limit) for "
+        "the rest when the open-file limit (raised to its hard limit at start) is small."))
     read_timeout_seconds: float = Field(default=10, gt=0, le=3600, description=(
         "A request's head and body must arrive within this many seconds of the connection opening (or of the "
         "request's first byte on a kept-alive connection); slower ones are closed (slowloris)."))

@@ -39,7 +39,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 #: File descriptors kept for everything but HTTP connections (database pool, Kafka connections, log files,
-#: the publication directory): the connection cap is lowered to leave them when the open-file limit is small.
+#: the publication directory): the connection cap is lowered to leave them (or a quarter of a smaller limit)
+#: when the open-file limit is small.
 RESERVED_FDS = 256
 LOG_EVERY_S = 60.0
 
@@ -66,10 +67,11 @@ def raise_open_files_limit() -> tuple[int, int]:
 
 
 def connection_cap(configured: int, open_files: int) -> int:
-    """``configured``, lowered if the open-file limit would not leave RESERVED_FDS for the rest."""
+    """``configured``, lowered if the open-file limit would not leave RESERVED_FDS (or a quarter of it) for the
+    rest."""
     if open_files == resource.RLIM_INFINITY:
         return configured
-    return max(1, min(configured, open_files - RESERVED_FDS))
+    return max(1, min(configured, open_files - min(RESERVED_FDS, open_files // 4)))
 
 
 class RateLimitedLog:
