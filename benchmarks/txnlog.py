@@ -49,9 +49,13 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
                 else str(Path(__file__).resolve().parents[1] / "service"))
 
-from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 from txnwatch.kafka.txnlog import decode_record
+
+try:
+    from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+except ModuleNotFoundError:  # a --baseline older than the move to core/ (issue 24)
+    from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState  # type: ignore[no-redef,import-not-found,unused-ignore]  # where the names lived before the move
 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}

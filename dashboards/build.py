@@ -27,7 +27,7 @@ from txnwatch.core.vocabulary import BY_RULE, REASONS  # noqa: E402
 OUT = ROOT / "dashboards"
 CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
 RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
-CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "console" / "grafana_panels.json"
+CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "serve" / "console" / "grafana_panels.json"
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 C = 'cluster=~"$cluster"'

@@ -105,6 +105,7 @@ def test_a_compression_bomb_leaves_memory_under_the_chart_limit_and_only_its_tim
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
         "database_url": f"sqlite:///{tmp_path / 'db.sqlite'}", "poll_interval_seconds": 1,
+        "lag_sample_interval_seconds": 0,  # lag rows of every poll: the API shows the latest
         "api": {"host": "127.0.0.1", "port": port},
         "clusters": [{"name": "lab", "bootstrap_servers": bootstrap, "topics_include": [bombs, plain]}]}))
     proc = start(config, tmp_path / "txnwatch.log")

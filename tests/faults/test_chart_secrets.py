@@ -27,7 +27,7 @@ CASES = [
 
 
 def token(password: str, suffix: str) -> str:
-    """The password's visible-ASCII characters: API tokens may hold no others (txnwatch.config.token_problem)."""
+    """The password's visible-ASCII characters: API tokens may hold no others (txnwatch.core.config.token_problem)."""
     return "".join(ch for ch in password if "!" <= ch <= "~") + suffix
 
 

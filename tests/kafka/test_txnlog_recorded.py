@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests import recorded as recorded_cases
 from txnwatch.core.model import RequestError
 from txnwatch.kafka.txnlog import decode_record
 
@@ -107,15 +108,9 @@ def found(case: int) -> dict[str, Any]:
     return {"kind": out.kind.value, "digest": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
-def _recorded() -> list[dict[str, Any]]:
-    cases: list[dict[str, Any]] = json.loads(DATA.read_text())["cases"]
-    return cases
-
-
 @pytest.mark.parametrize("part", range(5))
 def test_decode_reads_what_it_read_before_the_split(part: int) -> None:
-    recorded = _recorded()
-    assert len(recorded) == CASES
+    recorded = recorded_cases.load(DATA, CASES)
     for case in range(part, CASES, 5):
         assert found(case) == recorded[case], f"case {case}: {corpus(case).hex()}"
 
@@ -128,12 +123,9 @@ def test_the_corpus_reaches_every_outcome() -> None:
     assert {"record ends early", "trailing bytes after transaction log value", "null string", "index out of range",
             "unpack_from", "'utf-8'", "value version 2 is newer than this txnwatch knows; read with the version 1 "
             "layout"} <= problems
-    assert {c["kind"] for c in _recorded()} == {"value", "undecodable"}
+    assert {c["kind"] for c in recorded_cases.load(DATA, CASES)} == {"value", "undecodable"}
     assert any(r.unknown_tags for r in records if not isinstance(r, RequestError))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
-    lines = ",\n".join(json.dumps(found(case), separators=(",", ":")) for case in range(CASES))
-    DATA.write_text(f'{{"recorded_from": "kafka/txnlog.decode_value before the split (7216139)", "cases": [\n'
-                    f"{lines}\n]}}\n")
-    print(f"recorded {CASES} cases into {DATA}")
+    recorded_cases.record(DATA, "kafka/txnlog.decode_value before the split (7216139)", found, CASES)

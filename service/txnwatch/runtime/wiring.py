@@ -122,13 +122,15 @@ def fastest_poll_s(settings: Settings) -> float:
     return min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
 
 
-def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                      coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome:
+def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int | None,
+                      producer_epoch: int | None, coordinator_epoch: int | None, *, dry_run: bool,
+                      start_offset: int | None = None) -> AbortOutcome:
     """The API's admin abort: one short-lived connection per call (rare, and never on the poll's connection)."""
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
-        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run)
+        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run,
+                                            start_offset=start_offset)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests import recorded as recorded_cases
 from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 
@@ -139,15 +140,9 @@ def test_the_id_state_and_transition_carry_each_field_under_its_own_name() -> No
         "events": ("epoch_bump",), "duration_ms": None, "client_transaction_version": 1, "detail": None}
 
 
-def _recorded() -> list[dict[str, Any]]:
-    cases: list[dict[str, Any]] = json.loads(DATA.read_text())["cases"]
-    return cases
-
-
 @pytest.mark.parametrize("part", range(8))
 def test_apply_finds_what_it_found_before_the_split(part: int) -> None:
-    recorded = _recorded()
-    assert len(recorded) == CASES
+    recorded = recorded_cases.load(DATA, CASES)
     for case in range(part, CASES, 8):
         assert found(case) == recorded[case], f"case {case}: {corpus(case)}"
 
@@ -155,7 +150,7 @@ def test_apply_finds_what_it_found_before_the_split(part: int) -> None:
 def test_the_corpus_reaches_every_event_and_record_kind() -> None:
     """A corpus that never fences or never meets an unknown record would prove little."""
     seen: set[str] = set()
-    for case in _recorded():
+    for case in recorded_cases.load(DATA, CASES):
         seen.update(case["events"])
     assert {"commit", "abort", "epoch_bump", "producer_id_change", "timeout_abort", "fenced", "init_producer_id",
             "expired", "illegal_transition", "new", "unknown_record", "unknown_state", "unknown_fields",
@@ -163,7 +158,4 @@ def test_the_corpus_reaches_every_event_and_record_kind() -> None:
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--record"]:
-    DATA.parent.mkdir(exist_ok=True)
-    lines = ",\n".join(json.dumps(found(case), separators=(",", ":")) for case in range(CASES))
-    DATA.write_text(f'{{"recorded_from": "detect/txnlog.apply before the split (7216139)", "cases": [\n{lines}\n]}}\n')
-    print(f"recorded {CASES} cases into {DATA}")
+    recorded_cases.record(DATA, "detect/txnlog.apply before the split (7216139)", found, CASES)

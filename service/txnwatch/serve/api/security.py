@@ -11,7 +11,7 @@ The token is accepted as ``Authorization: Bearer <token>`` (API clients, Prometh
 ``bearer_token``/ServiceMonitor ``bearerTokenSecret``) or as the session :data:`COOKIE` a browser
 gets from the login page (txnwatch.serve.api.sessions: signed, expiring, never the token itself).  Tokens
 are compared as bytes in constant time (the header's bytes as sent, the configured token's as
-configured: txnwatch.config.token_problem keeps it visible ASCII), so a token cannot be guessed
+configured: txnwatch.core.config.token_problem keeps it visible ASCII), so a token cannot be guessed
 byte by byte from response times; an empty configured token matches nothing.  Each wrong credential
 is counted against its client (txnwatch.serve.api.throttle), which is answered 429 after too many.
 
