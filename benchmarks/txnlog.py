@@ -35,6 +35,7 @@ import gc
 import io
 import json
 import os
+import shutil
 import statistics
 import struct
 import subprocess
@@ -331,7 +332,15 @@ def _extract(rev: str) -> Path:
 
 def compare(rev: str, rounds: int, transactions: int, batch: int) -> None:
     """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
-    sides = {rev: _extract(rev), "this checkout": Path(__file__).resolve().parents[1] / "service"}
+    baseline = _extract(rev)
+    try:
+        _compare({rev: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}, rev, rounds,
+                 transactions, batch)
+    finally:
+        shutil.rmtree(baseline.parent)
+
+
+def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int) -> None:
     print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
           f"per run, {rounds} rounds, order alternating; {os.cpu_count()} CPUs")
     load_before = os.getloadavg()
