@@ -196,11 +196,12 @@ def shown() -> ColumnElement[bool]:
     (``superseded``: the cluster was polled while its tail was not exact) and a poll row exists, until the tail
     writes it again.  A poll row shows when no winning log row exists.
     """
-    sibling = (_L.cluster_id == _T.cluster_id, _L.id_hash == _T.id_hash)
-    log_wins = exists().where(*sibling, _L.source == m.TRANSACTION_LOG, _L.superseded.is_(False))
-    polled = exists().where(*sibling, _L.source == m.POLL)
-    return or_(and_(_T.source == m.TRANSACTION_LOG, or_(_T.superseded.is_(False), ~polled)),
-               and_(_T.source == m.POLL, ~log_wins))
+    # The other source's row of the same id, by one probe of the unique key per row (null when there is none):
+    # a scalar subquery, since PostgreSQL turns a NOT EXISTS here into a hash of every log row of the table.
+    other_superseded = (select(_L.superseded).where(_L.cluster_id == _T.cluster_id, _L.id_hash == _T.id_hash,
+                                                    _L.source != _T.source).limit(1).scalar_subquery())
+    return or_(and_(_T.source == m.TRANSACTION_LOG, or_(_T.superseded.is_(False), other_superseded.is_(None))),
+               and_(_T.source == m.POLL, func.coalesce(other_superseded, true()).is_(True)))
 
 
 def _txn_key_column(sort: TxnSort) -> Col:
