@@ -9,7 +9,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
+from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.metrics.lag import Granularity, LagMetricOptions
 from txnwatch.metrics.registry import LagCollector
@@ -121,7 +121,7 @@ def test_record_lag_is_its_own_series_summed_per_topic_only_when_every_partition
     snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)), groups=groups)
     labels = {"cluster": "c", "consumergroup": "g", "topic": "orders"}
 
-    def registry(counted: dict[tuple[object, int], int]) -> CollectorRegistry:
+    def registry(counted: dict[tuple[TopicPartition, int], int]) -> CollectorRegistry:
         _, findings = detect.evaluate(detect.INITIAL, replace(snap, committed_records=counted), 0)
         state = LatestState(["c"])
         state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
