@@ -404,11 +404,19 @@ class VerificationReport(_Out):
 class AlertOut(_Out):
     id: int
     cluster: str | None
-    rule: str
+    rule: str = Field(description="The rule that opened the incident and keeps its key (and PagerDuty dedup key) "
+                                  "while it is open; see `root_cause` for what the incident is about.")
+    root_cause: str = Field(description="The rule the incident is about: its most telling finding. An incident "
+                                        "opened as an LSO stall becomes `hanging_transaction` once Kafka calls "
+                                        "the blocking transaction hanging; its key does not change.")
+    title: str = Field(description="The root cause's title in words (e.g. \"Hanging transaction\").")
     incident_key: str = Field(description="Stable per incident; the PagerDuty dedup_key derives from it.")
     state: str = Field(description="pending (condition true, `for:` not elapsed), firing, or resolved.")
     severity: Severity
-    summary: str
+    summary: str = Field(description="The root cause's summary, with the related findings by title.")
+    since: datetime = Field(description="The incident's one clock: when its earliest finding began (the LSO's "
+                                        "first poll at the pinned offset), else `started_at`. The console's "
+                                        "\"since\" is this moment too.")
     labels: dict[str, Any]
     details: dict[str, Any]
     started_at: datetime

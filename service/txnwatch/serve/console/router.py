@@ -13,6 +13,7 @@ import json
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -31,10 +32,11 @@ from txnwatch.serve.api import sessions
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
+from txnwatch.serve.api.routers.alerts import alert_view
 from txnwatch.serve.api.security import require_reader, token_matches, too_many
 from txnwatch.serve.api.sessions import COOKIE
 from txnwatch.serve.api.throttle import AuthThrottle, client_key
-from txnwatch.serve.console import assets, charts, runbooks
+from txnwatch.serve.console import assets, cards, charts, runbooks
 from txnwatch.store import context, queries, txnlog_queries
 
 HERE = Path(__file__).resolve().parent
@@ -97,8 +99,9 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         session, clusters=names, include_resolved=False, after=None, limit=200)])
     stalls = incidents.stall_all([(r, r.cluster_name) for r in queries.list_lso_stalls(
         session, clusters=names, since=at, after=None, limit=200)])
-    alerts = queries.list_alerts(session, clusters=names, with_unscoped=True, states=["firing", "pending"],
-                                 after=None, limit=200)
+    alerts = [SimpleNamespace(**r._mapping, **alert_view(r)) for r in queries.list_alerts(
+        session, clusters=names, with_unscoped=True, states=["firing", "pending"], after=None, limit=200)]
+    incident_cards, other_alerts = cards.build(hanging, stalls, alerts)
     clusters = []
     for name in names:
         view = runtime.state.get(name)
@@ -111,9 +114,9 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
             last = record.last_success_at if record else None
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
-            hanging=[h for h in hanging if h["cluster"] == name], stalls=[s for s in stalls if s["cluster"] == name],
-            alerts=[a for a in alerts if a.cluster_name == name]))
-    unscoped = [a for a in alerts if a.cluster_name is None]
+            cards=[card for card in incident_cards if card.cluster == name],
+            alerts=[a for a in other_alerts if a.cluster_name == name]))
+    unscoped = [a for a in other_alerts if a.cluster_name is None]
     return _page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
                  reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),
                  stall_runbook=runbook_href(runtime.settings, LSO_STALL))
