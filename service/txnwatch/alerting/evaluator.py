@@ -113,8 +113,8 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
             result.resolved.append(key)
     session.flush()
     if result.fired or result.resolved or result.retitled:
-        log.info("alerts on %s: fired %s, resolved %s, retitled by their root cause %s", cluster, result.fired,
-                 result.resolved, result.retitled)
+        log.info("alerts on %s: fired %s; resolved %s; retitled by their root cause %s", cluster,
+                 *(", ".join(keys) or "none" for keys in (result.fired, result.resolved, result.retitled)))
     return result
 
 

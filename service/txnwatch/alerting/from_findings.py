@@ -32,6 +32,7 @@ from txnwatch.alerting.conditions import (
 )
 from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.detect import Findings
+from txnwatch.detect.verification import VerificationCheck
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class ConditionBuilder:
         self.verification_failure_ratio = verification_failure_ratio
         self._hanging: dict[tuple[str, int, int], Condition] = {}
         self._down_since_ms: int | None = None
+        self._verification_holds = False
 
     def build(self, findings: Findings | None, error: str | None, now_ms: int) -> list[Condition]:
         if findings is None:
@@ -79,16 +81,29 @@ class ConditionBuilder:
         conditions += [self._stuck(s) for s in findings.stuck_prepare]
         conditions += [self._stall(s) for s in findings.lso_stalls]
         conditions = [self._grouped(c) for c in conditions]
-        check = findings.verification
-        if check.checks and check.failures / check.checks > self.verification_failure_ratio:
-            conditions.append(Condition(
-                VERIFICATION_FAILURE_RATE, cluster_incident_key(VERIFICATION_FAILURE_RATE, self.cluster), self.cluster,
-                f"[{self.cluster}] {check.failures} of {check.checks} open transactions on partitions are not "
-                "listed by their coordinator", {"cluster": self.cluster},
-                {"failures": check.failures, "checks": check.checks, "runbook": runbook_link(VERIFICATION_FAILURE_RATE),
-                 "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
-                                     "without AddPartitionsToTxn (pre-KIP-890 clients)."}))
-        return conditions
+        verification = self._verification(findings.verification)
+        return conditions + ([verification] if verification is not None else [])
+
+    def _verification(self, check: VerificationCheck) -> Condition | None:
+        """Holds from the poll whose failure share passes the threshold for as long as any pair still fails, so
+        the share moving with the traffic (1 of 3, 1 of 6 open transactions) neither drops the pending alert,
+        restarting its ``for:``, nor rewrites its text: the summary names the failing transactions instead."""
+        above = bool(check.checks) and check.failures / check.checks > self.verification_failure_ratio
+        self._verification_holds = above or (self._verification_holds and bool(check.failing))
+        if not self._verification_holds:
+            return None
+        named = [f"{tp} (producer {pid}, {f'transactional id {txn}' if txn else 'no transactional id'})"
+                 for tp, pid, txn in check.failing]
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        return Condition(
+            VERIFICATION_FAILURE_RATE, cluster_incident_key(VERIFICATION_FAILURE_RATE, self.cluster), self.cluster,
+            f"[{self.cluster}] open transactions on partitions their coordinator does not list: {shown or 'none now'}",
+            {"cluster": self.cluster},
+            {"failures": check.failures, "checks": check.checks, "runbook": runbook_link(VERIFICATION_FAILURE_RATE),
+             "failing": [{"topic": tp.topic, "partition": tp.partition, "producer_id": pid, "transactional_id": txn}
+                         for tp, pid, txn in check.failing],
+             "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
+                                 "without AddPartitionsToTxn (pre-KIP-890 clients)."})
 
     def _grouped(self, condition: Condition) -> Condition:
         """Findings about one producer id are one root cause (alerting/grouping.py folds them into one incident)."""

@@ -70,6 +70,25 @@ def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
     return HTMLResponse(html)
 
 
+HEADINGS = {404: "Not found", 422: "Not a valid address"}
+
+
+def error_page(request: Request, status_code: int, detail: Any) -> HTMLResponse:
+    """What a browser gets instead of the API's JSON when a console address names nothing: the reason in words
+    and a way back (the Now page; the cluster's section when the address names a configured cluster)."""
+    if isinstance(detail, list):  # a 422's validation errors: the first one, as a sentence
+        first = detail[0] if detail else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) if isinstance(first, dict) else ""
+        detail = f"{where}: {first.get('msg', 'invalid')}" if isinstance(first, dict) else str(first)
+    parts = request.url.path.split("/")
+    names = {c.name for c in runtime_of(request).settings.clusters}
+    cluster = parts[3] if len(parts) > 3 and parts[2] in ("partitions", "transactions") and parts[3] in names else None
+    html = _env.get_template("error.html").render(
+        assets_ok=False, title=HEADINGS.get(status_code, "Error"), heading=HEADINGS.get(status_code, "Error"),
+        detail=str(detail), status=status_code, cluster=cluster, generated_at=now())
+    return HTMLResponse(html, status_code=status_code)
+
+
 PANELS: dict[str, dict[str, int]] = json.loads((HERE / "grafana_panels.json").read_text())
 
 
@@ -169,6 +188,9 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     since = at - timedelta(hours=hours)
     samples = context.history(session, key, since)
     stall_rows, hanging_rows = context.episodes(session, key, since)
+    if not samples and not stall_rows and not hanging_rows and key not in context.latest_samples(session, [key]):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no offsets are recorded for partition {topic}-{partition} "
+                                                       f"on cluster {cluster!r}: check the topic and partition")
     incidents = IncidentBuilder(session, runtime.settings, at)
     stalls = incidents.stall_all([(s, cluster) for s in stall_rows])
     hanging = incidents.hanging_all([(h, cluster) for h in hanging_rows])
