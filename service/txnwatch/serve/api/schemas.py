@@ -326,9 +326,16 @@ class GroupPartitionLag(_Out):
         default=None, description="Why lag_seconds is unknown: record_over_budget (the first unconsumed record lies "
                                   "past the decompression budget of its batch, e.g. a compression bomb) or "
                                   "record_unreadable (a damaged batch), then which record and batch.")
+    lag_records: int | None = Field(
+        default=None, description="Records a read_committed consumer still reads before the LSO: lag_lso without "
+                                  "control markers and aborted transactions' records. From the collector's latest "
+                                  "poll (not stored); null until counted, or when the poll's committed offset is "
+                                  "not this sample's.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):
+    lag_records: int | None = Field(default=None, description="Sum of partition_lags[].lag_records; null unless "
+                                                              "every partition's is known.")
     partition_lags: list[GroupPartitionLag]
 
 
