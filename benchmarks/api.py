@@ -88,7 +88,8 @@ def seed(url: str) -> None:
             state = rnd.choice(STATES)
             tps = sorted({f"topic-{rnd.randrange(TOPICS):02d}-{rnd.randrange(PARTITIONS_PER_TOPIC)}"
                           for _ in range(rnd.randint(1, 4))})
-            txns.append(dict(cluster_id=cluster_id, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
+            tid = f"app-{i % 40:02d}-task-{i:05d}"
+            txns.append(dict(cluster_id=cluster_id, source=m.POLL, transactional_id=tid, id_hash=m.id_hash(tid),
                              coordinator_id=i % 3, state=state, producer_id=100_000 + i,
                              producer_epoch=rnd.randrange(5),
                              timeout_ms=60_000, txn_started_at=None if state == TxnState.EMPTY else

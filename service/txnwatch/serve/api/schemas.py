@@ -114,6 +114,9 @@ class TransactionSummary(_Out):
     last_seen_at: datetime
     gone_at: datetime | None = Field(description="When the coordinators stopped listing this id (expired); "
                                                  "null while listed.")
+    source: Literal["transaction_log", "poll"] = Field(
+        description="Where the state comes from: the coordinators' own log (exact mode: it wins wherever it "
+                    "speaks) or polling (the log is not read, or has not spoken of this id).")
 
 
 class TransactionPage(Page[TransactionSummary]):
