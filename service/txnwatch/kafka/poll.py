@@ -40,9 +40,10 @@ from txnwatch.core.model import (
     TopicPartition,
     TransactionDescription,
 )
-from txnwatch.kafka import batches, errors, parse, records
+from txnwatch.kafka import batches, errors, parse, record_count, records
 from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
 from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import Reply, Wire
@@ -87,7 +88,8 @@ class _Round3:
 
 
 async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
-                  known_max_timeout_ms: int | None, record_dates: RecordDates | None = None) -> Collected:
+                  known_max_timeout_ms: int | None, record_dates: RecordDates | None = None,
+                  record_counts: RecordCounts | None = None) -> Collected:
     """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
     layout, layout_errors = await _layout(wire, settings.name)
     brokers = [b.node_id for b in layout.brokers]
@@ -136,6 +138,8 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
     group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
                                                  third.committed.get(g.group_id, {})) for g in groups}
     dated, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    counted, count_errors = await _records_to_lso(wire, partitions, group_snapshots, record_counts)
+    fetch_errors.extend(count_errors)
     for problem in fetch_errors:
         if problem.name == errors.CORRUPT:  # an unreadable record: found once, then answered from the cache
             log.warning("cluster %s: Fetch %s: %s", settings.name, problem.target, problem.message)
@@ -155,6 +159,7 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
         first_unconsumed_ms={key: d.timestamp_ms for key, d in dated.items() if d.unreadable is None},
         unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
+        committed_records=counted,
         groups_filtered=len(listed_groups) - len(groups),
         transactional_id_pattern=pattern,
     )
@@ -184,6 +189,35 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
         failures.extend(problems)
         dates.remember(found)
         answers.update(found)
+    return answers, failures
+
+
+async def _records_to_lso(wire: Wire, partitions: Mapping[TopicPartition, PartitionSnapshot],
+                          groups: Mapping[str, GroupSnapshot], counts: RecordCounts | None,
+                          ) -> tuple[dict[record_count.Key, int], list[RequestError]]:
+    """Round 5, only for group partitions behind the LSO whose count is not kept up to this LSO: one
+    read_committed Fetch per leader, continuing each kept count where it stopped."""
+    if counts is None or counts.limit <= 0:
+        return {}, []
+    keys = record_count.wanted(partitions, groups.values())
+    lsos = {tp: lso for tp, _ in keys if (lso := partitions[tp].last_stable_offset) is not None}
+    answers, reads = counts.plan(keys, lsos)
+    calls = record_count.fetch_calls(reads, {tp: partitions[tp].leader for tp, _ in reads})
+    failures: list[RequestError] = []
+    for reply in await wire.exchange(calls) if calls else []:
+        if reply.failure is not None:
+            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
+            continue
+        asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
+                 for t in reply.call.request.topics for p in t.partitions}
+        by_tp = {tp: key for key in reads if (tp := key[0]) in asked and reads[key] == asked[tp]}
+        found, problems = record_count.parse_fetch(reply.response, {tp: lsos[tp] for tp in by_tp},
+                                                   {tp: key[1] for tp, key in by_tp.items()})
+        failures.extend(problems)
+        for tp, more in found.items():
+            total = counts.add(by_tp[tp], more)
+            if total.problem is None and total.through == lsos[tp]:
+                answers[by_tp[tp]] = total.records
     return answers, failures
 
 
