@@ -8,7 +8,6 @@ answer this time is carried over unchanged until a poll can decide it again.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -30,6 +29,7 @@ from txnwatch.alerting.conditions import (
     runbook_link,
     transaction_incident_key,
 )
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.detect import Findings
 from txnwatch.store import models as m
@@ -171,7 +171,7 @@ class AlertSink:
 
     def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
-        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        now = from_ms(now_ms)
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
         self._publish(cluster)
 

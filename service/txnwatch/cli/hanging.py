@@ -43,9 +43,10 @@ def render_table(result: dict[str, Any], now_ms: int | None = None, width: int |
     """Kafka's find-hanging columns in words a person reads at 3 a.m., fitted to the terminal."""
     from txnwatch.cli import tables
     from txnwatch.core import humanize
+    from txnwatch.core.epoch import from_kafka_ms
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     rows = [(h["topic"], h["partition"], h["producer_id"], h["producer_epoch"], h["coordinator_epoch"],
-             h["start_offset"], humanize.timestamp(humanize.from_ms(h["last_timestamp_ms"])),
+             h["start_offset"], humanize.timestamp(from_kafka_ms(h["last_timestamp_ms"])),
              humanize.duration((now_ms - h["last_timestamp_ms"]) / 1000) if h["last_timestamp_ms"] else None,
              h["transactional_id"], h["reason"]) for h in result["hanging"]]
     limit = humanize.duration(result["max_transaction_timeout_ms"] / 1000)

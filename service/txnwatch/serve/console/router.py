@@ -24,6 +24,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.redact import redact_optional
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
@@ -105,7 +106,7 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         record = records.get(name)
         # This process's view when it polls the cluster; otherwise what the polling replica recorded.
         if view is not None and view.last_poll_at_ms is not None:
-            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
+            up, error, last = view.up, redact_optional(view.last_error), from_ms(view.last_success_at_ms)
         else:
             up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
