@@ -44,6 +44,7 @@ import httpx  # noqa: E402
 from sqlalchemy import insert  # noqa: E402
 
 from tests.fixtures.postgres_server import start_postgres  # noqa: E402
+from txnwatch.core.vocabulary import TxnState  # noqa: E402
 from txnwatch.store import models as m  # noqa: E402
 from txnwatch.store.db import make_engine  # noqa: E402
 from txnwatch.store.migrate import upgrade  # noqa: E402
@@ -51,7 +52,8 @@ from txnwatch.store.migrate import upgrade  # noqa: E402
 CLUSTER = "bench"
 TRANSACTIONS = 10_000
 TOPICS, PARTITIONS_PER_TOPIC, GROUPS = 50, 12, 60
-STATES = ["Ongoing"] * 3 + ["Empty", "CompleteCommit", "CompleteAbort", "PrepareCommit", "PrepareAbort"]
+STATES = [s.value for s in [TxnState.ONGOING] * 3 + [TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT,
+                                                     TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT]]
 TARGET_P99_MS = 50.0
 MAX_IN_FLIGHT = 256
 
@@ -86,10 +88,11 @@ def seed(url: str) -> None:
             state = rnd.choice(STATES)
             tps = sorted({f"topic-{rnd.randrange(TOPICS):02d}-{rnd.randrange(PARTITIONS_PER_TOPIC)}"
                           for _ in range(rnd.randint(1, 4))})
-            txns.append(dict(cluster_id=cluster_id, transactional_id=f"app-{i % 40:02d}-task-{i:05d}",
+            tid = f"app-{i % 40:02d}-task-{i:05d}"
+            txns.append(dict(cluster_id=cluster_id, source=m.POLL, transactional_id=tid, id_hash=m.id_hash(tid),
                              coordinator_id=i % 3, state=state, producer_id=100_000 + i,
                              producer_epoch=rnd.randrange(5),
-                             timeout_ms=60_000, txn_started_at=None if state == "Empty" else
+                             timeout_ms=60_000, txn_started_at=None if state == TxnState.EMPTY else
                              now - timedelta(seconds=rnd.uniform(0, 900)), partitions=tps,
                              first_seen_at=now - timedelta(hours=2), last_seen_at=now, gone_at=None))
         conn.execute(insert(m.TransactionState), txns)

@@ -51,6 +51,8 @@ def _rss_mb() -> float:
 
 def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dict[str, Any]:
     """The brokers' answers of one poll, shaped as kafka-python decodes them."""
+    from txnwatch.core.vocabulary import TxnState
+
     topics = max(1, partitions // PER_TOPIC)
     names = [f"topic-{t:05d}" for t in range(topics)]
     open_ids = max(1, ids // 100)
@@ -63,7 +65,7 @@ def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dic
         is_open = i < open_ids
         if is_open:
             open_on[tp] = 1_000 + i
-        state = "Ongoing" if is_open else ("CompleteCommit" if i % 3 else "Empty")
+        state = (TxnState.ONGOING if is_open else TxnState.COMPLETE_COMMIT if i % 3 else TxnState.EMPTY).value
         if is_open and i < hanging:
             continue  # open on its partition, unknown to the coordinator: hanging
         listed_rows.append(NS(transactional_id=txn_id, producer_id=1_000 + i, transaction_state=state))

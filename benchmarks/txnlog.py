@@ -35,6 +35,7 @@ import gc
 import io
 import json
 import os
+import shutil
 import statistics
 import struct
 import subprocess
@@ -49,9 +50,13 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
                 else str(Path(__file__).resolve().parents[1] / "service"))
 
-from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.detect import txnlog as d
 from txnwatch.kafka.txnlog import decode_record
+
+try:
+    from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
+except ModuleNotFoundError:  # a --baseline older than the move to core/ (issue 24)
+    from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState  # type: ignore[no-redef,import-not-found,unused-ignore]  # where the names lived before the move
 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
@@ -327,7 +332,15 @@ def _extract(rev: str) -> Path:
 
 def compare(rev: str, rounds: int, transactions: int, batch: int) -> None:
     """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
-    sides = {rev: _extract(rev), "this checkout": Path(__file__).resolve().parents[1] / "service"}
+    baseline = _extract(rev)
+    try:
+        _compare({rev: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}, rev, rounds,
+                 transactions, batch)
+    finally:
+        shutil.rmtree(baseline.parent)
+
+
+def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int) -> None:
     print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
           f"per run, {rounds} rounds, order alternating; {os.cpu_count()} CPUs")
     load_before = os.getloadavg()

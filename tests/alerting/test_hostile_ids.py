@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from tests.alerting.fake_pagerduty import EVENT_MAX_BYTES, FakePagerDuty, validate
 from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
-from tests.alerting.helpers import ROUTING_KEY, at, outbox
+from tests.alerting.helpers import ROUTING_KEY, alerts, at, outbox
 from txnwatch.alerting import Alerting
 from txnwatch.alerting.channel_text import SLACK_SECTION_MAX, bounded_json, slack_escape
+from txnwatch.alerting.conditions import INCIDENT_KEY_MAX, transaction_incident_key
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.alerting.pagerduty import pagerduty_event
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
@@ -103,6 +104,25 @@ def test_huge_transaction_pages_on_every_channel(sessions: sessionmaker[Session]
         assert all(e.status == "sent" for e in outbox(sessions))
     finally:
         alerting.stop(deadline_seconds=1)
+
+
+def test_longest_kafka_id_becomes_an_alert_and_pages(sessions: sessionmaker[Session],
+                                                      pagerduty: FakePagerDuty) -> None:
+    """A 32,767-character id: the alert row's key is bounded (PostgreSQL refused the whole evaluation
+    before, so no alert of the cluster could change), and every channel delivers."""
+    long_id = "t" * KAFKA_ID_MAX
+    alerting = deliver(sessions, pagerduty, overdue(long_id))
+    try:
+        (alert,) = alerts(sessions)
+        assert len(alert.incident_key) <= INCIDENT_KEY_MAX and alert.incident_key.endswith("/pid=4001")
+        assert alert.details["transactional_id"] == long_id  # the row keeps the whole id
+        (page,) = pagerduty.accepted
+        assert len(page["payload"]["summary"]) <= 1024 and len(page["dedup_key"]) <= 255
+        assert all(e.status == "sent" for e in outbox(sessions))
+    finally:
+        alerting.stop(deadline_seconds=1)
+    other = transaction_incident_key("r", "prod", long_id[:-1] + "u", 4001)
+    assert other != alert.incident_key  # same head, different id: a different incident
 
 
 def test_longest_kafka_id_fits_pagerduty_limits() -> None:

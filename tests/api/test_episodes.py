@@ -18,8 +18,10 @@ def test_hanging_lists_open_episodes_newest_first(client: TestClient) -> None:
     assert 40 <= items[0]["hanging_seconds"] < 600
     for item in items:  # one way to count ages: the transaction is at least as old as its last write
         assert item["open_seconds"] >= item["last_write_age_seconds"] > item["hanging_seconds"]
-    assert items[0]["abort_command"] == ("kafka-transactions.sh --bootstrap-server kafka-0.prod:9092,kafka-1.prod:9092 "
-                                         "abort --topic orders --partition 3 --start-offset 420")
+    assert items[0]["abort_command"] == ("txnwatch abort --bootstrap-server kafka-0.prod:9092,kafka-1.prod:9092 "
+                                         "--topic orders --partition 3 --start-offset 420 --execute")
+    assert items[0]["kafka_abort_command"] == ("kafka-transactions.sh --bootstrap-server kafka-0.prod:9092,"
+                                               "kafka-1.prod:9092 abort --topic orders --partition 3 --start-offset 420")
     assert items[0]["invisible_records"] == items[0]["high_watermark"] - items[0]["last_stable_offset"] == 180
     assert [g["group_id"] for g in items[0]["blocked_groups"]] == ["orders-consumer"]
     assert items[0]["reason"] == "unknown_to_coordinator" and "does not know" in items[0]["reason_explanation"]
@@ -50,7 +52,7 @@ def test_lso_stalls_open_and_recent(client: TestClient) -> None:
     assert [i["id"] for i in flat(walk(client, "/api/v1/lso-stalls", limit=1))] == [i["id"] for i in items]
     assert items[0]["blocking_transactional_id"] == "orders-app-0_0"
     assert items[1]["duration_seconds"] == 400
-    assert items[0]["abort_command"].endswith(f"--partition 0 --start-offset {items[0]['stalled_lso']}")
+    assert items[0]["abort_command"].endswith(f"--partition 0 --start-offset {items[0]['stalled_lso']} --execute")
     assert items[0]["invisible_records"] is not None and items[0]["blocked_groups"]
 
 

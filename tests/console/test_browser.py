@@ -2,8 +2,8 @@
 
 One daemon (SQLite, 1 s polls) on the session's lab cluster, one browser: a hanging
 transaction injected the pre-KIP-890 way (the lab fixture runs with partition verification
-off), a read_committed group committed on its partition, and a transactional id fenced by a
-second producer instance.  Each page must load with no console error and no request leaving
+off), a read_committed group committed on its partition at the LSO and a read_uncommitted one
+past it, and a transactional id fenced by a second producer instance.  Each page must load with no console error and no request leaving
 127.0.0.1, and show what an on-call engineer needs.
 """
 
@@ -21,6 +21,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from tests.console.browser import Browser
 from tests.fixtures.daemon import Daemon, start_daemon, wait_for
+from txnwatch.core import commands
 from txnwatch.lab import faults
 from txnwatch.lab.topics import create_topic, delete_topics_quietly, unique_topic_name
 
@@ -33,6 +34,7 @@ class Scene:
     topic: str
     hanging: Any
     group: str
+    reader: str  # read_uncommitted, committed past the LSO
     fenced_id: str
 
 
@@ -46,18 +48,23 @@ def scene(lab_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     bootstrap = lab_cluster.bootstrap_servers
     db = tmp_path_factory.mktemp("console") / "txnwatch.db"
     daemon = start_daemon(database_url=f"sqlite:///{db}", poll_interval_seconds=1,
+                          console=dict(cli_command=commands.program()),  # as `txnwatch demo` sets it
                           clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=4000)],
                           detection=dict(lso_stall_seconds=3))
     admin = lab_cluster.admin()
     topic = unique_topic_name("console")
     create_topic(admin, topic, 2, min(3, len(lab_cluster.brokers)))
     hanging = faults.inject_hanging_transaction(bootstrap, topic, 0, records=3)
-    group = f"rc-{topic}"
+    group, reader = f"rc-{topic}", f"ru-{topic}"
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
                              enable_auto_commit=False)
+    uncommitted = KafkaConsumer(bootstrap_servers=bootstrap, group_id=reader, isolation_level="read_uncommitted",
+                                enable_auto_commit=False)
     zombie = successor = None
     try:
         consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(hanging.first_offset, "", -1)})
+        # A read_uncommitted group reads the open transaction's records: it commits past the LSO.
+        uncommitted.commit({TopicPartition(topic, 0): OffsetAndMetadata(hanging.first_offset + 3, "", -1)})
         fenced_id = faults.unique_transactional_id("console-fenced")
         zombie = faults.transactional_producer(bootstrap, fenced_id, 10_000)
         zombie.begin_transaction()
@@ -70,9 +77,10 @@ def scene(lab_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         # Kafka calls it hanging once the last write is older than transaction.max.timeout.ms (15 s in the lab).
         wait_for(lambda: [h for h in daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == topic
                           and h["blocked_groups"]], 90, what="the injected transaction found hanging")
-        yield Scene(daemon, topic, hanging, group, fenced_id)
+        yield Scene(daemon, topic, hanging, group, reader, fenced_id)
     finally:
         consumer.close()
+        uncommitted.close()
         for producer in (zombie, successor):
             if producer is not None:
                 producer.close(timeout=5)
@@ -86,7 +94,9 @@ def test_now_page_shows_the_hanging_transaction_with_its_abort_command(scene: Sc
     api = next(h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic)
     assert api["txn_start_offset"] == scene.hanging.first_offset
     assert api["abort_command"].endswith(
-        f"abort --topic {scene.topic} --partition 0 --start-offset {scene.hanging.first_offset}")
+        f" --topic {scene.topic} --partition 0 --start-offset {scene.hanging.first_offset} --execute")
+    positions = {g["group_id"]: g["position"] for g in api["blocked_groups"]}
+    assert positions == {scene.group: "at_lso", scene.reader: "past_lso"}
     with browser.open(scene.daemon.url + "/") as visit:  # / leads to the console
         visit.assert_clean()
         page = visit.page
@@ -95,7 +105,9 @@ def test_now_page_shows_the_hanging_transaction_with_its_abort_command(scene: Sc
         assert card.count() == 1
         assert card.locator("[data-testid=abort-command]").inner_text().strip() == api["abort_command"]
         text = card.inner_text()
-        assert scene.group in text and "stuck at the LSO" in text
+        assert scene.group in text and text.count("stuck at the LSO") == 1
+        badges = {b.inner_text().strip() for b in card.locator("[data-testid=group-position]").all()}
+        assert badges == {"stuck at the LSO", "read_uncommitted, not blocked"}, "a group past the LSO is not stuck"
         assert re.search(r"[\d,]+\s+records are invisible", text)
         assert card.locator("a", has_text="Runbook").get_attribute("href") == "/console/runbooks#kafkahangingtransaction"
 
@@ -133,37 +145,39 @@ def test_docs_render_offline(scene: Scene, browser: Browser, path: str, ready: s
         visit.assert_clean()
 
 
-def test_cli_abort_dry_run_then_execute_ends_the_hanging_transaction(scene: Scene, tmp_path: Any) -> None:
-    """Last in the module: it ends the scene's hanging transaction.  `txnwatch abort` finds the producer from
-    the start offset the console shows, checks first (dry run), then writes the marker; both are audited."""
+def test_the_printed_abort_command_run_as_printed_ends_the_hanging_transaction(scene: Scene, lab_cluster: Any) -> None:
+    """Last in the module: it ends the scene's hanging transaction.  The console's line, pasted into a shell
+    with no config file and no txnwatch on PATH, as on-call would: first without --execute (a dry run that
+    writes nothing), then as printed.  The LSO reaches the high watermark; both calls are audited because a
+    database is configured (TXNWATCH_DATABASE_URL)."""
     import subprocess
-    import sys
 
-    import yaml
-
-    settings = scene.daemon.settings
-    config = tmp_path / "abort.yaml"
-    config.write_text(yaml.safe_dump({
-        "database_url": settings.database_url,
-        "clusters": [{"name": "lab", "bootstrap_servers": ",".join(settings.clusters[0].bootstrap_servers)}],
-        "api": {"admin_enabled": True, "admin_token": "cli-admin"}}))
-    base = [sys.executable, "-m", "txnwatch", "abort", "--config", str(config), "--topic", scene.topic,
-            "--partition", "0", "--start-offset", str(scene.hanging.first_offset)]
-    env = {"TXNWATCH_ADMIN_TOKEN": "cli-admin", "COLUMNS": "100", "PATH": "/usr/bin:/bin"}
-    dry = subprocess.run(base, capture_output=True, text=True, timeout=120, env=env)
-    assert dry.returncode == 0, dry.stderr + dry.stdout
-    assert "would abort" in dry.stdout and "dry run" in dry.stdout
-    assert any(h["topic"] == scene.topic for h in scene.daemon.get("/api/v1/hanging").json()["items"])
-    done = subprocess.run([*base, "--execute"], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr + done.stdout
-    assert "aborted" in done.stdout
-    wait_for(lambda: not [h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic],
-             60, what="the hanging episode to end after the abort")
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(settings.database_url)
+    from tests.lab.helpers import offsets
+
+    api = next(h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic)
+    printed = api["abort_command"]
+    env = {"COLUMNS": "100", "PATH": "/usr/bin:/bin", "TXNWATCH_DATABASE_URL": scene.daemon.settings.database_url}
+    dry = subprocess.run(["bash", "-c", printed.removesuffix(" --execute")], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert dry.returncode == 0, dry.stderr + dry.stdout
+    assert "would abort" in dry.stdout and "dry run" in dry.stdout
+    admin = lab_cluster.admin()
+    try:
+        lso, hwm = offsets(admin, scene.topic, 0)
+        assert lso == scene.hanging.first_offset < hwm, "the dry run wrote nothing"
+        done = subprocess.run(["bash", "-c", printed], capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr + done.stdout
+        assert "aborted" in done.stdout
+        wait_for(lambda: (o := offsets(admin, scene.topic, 0))[0] == o[1], 30, what="the LSO to reach the HWM")
+    finally:
+        admin.close()
+    wait_for(lambda: not [h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic],
+             60, what="the hanging episode to end after the abort")
+    engine = create_engine(scene.daemon.settings.database_url)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT actor, dry_run, outcome FROM admin_audit ORDER BY id")).all()
     engine.dispose()
-    assert [(r[0], bool(r[1]), r[2]) for r in rows][-2:] == [("cli:admin-token", True, "would abort"),
-                                                           ("cli:admin-token", False, "aborted")]
+    assert [(r[0], bool(r[1]), r[2]) for r in rows][-2:] == [("cli:bootstrap-server", True, "would abort"),
+                                                           ("cli:bootstrap-server", False, "aborted")]

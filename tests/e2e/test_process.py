@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.fixtures.daemon import free_port, wait_for
+from tests.fixtures.daemon import answers_ok, free_port, wait_for
 
 SECRETS = {"sasl": "sasl-S3CRET-pw", "pd": "pd-R0UTING-key", "admin": "adm-T0KEN-xyz"}
 
@@ -47,7 +47,7 @@ def test_sigterm_shuts_down_gracefully_and_secrets_never_leak(tmp_path: Path) ->
     proc = start(config, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _ok(base + "/healthz"), 30, what="the daemon to serve")
+        wait_for(lambda: answers_ok(base + "/healthz"), 30, what="the daemon to serve")
         wait_for(lambda: (r := httpx.get(base + "/api/v1/clusters")).status_code == 200 and r.json()[0]["last_error"],
                  30, what="a failed poll of the unreachable cluster")
         bodies = [httpx.get(base + path).text for path in
@@ -86,7 +86,7 @@ def test_admin_disabled_by_default(tmp_path: Path) -> None:
     proc = start(config, tmp_path / "log")
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _ok(base + "/healthz"), 30, what="the daemon to serve")
+        wait_for(lambda: answers_ok(base + "/healthz"), 30, what="the daemon to serve")
         r = httpx.post(base + "/api/v1/admin/abort", headers={"Authorization": f"Bearer {SECRETS['admin']}"},
                        json={"cluster": "secure", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0})
         assert r.status_code == 403 and "disabled" in r.json()["detail"]
@@ -95,8 +95,3 @@ def test_admin_disabled_by_default(tmp_path: Path) -> None:
         proc.wait(timeout=30)
 
 
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False

@@ -15,11 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
-from tests.fixtures.daemon import free_port, terminate, wait_for
+from tests.fixtures.daemon import answers_ok, free_port, terminate, wait_for
 
 BODY_MIB = 400
 CHUNK = b"x" * (1 << 20)
@@ -85,17 +84,10 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
     proc = subprocess.Popen([sys.executable, "-m", "txnwatch", "run", "--config", str(config)],
                             stdout=(tmp / "log").open("wb"), stderr=subprocess.STDOUT)
     try:
-        wait_for(lambda: _ok(f"http://127.0.0.1:{port}/healthz"), 60, what="the daemon to serve")
+        wait_for(lambda: answers_ok(f"http://127.0.0.1:{port}/healthz"), 60, what="the daemon to serve")
         yield proc, port
     finally:
         terminate(proc)
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_oversized_chunked_body_gets_413_and_leaves_rss_flat(daemon) -> None:

@@ -22,20 +22,13 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
-from tests.fixtures.daemon import free_port, terminate, wait_for
+from tests.fixtures.daemon import answers_ok, free_port, terminate, wait_for
 from tests.fixtures.guarded import ADMIN, READ, serving
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api.sessions import COOKIE, LEGACY_COOKIE
 
 ATTEMPTS, LIMIT = 300, 10
 ABORT = {"cluster": "c", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0, "dry_run": False}
-
-
-def _ok(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def counted(runtime: Runtime, kind: str, result: str) -> float | None:
@@ -161,7 +154,7 @@ def test_with_api_workers_the_collector_renders_what_the_workers_counted(tmp_pat
                             stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _ok(base + "/healthz"), 60, what="the API workers to serve")
+        wait_for(lambda: answers_ok(base + "/healthz"), 60, what="the API workers to serve")
         # Two clients (X-Forwarded-For from the trusted 127.0.0.1), new connections each time: both workers serve.
         statuses = [httpx.get(base + "/api/v1/clusters", timeout=10, headers={
             "X-Forwarded-For": f"192.0.2.{i % 2}", "Authorization": "Bearer guess"}).status_code for i in range(60)]

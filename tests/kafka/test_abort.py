@@ -123,3 +123,31 @@ def test_cluster_unreachable() -> None:
 
     with pytest.raises(ClusterUnreachable):
         run(ScriptedWire(Metadata=down))
+
+
+def by_start(start_offset: int, dry_run: bool = False) -> Callable[[ScriptedWire], AbortOutcome]:
+    return lambda wire: asyncio.run(abort_transaction(wire, "lab", TP, None, None, None, dry_run, start_offset))
+
+
+def test_start_offset_names_the_producer_as_kafkas_tool_does() -> None:
+    """`kafka-transactions.sh abort --start-offset`: the leader's open transaction starting there gives the producer."""
+    wire = ScriptedWire(DescribeProducers=lambda call: a.describe_producers({TP: [
+        a.producer(5, epoch=1, txn_start=10), a.producer(7, epoch=3, txn_start=40), a.producer(9, epoch=2)]}),
+        WriteTxnMarkers=lambda call: a.write_txn_markers(7, TP))
+    outcome = by_start(40)(wire)
+    assert outcome.aborted and outcome.error is None
+    assert (outcome.producer_id, outcome.producer_epoch, outcome.txn_start_offset) == (7, 3, 40)
+    [marker] = wire.calls[-1].request.markers
+    assert (marker.producer_id, marker.producer_epoch, marker.transaction_result) == (7, 3, False)
+
+
+@pytest.mark.parametrize(("producers", "why"), [
+    pytest.param([a.producer(7, epoch=3, txn_start=41)], "no open transaction starts at offset 40", id="none-there"),
+    pytest.param([a.producer(7, epoch=3, txn_start=40), a.producer(8, epoch=0, txn_start=40)],
+                 "2 open transactions start at offset 40", id="ambiguous"),
+])
+def test_start_offset_without_exactly_one_open_transaction_writes_nothing(producers: list[Any], why: str) -> None:
+    wire = ScriptedWire(DescribeProducers=lambda call: a.describe_producers({TP: producers}))
+    outcome = by_start(40)(wire)
+    assert outcome.error is not None and why in outcome.error.message and outcome.producer_id == -1
+    assert "WriteTxnMarkers" not in [c.api for c in wire.calls]

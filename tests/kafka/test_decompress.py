@@ -125,3 +125,21 @@ def test_the_daemon_bounds_kafka_python_when_it_imports_the_kafka_layer() -> Non
 
     assert default_records.gzip_decode.__qualname__ == "bounded_gzip_decode"
     assert default_records.zstd_decode.__qualname__ == "bounded_zstd_decode"
+
+
+def test_cramjam_is_loaded_only_when_a_snappy_batch_is_met() -> None:
+    """The daemon installs cramjam, not python-snappy (2.6 MB resident once imported, which kafka.codec does at
+    import when python-snappy is installed): as the daemon's process runs it, in a child without python-snappy."""
+    import subprocess
+    import sys
+
+    payload = PAYLOAD[:2_600]
+    block = snappy.compress(payload)
+    code = (
+        "import sys; sys.modules['snappy'] = None\n"
+        "from txnwatch.kafka import decompress\n"
+        "assert 'cramjam' not in sys.modules, 'cramjam imported at start'\n"
+        f"assert decompress.whole(2, bytes.fromhex({block.hex()!r}), {len(payload)}) == "
+        f"bytes.fromhex({payload.hex()!r})\n"
+        "assert 'cramjam' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, func, select
 
@@ -61,6 +62,24 @@ def _record(engine: Engine, txn_ids: list[str], groups: list[str]) -> Recorder:
     return rec
 
 
+@pytest.mark.parametrize(("long_txn", "long_group"), [
+    pytest.param("t" * 300, "g" * 300, id="300-chars: over the old VARCHAR(255) of groups"),
+    pytest.param(_utf8_id(KAFKA_MAX, "txn-"), _utf8_id(KAFKA_MAX, "group-"), id="32767-bytes: Kafka's own limit"),
+])
+def test_long_ids_are_stored_whole_and_others_keep_being_recorded(engine: Engine, long_txn: str,
+                                                                  long_group: str) -> None:
+    _record(engine, ["app-1", long_txn, "app-2"], ["g1", long_group, "g2"])
+    L, S, P = m.ConsumerLagSample, m.TransactionState, m.Poll
+    assert _count(engine, select(func.count()).select_from(P)) == POLLS
+    for group in ("g1", "g2", long_group):  # every poll's rows, every tenant
+        assert _count(engine, select(func.count()).select_from(L).where(L.group_id == group)) == POLLS, group[:20]
+    with make_sessionmaker(engine)() as s:
+        ids = set(s.scalars(select(S.transactional_id).where(S.gone_at.is_(None))))
+        groups = set(s.scalars(select(L.group_id)))
+    assert ids == {"app-1", "app-2", long_txn}
+    assert long_group in groups  # the full value, not a truncated one
+
+
 def test_the_long_ids_are_kafkas_limits() -> None:
     assert len(_utf8_id(KAFKA_MAX, "txn-").encode()) == len(_utf8_id(KAFKA_MAX, "group-").encode()) == KAFKA_MAX
 
@@ -83,7 +102,40 @@ def test_a_refused_row_is_set_aside_counted_and_the_rest_recorded(engine: Engine
     if engine.dialect.name == "postgresql":
         assert ids == {"app-1", "app-2"}
         # one lag row and one id per poll; the reason is the driver's own error class
-        assert rejected == {("lag_samples", "DataError"): POLLS, ("txn_states", "DataError"): POLLS}
+        assert rejected == {("lag_samples", "DataError"): POLLS, ("txn_ids", "DataError"): POLLS}
     else:
         assert ids == {"app-1", "app-2", bad}
         assert rejected == {}
+
+
+def test_the_log_tail_sets_a_refused_id_aside_and_keeps_going(engine: Engine) -> None:
+    """The same for the transaction-log tail: its batch (positions, counters, ids, stream) commits without the
+    refused id's rows, so the tail never retries a poisoned batch forever."""
+    import random
+
+    from tests.store.test_one_history import _committed_log
+    from tests.store.test_txnlog_tail import FakeTail, registered
+    from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
+    from txnwatch.core.views import LatestState
+    from txnwatch.store import txnlog as store_txnlog
+    from txnwatch.store.health import StoreHealth
+
+    bad = "tenant\x00evil"
+    log = _committed_log(("app-1", bad, "app-2"))
+    sessions = registered(engine)
+    health = StoreHealth()
+    tail = ClusterTail("c", "h", lambda p: FakeTail(log, p, random.Random(5)), sessions, LatestState(["c"]),
+                       read_timeout_ms=0, health=health)
+    for _ in range(40):
+        tail.step()
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cluster_id_for(sessions, "c"))
+    assert resumed.positions == {0: len(log[0])}  # every record read and committed
+    assert resumed.counters["records"] == len(log[0])
+    if engine.dialect.name == "postgresql":
+        assert set(resumed.state.ids) == {"app-1", "app-2"}
+        assert sum(health.rejected_objects.values()) >= 1
+        assert set(health.rejected_objects) == {("transaction_log_id", "DataError")}
+    else:
+        assert set(resumed.state.ids) == {"app-1", bad, "app-2"}
+        assert health.rejected_objects == {}

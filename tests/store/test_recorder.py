@@ -89,14 +89,14 @@ def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None
 
 
 def _state_rows_written(engine: Engine) -> list[int]:
-    """Rows sent per INSERT into txn_states (an executemany counts its parameter sets)."""
+    """Rows sent per INSERT into txn_ids (an executemany counts its parameter sets)."""
     from sqlalchemy import event
 
     written: list[int] = []
 
     def count(conn: object, cursor: object, statement: str, parameters: Any, context: object,
               executemany: bool) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO TXN_STATES"):
+        if statement.lstrip().upper().startswith("INSERT INTO TXN_IDS"):
             written.append(len(parameters) if executemany else 1)
 
     event.listen(engine, "before_cursor_execute", count)

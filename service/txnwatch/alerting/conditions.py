@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The built-in rule names and their runbooks are spelled once, in txnwatch.core.vocabulary.
+from txnwatch.core.textbounds import bound_chars
 from txnwatch.core.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN
 from txnwatch.core.vocabulary import HANGING_TRANSACTION as HANGING_TRANSACTION
 from txnwatch.core.vocabulary import LSO_STALL as LSO_STALL
@@ -21,6 +22,9 @@ from txnwatch.core.vocabulary import RULES as RULES
 from txnwatch.core.vocabulary import TRANSACTION_TIMEOUT_EXCEEDED as TRANSACTION_TIMEOUT_EXCEEDED
 from txnwatch.core.vocabulary import VERIFICATION_FAILURE_RATE as VERIFICATION_FAILURE_RATE
 from txnwatch.core.vocabulary import runbook_link as runbook_link
+
+#: Characters of an alert's incident key (the alerts table's column).
+INCIDENT_KEY_MAX = 700
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,14 @@ def partition_incident_key(rule: str, cluster: str, topic: str, partition: int, 
 
 
 def transaction_incident_key(rule: str, cluster: str, transactional_id: str, producer_id: int) -> str:
-    """Coordinator-side incidents (timeout exceeded, prepare stuck) belong to a transactional id, not a partition."""
-    return f"{rule}/{cluster}/txn={transactional_id}/pid={producer_id}"
+    """Coordinator-side incidents (timeout exceeded, prepare stuck) belong to a transactional id, not a partition.
+
+    The id is a tenant's (up to 32,767 bytes in Kafka); the key is the alert row's identity, stored in at most
+    INCIDENT_KEY_MAX characters, so a long id keeps its head and a hash tail (still one key per id) and the
+    producer id stays readable at the end.
+    """
+    head, tail = f"{rule}/{cluster}/txn=", f"/pid={producer_id}"
+    return head + bound_chars(transactional_id, INCIDENT_KEY_MAX - len(head) - len(tail)) + tail
 
 
 def partition_stall_key(rule: str, cluster: str, topic: str, partition: int) -> str:

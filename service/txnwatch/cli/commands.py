@@ -190,14 +190,7 @@ def hanging(
     if output not in ("table", "json"):
         fail(f"--format must be table or json, not {output!r}")
     if bootstrap_server:
-        from pydantic import ValidationError
-
-        from txnwatch.core.config import ClusterConfig
-
-        try:
-            cfg = ClusterConfig(name="cli", bootstrap_servers=bootstrap_server)
-        except ValidationError as exc:
-            fail(f"--bootstrap-server: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+        cfg = _bootstrap_cluster(bootstrap_server)
     else:
         settings = _settings(config)
         matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
@@ -206,7 +199,8 @@ def hanging(
                  + (", ".join(c.name for c in settings.clusters) or "none"))
         cfg = matches[0]
     with ClusterConnection(ClusterConnectionSettings.from_config(cfg)) as connection:
-        code, text = run_oneshot(connection, output, max_transaction_timeout_ms)
+        code, text = run_oneshot(connection, output, max_transaction_timeout_ms,
+                                 ",".join(cfg.bootstrap_servers))
     typer.echo(text, err=code == 3)
     raise typer.Exit(code)
 
@@ -215,6 +209,9 @@ def hanging(
 def abort(
     topic: Annotated[str, typer.Option(help="Topic of the partition holding the open transaction.")],
     partition: Annotated[int, typer.Option(min=0, help="Partition holding the open transaction.")],
+    bootstrap_server: Annotated[str | None, typer.Option(
+        "--bootstrap-server", "-b", help="Brokers as Kafka's own tool takes them (host:port, comma "
+                                         "separated): no config file needed. Or use --config/--cluster.")] = None,
     config: ConfigOption = None,
     cluster: Annotated[str | None, typer.Option(help="Cluster name from the config (needed if it has several).")] = None,
     producer_id: Annotated[int | None, typer.Option(min=0, help="Producer id of the open transaction.")] = None,
@@ -222,81 +219,86 @@ def abort(
     coordinator_epoch: Annotated[int | None, typer.Option(
         min=0, help="Coordinator epoch for the marker (default: the one the partition leader reports).")] = None,
     start_offset: Annotated[int | None, typer.Option(
-        min=0, help="Instead of producer id and epoch: the start offset of an open hanging transaction txnwatch "
-                    "recorded on the partition (as /api/v1/hanging and the console show it).")] = None,
+        min=0, help="Instead of producer id and epoch: the offset where the open transaction starts (as "
+                    "`txnwatch hanging`, /api/v1/hanging and the console show it); the partition leader "
+                    "names its producer.")] = None,
     execute: Annotated[bool, typer.Option("--execute", help="Write the ABORT marker. Without it: a dry run that "
                                                             "only checks and says what it would do.")] = False,
     token: Annotated[str | None, typer.Option(envvar="TXNWATCH_ADMIN_TOKEN", show_envvar=True,
-                                                 help="The admin token (api.admin_token); prefer the env var.")] = None,
+                                                 help="The admin token (api.admin_token) for --cluster/--config; "
+                                                      "prefer the env var.")] = None,
 ) -> None:
     """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does.
 
-    The same action as POST /api/v1/admin/abort, with the same guard (api.admin_enabled and the admin
-    token) and the same audit row in the database, dry run or not. A dry run by default: add --execute.
+    With --bootstrap-server, like Kafka's tool: no config file, your own Kafka access; audited in the
+    database when one is configured (--config, TXNWATCH_CONFIG or TXNWATCH_DATABASE_URL). With a
+    configured cluster (--config/--cluster) it uses txnwatch's credentials, so it passes the API's
+    guard (api.admin_enabled and the admin token) and writes the same audit row as POST
+    /api/v1/admin/abort. A dry run by default: add --execute.
 
     Exit codes: 0 done (or would be done), 1 Kafka refused (e.g. no such open transaction),
     2 bad arguments or admin actions disabled or wrong token, 3 cluster unreachable.
     """
-    from txnwatch.cli import tables
-    from txnwatch.core import humanize
+    import os
+
+    from txnwatch.cli import abort as abort_cli
+    from txnwatch.core.config import CONFIG_ENV
     from txnwatch.runtime import admin
     from txnwatch.runtime.wiring import abort_transaction
     from txnwatch.store.db import make_engine
 
-    settings = _settings(config)
-    try:
-        actor = admin.check_admin(settings, token)
-    except admin.AdminRefused as exc:
-        fail(f"{exc}{'' if exc.disabled else ' (give --token or TXNWATCH_ADMIN_TOKEN)'}")
-    matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
-    if len(matches) != 1:
-        fail("name the cluster with --cluster; known: " + (", ".join(c.name for c in settings.clusters) or "none"))
-    cfg = matches[0]
-    engine = make_engine(settings.database_url)
+    if (producer_id is None) != (producer_epoch is None) or (producer_id is None and start_offset is None):
+        fail("give --start-offset, or --producer-id and --producer-epoch")
+    if producer_id is not None and start_offset is not None:
+        fail("give --start-offset or --producer-id/--producer-epoch, not both")
+    database_configured = bool(config or os.environ.get(CONFIG_ENV) or os.environ.get("TXNWATCH_DATABASE_URL"))
+    if bootstrap_server:
+        cfg = _bootstrap_cluster(bootstrap_server)
+        settings = _settings(config) if database_configured else None
+        actor = "cli:bootstrap-server"
+    else:
+        settings = _settings(config)
+        try:
+            actor = "cli:" + admin.check_admin(settings, token)
+        except admin.AdminRefused as exc:
+            fail(f"{exc}{'' if exc.disabled else ' (give --token or TXNWATCH_ADMIN_TOKEN)'}; or give "
+                 "--bootstrap-server to use your own Kafka access, as kafka-transactions.sh does")
+        matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
+        if len(matches) != 1:
+            fail("name the cluster with --cluster, or give --bootstrap-server; known: "
+                 + (", ".join(c.name for c in settings.clusters) or "none"))
+        cfg = matches[0]
+    target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch,
+                               start_offset)
+    engine = make_engine(settings.database_url) if settings is not None else None
     try:
         from sqlalchemy.orm import Session
 
-        with Session(engine) as session:
-            if producer_id is None or producer_epoch is None:
-                if start_offset is None:
-                    fail("give --producer-id and --producer-epoch, or --start-offset of a recorded hanging transaction")
-                found = _hanging_at(session, cfg.name, topic, partition, start_offset)
-                if found is None:
-                    fail(f"no open hanging transaction recorded on {topic}-{partition} at start offset "
-                         f"{start_offset}; give --producer-id and --producer-epoch")
-                producer_id, producer_epoch = found
-            target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch)
-            done = admin.abort(session, abort_transaction, cfg, target, dry_run=not execute, actor=f"cli:{actor}")
+        report = abort_cli.run(cfg, target, execute=execute, abort_transaction=abort_transaction,
+                               audit_session=(lambda: Session(engine)) if engine is not None else None,
+                               actor=actor, now=lambda: datetime.now(timezone.utc))
     finally:
-        engine.dispose()
-    result: Any = done.result
-    rows = [("cluster", cfg.name), ("partition", f"{topic}-{partition}"),
-            ("producer", f"id {producer_id}, epoch {producer_epoch}"),
-            ("mode", "execute: ABORT marker written if allowed" if execute else "dry run (add --execute to abort)"),
-            ("outcome", done.outcome), ("audit id", done.audit_id),
-            ("checked at", humanize.timestamp(datetime.now(timezone.utc)))]
-    if result is not None:
-        rows[3:3] = [("leader", result.leader_id), ("start offset", result.txn_start_offset),
-                     ("coordinator epoch", result.coordinator_epoch)]
-    typer.echo(tables.render(("", ""), rows))
-    if done.unreachable:
-        raise typer.Exit(exitcodes.CLUSTER_UNREACHABLE)
-    if done.refused:
-        raise typer.Exit(exitcodes.FOUND_OR_FAILED)
+        if engine is not None:
+            engine.dispose()
+    typer.echo(report.text)
+    for warning in report.warnings:
+        typer.echo(warning, err=True)
+    raise typer.Exit(report.exit_code)
 
 
-def _hanging_at(session: Any, cluster: str, topic: str, partition: int, start_offset: int) -> tuple[int, int] | None:
-    from sqlalchemy import select
+def _bootstrap_cluster(bootstrap_server: str) -> Any:
+    """A ClusterConfig from --bootstrap-server alone (named after it, as the audit row and output show it)."""
+    import re
 
-    from txnwatch.store import models as m
+    from pydantic import ValidationError
 
-    row = session.execute(
-        select(m.HangingEpisode.producer_id, m.HangingEpisode.producer_epoch)
-        .join(m.Cluster, m.Cluster.id == m.HangingEpisode.cluster_id)
-        .where(m.Cluster.name == cluster, m.HangingEpisode.topic == topic, m.HangingEpisode.partition == partition,
-               m.HangingEpisode.txn_start_offset == start_offset, m.HangingEpisode.resolved_at.is_(None))
-        .order_by(m.HangingEpisode.first_seen_at.desc())).first()
-    return None if row is None else (int(row[0]), int(row[1]))
+    from txnwatch.core.config import ClusterConfig
+
+    try:
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", bootstrap_server.split(",")[0].strip())[:63] or "bootstrap"
+        return ClusterConfig(name=name, bootstrap_servers=bootstrap_server)
+    except ValidationError as exc:
+        fail(f"--bootstrap-server: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
 
 
 @app.command()

@@ -24,6 +24,8 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path,
 
     `broker_metrics_urls` are the lab brokers' JMX exporter endpoints, so the demo shows the brokers' own
     KIP-890 verification figures beside txnwatch's, as a production setup with an exporter would."""
+    from txnwatch.core import commands
+
     urls = {str(node): url for node, url in (broker_metrics_urls or {}).items()}
     return dict(
         database_url=f"sqlite:///{var_dir / 'demo.db'}",
@@ -35,12 +37,17 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path,
                          transaction_timeout_exceeded=dict(for_seconds=10), prepare_stuck=dict(for_seconds=10),
                          cluster_down=dict(for_seconds=30)),
         api=dict(host="127.0.0.1", port=port),
+        # The console's abort line must run as printed: this virtualenv's script, not a `txnwatch` on PATH.
+        console=dict(cli_command=commands.program()),
         retention=dict(days=1, archive_dir=str(var_dir / "archive")),
     )
 
 
-def banner(port: int, bootstrap: str, lab_dir: Path, topic: str) -> str:
+def banner(port: int, bootstrap: str, lab_dir: Path, topic: str, prog: str | None = None) -> str:
+    from txnwatch.core import commands
+
     base = f"http://127.0.0.1:{port}"
+    prog = prog or commands.program()
     return "\n".join([
         "",
         f"  >>> Open the console: {base}/console   (what hangs, what stalls, the abort command) <<<",
@@ -53,6 +60,7 @@ def banner(port: int, bootstrap: str, lab_dir: Path, topic: str) -> str:
         f"  API docs            {base}/docs",
         f"  transactions        {base}/api/v1/transactions",
         f"  hanging             {base}/api/v1/hanging        (expect one within ~1 minute)",
+        f"  ... and the fix     {prog} hanging --bootstrap-server {bootstrap}",
         f"  LSO stalls          {base}/api/v1/lso-stalls",
         f"  consumer lag        {base}/api/v1/consumer-groups",
         f"  alerts              {base}/api/v1/alerts",
@@ -88,3 +96,6 @@ def run_demo(port: int, var_dir: Path, brokers: int) -> None:
         if workload is not None:
             workload.stop(timeout=10)
         lab.down()
+        # The last line a person sees: nothing of the demo is left running (the data stays for a look).
+        print(f"txnwatch demo stopped: the daemon, the workload and the lab's {brokers} Kafka broker(s) are down; "
+              f"its data stays in {var_dir}.", file=sys.stderr, flush=True)

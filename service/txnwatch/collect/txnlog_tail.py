@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.core.model import RequestError, TxnLogRecord
@@ -33,6 +34,8 @@ from txnwatch.detect import txnlog as detect_txnlog
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
+from txnwatch.store.health import StoreHealth
+from txnwatch.store.isolation import Rejections, refused_data
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +85,11 @@ class ClusterTail:
                  detection: DetectionSettings = DetectionSettings(), retry_s: float = 30.0,
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
-                 commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS) -> None:
+                 commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS,
+                 health: StoreHealth | None = None) -> None:
+        """``health``: the store's health, where objects the database refuses are counted."""
         self.name = name
+        self._rejections = Rejections(health or StoreHealth())
         self._bootstrap = bootstrap_servers
         self._open_tail = open_tail
         self._sessions = sessions
@@ -174,9 +180,18 @@ class ClusterTail:
         assert self._applied is not None
         findings = detect_txnlog.merge(self._pending)
         try:
-            with self._sessions.begin() as session:
-                self._fence(session)  # refused unless this replica still holds the cluster's lease
-                store_txnlog.write_batch(session, self._require_id(), self._pending_positions, findings)
+            try:
+                with self._sessions.begin() as session:
+                    self._fence(session)  # refused unless this replica still holds the cluster's lease
+                    store_txnlog.write_batch(session, self._require_id(), self._pending_positions, findings)
+            except DBAPIError as exc:
+                if not refused_data(exc):
+                    raise
+                # A tenant's id the database cannot hold costs that id's rows, not the tail (issue 23).
+                with self._sessions.begin() as session:
+                    self._fence(session)
+                    store_txnlog.write_batch_isolating(session, self._require_id(), self._pending_positions,
+                                                       findings, self._rejections)
         except Exception as exc:
             self._db_failed(exc, now)
             return False
@@ -281,7 +296,7 @@ class ClusterTail:
             mode=mode, reason=reason, counters=dict(self._counters), lag_records=self._lag if mode == EXACT else None,
             last_record_at_ms=self._last_record_ms, caught_up_at_ms=self._caught_up_ms, ids=len(s.ids),
             open_transactions=len(opened), stuck_prepare=len(stuck), long_transactions=len(s.reported) - len(stuck),
-            decode_errors=self._decode_errors))
+            decode_errors=self._decode_errors, states=s.ids if mode == EXACT else {}))
 
     def _close(self) -> None:
         """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""

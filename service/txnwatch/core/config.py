@@ -353,6 +353,17 @@ class ApiConfig(_Strict):
         "0: the API and /metrics are served by the daemon's own process (the lean default). N >= 1: by N worker "
         "processes of their own on the same port, so scrapes and requests never wait on a poll; each worker "
         "adds ~85 MB (see docs/performance.md)."))
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000, description=(
+        "Open HTTP connections per serving process. At the cap, the connection that waited longest without a "
+        "request in progress is closed for the new one, so probes and scrapes get in during a flood of idle "
+        "connections. Lowered automatically to leave 256 file descriptors (a quarter of a smaller limit) for "
+        "the rest when the open-file limit (raised to its hard limit at start) is small."))
+    read_timeout_seconds: float = Field(default=10, gt=0, le=3600, description=(
+        "A request's head and body must arrive within this many seconds of the connection opening (or of the "
+        "request's first byte on a kept-alive connection); slower ones are closed (slowloris)."))
+    keep_alive_timeout_seconds: float = Field(default=5, gt=0, le=3600, description=(
+        "How long a connection may wait idle for its next request after a response. Behind a load balancer "
+        "that reuses connections, set it above the balancer's idle timeout (AWS ALB: 60 s)."))
 
     @field_validator("read_token")
     @classmethod
@@ -399,6 +410,10 @@ class ConsoleConfig(_Strict):
     runbook_url: str | None = Field(default=None, pattern=r"^https?://", description=(
         "Where on-call reads docs/runbooks.md (e.g. your git host's rendered file); the console's own copy "
         "at /console/runbooks when unset."))
+    cli_command: str = Field(default="txnwatch", min_length=1, max_length=300, pattern=r"^[^\n\r]+$", description=(
+        "How on-call runs txnwatch's CLI where they paste the console's abort line (`<cli_command> abort "
+        "--bootstrap-server … --execute`): `txnwatch` wherever it is installed; `txnwatch demo` sets the "
+        "path of its own virtualenv's script, so its line runs as printed."))
 
 
 class PagerDutyConfig(_Strict):

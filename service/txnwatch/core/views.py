@@ -10,11 +10,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from txnwatch.core.model import ClusterSnapshot
+from txnwatch.core.model import ClusterSnapshot, TxnState
 
 EXACT, POLLING = "exact", "polling"
+
+
+class LoggedState(Protocol):
+    """What /metrics reads of an id's state as the transaction log says it (detect.txnlog.IdState is one)."""
+
+    @property
+    def state(self) -> TxnState: ...
+    @property
+    def start_ms(self) -> int | None: ...
+    @property
+    def timeout_ms(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,10 @@ class HistoryView:
     stuck_prepare: int = 0
     long_transactions: int = 0
     decode_errors: int = 0
+    #: Each id's state as the log last committed it (exact mode only): the tail's own committed mapping, never
+    #: changed after publication (detect.txnlog.apply builds a new one), so it is shared, not copied.  /metrics
+    #: shows these where the log speaks, as the API and console do (issue 24: one view of an id).
+    states: Mapping[str, LoggedState] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:

@@ -129,24 +129,25 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
     state = rec.state
     assert state is not None  # a value record always has one (TxnState.UNKNOWN for a status byte we do not know)
     events: list[str] = []
+    tally: Tally
     if prev is None:
-        bump, abort, client_tv = 0, None, None
+        bump, abort, client_tv, tally = 0, None, None, _NO_TALLY
         events.append(NEW)
     else:
+        tally = prev[12:]  # its five counts (a test checks the names)
         bump = _identity_move(prev, rec, events)
         if prev.state not in _MAY_PRECEDE[state]:
             events.append(ILLEGAL)
         client_tv = prev.client_tv if rec.producer_id == prev.producer_id else None
         rule = _REACHING.get(state)
         abort = rule(prev, rec, events, bump) if rule is not None else None
-    duration = _settled(prev, rec, events) if state is COMPLETE_COMMIT or state is COMPLETE_ABORT else None
+    duration = _settled(prev, rec, events) if state in _COMPLETE else None
     if state is PREPARE_COMMIT:
         client_tv = rec.client_transaction_version
     elif state is UNKNOWN:
         events.append(UNKNOWN_STATE)
     if rec.unknown_tags or rec.problem:
         events.append(UNKNOWN_FIELDS)
-    tally: Tally = prev[12:] if prev is not None else _NO_TALLY  # its five counts (a test checks the names)
     if not _TALLIED.isdisjoint(events):
         tally = _tallied(tally, events, bump)
     # The id's state: the record's own fields, how its abort came about, the client's version, the counts;
@@ -158,6 +159,7 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
     return new, _value_transition(prev, rec, state, tuple(events), duration), bump
 
 
+_COMPLETE = frozenset({COMPLETE_COMMIT, COMPLETE_ABORT})
 #: Kafka's valid previous states of each state, where an unknown state (before or after) is never illegal.
 _MAY_PRECEDE = {state: VALID_PREVIOUS.get(state, frozenset(TxnState)) | {UNKNOWN} for state in TxnState}
 

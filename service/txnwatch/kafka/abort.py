@@ -5,6 +5,11 @@ As Kafka's TransactionsCommand does, the partition leader is asked first
 only then is an ABORT marker written (WriteTxnMarkers) to that leader.  The coordinator
 is not involved: this is the tool for transactions the coordinator has forgotten.
 A dry run stops after the check and reports what would be written.
+
+The transaction is named either by producer id and epoch, or, like ``kafka-transactions.sh
+abort --start-offset``, by the offset where it started: the leader's DescribeProducers then
+supplies the producer id and epoch (the only form on-call can copy from a hanging partition,
+whose producer may be long gone).
 """
 
 from __future__ import annotations
@@ -16,10 +21,17 @@ from txnwatch.kafka import batches, errors, parse
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.wire import Wire
 
+NO_PRODUCER = -1  # Kafka's NO_PRODUCER_ID / NO_PRODUCER_EPOCH: not known yet
 
-async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, producer_id: int,
-                            producer_epoch: int, coordinator_epoch: int | None, dry_run: bool) -> AbortOutcome:
-    asked = AbortOutcome(tp=tp, producer_id=producer_id, producer_epoch=producer_epoch,
+
+async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, producer_id: int | None,
+                            producer_epoch: int | None, coordinator_epoch: int | None, dry_run: bool,
+                            start_offset: int | None = None) -> AbortOutcome:
+    """``producer_id``/``producer_epoch``, or ``start_offset`` alone (both ids None), name the transaction."""
+    if producer_id is None and start_offset is None:
+        raise ValueError("name the transaction by producer id and epoch, or by its start offset")
+    asked = AbortOutcome(tp=tp, producer_id=NO_PRODUCER if producer_id is None else producer_id,
+                         producer_epoch=NO_PRODUCER if producer_epoch is None else producer_epoch,
                          coordinator_epoch=coordinator_epoch, leader_id=None, txn_start_offset=None,
                          dry_run=dry_run, aborted=False)
 
@@ -35,12 +47,26 @@ async def abort_transaction(wire: Wire, cluster: str, tp: TopicPartition, produc
     if tp not in described.value:
         return replace(asked, leader_id=leader, error=described.errors[0] if described.errors else
                        errors.corrupt("DescribeProducers", str(tp), "answer does not mention the partition"))
-    state = next((p for p in described.value[tp] if p.producer_id == producer_id and p.has_open_txn), None)
-    if state is None or state.producer_epoch != producer_epoch:
-        found = "" if state is None else f" (it has epoch {state.producer_epoch})"
-        return replace(asked, leader_id=leader, error=RequestError(
-            "DescribeProducers", str(tp), None, "NO_SUCH_OPEN_TRANSACTION",
-            f"producer {producer_id} epoch {producer_epoch} holds no open transaction on {tp}{found}"))
+    open_states = [p for p in described.value[tp] if p.has_open_txn]
+    if producer_id is None:
+        starting = [p for p in open_states if p.current_txn_start_offset == start_offset]
+        if len(starting) != 1:
+            why = (f"no open transaction starts at offset {start_offset} on {tp}" if not starting else
+                   f"{len(starting)} open transactions start at offset {start_offset} on {tp}; give --producer-id")
+            return replace(asked, leader_id=leader, error=RequestError(
+                "DescribeProducers", str(tp), None, "NO_SUCH_OPEN_TRANSACTION", why))
+        state = starting[0]
+        asked = replace(asked, producer_id=state.producer_id, producer_epoch=state.producer_epoch)
+        producer_id, producer_epoch = state.producer_id, state.producer_epoch
+    else:
+        found_state = next((p for p in open_states if p.producer_id == producer_id), None)
+        if found_state is None or found_state.producer_epoch != producer_epoch:
+            found = "" if found_state is None else f" (it has epoch {found_state.producer_epoch})"
+            return replace(asked, leader_id=leader, error=RequestError(
+                "DescribeProducers", str(tp), None, "NO_SUCH_OPEN_TRANSACTION",
+                f"producer {producer_id} epoch {producer_epoch} holds no open transaction on {tp}{found}"))
+        state = found_state
+    assert producer_epoch is not None  # set by either branch above
 
     # Java's tool: a transaction that hung before its first marker reports coordinator
     # epoch -1; 0 is no greater than any real coordinator epoch, so the leader accepts it.

@@ -125,18 +125,20 @@ class ClusterConnection:
         """
         self._connected()
 
-    def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                          coordinator_epoch: int | None = None, *, dry_run: bool = True) -> AbortOutcome:
+    def abort_transaction(self, tp: TopicPartition, producer_id: int | None, producer_epoch: int | None,
+                          coordinator_epoch: int | None = None, *, dry_run: bool = True,
+                          start_offset: int | None = None) -> AbortOutcome:
         """Write an ABORT marker for an open transaction on ``tp``, as ``kafka-transactions.sh abort`` does.
 
-        ``coordinator_epoch=None`` takes the one the partition leader reports.  Dry run by
+        ``coordinator_epoch=None`` takes the one the partition leader reports; ``start_offset`` (with no
+        producer id) names the transaction by where it started, as Kafka's tool does.  Dry run by
         default: an abort is irreversible and a caller should look before it leaps.
         """
         client = self._connected()
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
             return client.run(lambda: abort_transaction(
-                wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run))
+                wire, self._settings.name, tp, producer_id, producer_epoch, coordinator_epoch, dry_run, start_offset))
         except Exception:
             self._discard(client)
             raise

@@ -14,9 +14,9 @@ decompressed incrementally with a cap on its output:
   frame after frame, with the decoder's window capped too (a frame may ask for a 2 GiB
   window; the levels Kafka allows up to 19 need 8 MiB);
 * lz4: ``lz4.frame.LZ4FrameDecompressor`` with ``max_length`` (Kafka writes one frame);
-* snappy: Kafka's xerial framing is a list of raw snappy blocks, and each block starts
-  with its decompressed length (the format's preamble), so blocks are checked against
-  the budget before any is decompressed.
+* snappy (``cramjam``): Kafka's xerial framing is a list of raw snappy blocks, and each
+  block starts with its decompressed length (the format's preamble), so blocks are checked
+  against the budget before any is decompressed.
 
 :func:`prefix` gives the first ``limit`` bytes and whether that was all (the time-lag
 fetch needs only the records up to one offset); :func:`whole` refuses a batch larger
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import lz4.frame
-import snappy
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -81,7 +80,7 @@ def prefix(codec: int, data: bytes | memoryview, limit: int) -> Prefix:
         raise ValueError(f"unknown compression type {codec}")
     try:
         return reader(bytes(data), limit)
-    except (zlib.error, zstd.ZstdError, RuntimeError, snappy.UncompressError, struct.error) as exc:
+    except (zlib.error, zstd.ZstdError, RuntimeError, struct.error, _SnappyError) as exc:
         # lz4 reports a damaged frame as RuntimeError.
         raise ValueError(f"{CODEC_NAMES[codec]} batch cannot be decompressed: {exc}") from exc
 
@@ -138,7 +137,15 @@ def _lz4(data: bytes, limit: int) -> Prefix:
     return Prefix(bytes(out), True)
 
 
+class _SnappyError(Exception):
+    """cramjam's DecompressionError, raised as this (cramjam is imported on the first snappy batch)."""
+
+
 def _snappy(data: bytes, limit: int) -> Prefix:
+    # cramjam (2.6 MB of resident memory once imported) is loaded only when a snappy batch is met; kafka-python's
+    # own snappy support (python-snappy) is not installed with the daemon.
+    import cramjam
+
     if not data.startswith(_XERIAL_MAGIC):
         blocks = [data]  # one raw block, as librdkafka can write
     else:
@@ -153,7 +160,10 @@ def _snappy(data: bytes, limit: int) -> Prefix:
     for block in blocks:
         if _snappy_length(block) > limit - len(out):
             return Prefix(bytes(out), False)
-        out += snappy.decompress(block)
+        try:
+            out += cramjam.snappy.decompress_raw(block)
+        except cramjam.DecompressionError as exc:
+            raise _SnappyError(str(exc)) from exc
     return Prefix(bytes(out), True)
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from prometheus_client import disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from txnwatch.core.model import ClusterSnapshot
+from txnwatch.core.model import ClusterSnapshot, TransactionDescription
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.core.vocabulary import OPEN_STATES, TxnEvent, TxnState
 from txnwatch.detect.cardinality import GROUP_PARTITIONS_OVER_CAP, GROUPS_FILTERED, GROUPS_OVER_CAP
@@ -246,11 +247,32 @@ def describe_findings(views: list[ClusterView], now_s: float | None = None) -> I
                 *events.values())
 
 
+class _IdView(NamedTuple):
+    transactional_id: str
+    state: TxnState
+    start_time_ms: int | None
+    timeout_ms: int
+
+
+def _one_view(view: ClusterView) -> Iterable[_IdView | TransactionDescription]:
+    """Each id's state as the API and the console show it: the log's where it speaks (exact mode), the poll's
+    for the others (store.queries.shown is the same rule over the database)."""
+    assert view.snapshot is not None
+    polled = view.snapshot.transactions
+    logged = view.history.states if view.history.exact else None
+    if not logged:
+        return polled.values()
+    merged: list[_IdView | TransactionDescription] = [
+        _IdView(tid, s.state, s.start_ms, s.timeout_ms) for tid, s in logged.items() if s.state in OPEN_STATES]
+    merged += [t for tid, t in polled.items() if tid not in logged]
+    return merged
+
+
 def _transaction_ages(view: ClusterView, now_ms: float, oldest_by_state: LeanGauge,
                       older_than: LeanGauge, txn_age: LeanGauge, txn_timeout: LeanGauge) -> int:
     """Fills the age families; returns how many open transactions the top-50 cap left without a series."""
     assert view.snapshot is not None
-    open_txns = [t for t in view.snapshot.transactions.values() if t.state in OPEN_STATES and t.start_time_ms is not None]
+    open_txns = [t for t in _one_view(view) if t.state in OPEN_STATES and t.start_time_ms is not None]
     ages = {t.transactional_id: max(0.0, (now_ms - (t.start_time_ms or 0)) / 1000) for t in open_txns}
     for state in OPEN_STATES:
         in_state = [ages[t.transactional_id] for t in open_txns if t.state is state]

@@ -43,12 +43,15 @@ def check_admin(settings: Settings, offered_token: bytes | str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class AbortTarget:
+    """The transaction to end: by producer id and epoch, or (both None) by ``start_offset`` as Kafka's tool does."""
+
     cluster: str
     topic: str
     partition: int
-    producer_id: int
-    producer_epoch: int
+    producer_id: int | None
+    producer_epoch: int | None
     coordinator_epoch: int | None = None
+    start_offset: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +82,7 @@ def call_kafka(abort_transaction: AbortTransaction, config: ClusterConfig, targe
     tp = TopicPartition(target.topic, target.partition)
     try:
         result = abort_transaction(config, tp, target.producer_id, target.producer_epoch, target.coordinator_epoch,
-                                   dry_run=dry_run)
+                                   dry_run=dry_run, start_offset=target.start_offset)
     except ClusterUnreachable as exc:
         return None, f"cluster unreachable: {exc}"
     outcome = ("aborted" if result.aborted else "would abort" if result.error is None
@@ -89,7 +92,9 @@ def call_kafka(abort_transaction: AbortTransaction, config: ClusterConfig, targe
 
 def audit(session: Session, *, actor: str, target: AbortTarget, dry_run: bool, outcome: str) -> int:
     row = AdminAudit(at=datetime.now(timezone.utc), actor=actor, action="abort_transaction", cluster=target.cluster,
-                     target={k: v for k, v in asdict(target).items() if k != "cluster"}, dry_run=dry_run,
+                     target={k: v for k, v in asdict(target).items() if k != "cluster"
+                             and not (k == "start_offset" and v is None)},
+                     dry_run=dry_run,
                      outcome=outcome)
     session.add(row)
     session.commit()

@@ -52,8 +52,9 @@ class AbortTransaction(Protocol):
     Raises :class:`~txnwatch.core.model.ClusterUnreachable`; the API needs no Kafka import to call it.
     """
 
-    def __call__(self, cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                 coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome: ...
+    def __call__(self, cluster: ClusterConfig, tp: TopicPartition, producer_id: int | None,
+                 producer_epoch: int | None, coordinator_epoch: int | None, *, dry_run: bool,
+                 start_offset: int | None = None) -> AbortOutcome: ...
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,8 @@ def light(view: ClusterView) -> ClusterView:
     findings = view.findings
     if findings is not None:  # only what the caps left out (GET /api/v1/clusters/{name}), none of the rows
         findings = Findings(findings.cluster, findings.now_ms, omitted=dict(findings.omitted))
-    return replace(view, snapshot=snapshot, findings=findings)
+    return replace(view, snapshot=snapshot, findings=findings,
+                   history=replace(view.history, states={}) if view.history.states else view.history)
 
 
 def make_directory() -> Path:

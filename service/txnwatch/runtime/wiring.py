@@ -122,13 +122,15 @@ def fastest_poll_s(settings: Settings) -> float:
     return min([settings.interval_for(c) for c in settings.clusters] or [settings.poll_interval_seconds])
 
 
-def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                      coordinator_epoch: int | None, *, dry_run: bool) -> AbortOutcome:
+def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int | None,
+                      producer_epoch: int | None, coordinator_epoch: int | None, *, dry_run: bool,
+                      start_offset: int | None = None) -> AbortOutcome:
     """The API's admin abort: one short-lived connection per call (rare, and never on the poll's connection)."""
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
-        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run)
+        return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run,
+                                            start_offset=start_offset)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
@@ -163,7 +165,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector.add_job(_when(housekeeping, partial(archive_then_purge, settings)),
                       RETENTION_INTERVAL_S, "store:retention")
     configured = [c.name for c in settings.clusters]
-    tails = transaction_log_service(settings, sessions, state, leadership)
+    tails = transaction_log_service(settings, sessions, state, leadership, health)
     if tails is not None:
         collector.add_job(_when(housekeeping, partial(archive_transitions, settings)),
                           TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
@@ -193,7 +195,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
 
 
 def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
-                            leadership: Leadership) -> Any:
+                            leadership: Leadership, health: StoreHealth | None = None) -> Any:
     """One tail of __transaction_state per cluster (exact history), unless turned off."""
     from txnwatch.collect.txnlog_tail import ClusterTail, TxnLogService
     from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
@@ -217,7 +219,7 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
 
         tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
                                  leading=partial(leadership.term, cluster.name), fence=fence, detection=detection,
-                                 retry_s=config.retry_seconds, denied_reason=denied_reason))
+                                 retry_s=config.retry_seconds, denied_reason=denied_reason, health=health))
     return TxnLogService(tails)
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import resource
 import socket
 from typing import Any
-
-import uvicorn
 
 from txnwatch.core import exitcodes, logs
 from txnwatch.core.config import Settings
 from txnwatch.core.redact import redact
+from txnwatch.serve.http_limits import HttpLimits, connection_cap, make_server, raise_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,16 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def http_limits(settings: Settings) -> HttpLimits:
+    """The API's limits for one serving process, the connection cap fitted to this process's open-file limit."""
+    api = settings.api
+    cap = connection_cap(api.max_connections, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    if cap < api.max_connections:
+        log.warning("api.max_connections %d lowered to %d: the open-file limit is %d", api.max_connections, cap,
+                    resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    return HttpLimits(cap, api.read_timeout_seconds, api.keep_alive_timeout_seconds)
+
+
 def proxy_options(settings: Settings) -> dict[str, Any]:
     """uvicorn's proxy options from ``api.trusted_proxies``, for the daemon's server and the API workers'.
 
@@ -71,6 +81,9 @@ def serve(settings: Settings) -> None:
         raise StartupError(str(exc), exitcodes.USAGE) from exc
     except Exception as exc:
         raise StartupError(f"cannot open the database: {str(exc).splitlines()[0]}", exitcodes.FOUND_OR_FAILED) from exc
+    before, after = raise_open_files_limit()
+    if after != before:
+        log.info("open-file limit raised from %d to %d", before, after)
     if settings.api.workers:
         from txnwatch.serve.workers import run_with_workers
 
@@ -89,10 +102,7 @@ def serve(settings: Settings) -> None:
              settings.api.host, settings.api.port, len(settings.clusters))
     # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
     # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
-    config = uvicorn.Config(app, host=settings.api.host, port=settings.api.port, log_config=None,
-                            access_log=False, timeout_graceful_shutdown=20, loop="asyncio", http="h11",
-                            **proxy_options(settings))
-    server = uvicorn.Server(config)
+    server = make_server(app, http_limits(settings), http="h11", loop="asyncio", **proxy_options(settings))
     server.run(sockets=[listener])
     if not server.started:
         raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)

@@ -55,14 +55,14 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
                 auth_counts: Any = None) -> None:
     """Entry point of one API worker process (spawned, so this runs in a fresh interpreter)."""
     die_with_parent(parent_pid)
-    import uvicorn
-
     from txnwatch.core import logs
     from txnwatch.runtime.wiring import build_api_runtime
     from txnwatch.serve.app import create_app
-    from txnwatch.serve.server import proxy_options
+    from txnwatch.serve.http_limits import make_server, raise_open_files_limit
+    from txnwatch.serve.server import http_limits, proxy_options
 
     logs.configure(settings.log_level, settings.log_format)
+    raise_open_files_limit()  # inherited from the collector already; again in case a worker is started alone
     runtime = build_api_runtime(settings, Path(directory), auth_counts)
     app = create_app(runtime, manage_lifecycle=False)
     # What exists now (modules, the app, its routes and schemas: ~150,000 objects) lives as long as the
@@ -70,10 +70,9 @@ def worker_main(settings: Settings, listener: socket.socket, directory: str, par
     # It took ~200 ms with them, long enough to set the p99 of requests at 200 req/s (docs/performance.md).
     gc.freeze()
     # loop/http "auto": uvloop and httptools (dependencies) when importable, asyncio and h11 otherwise.
-    config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=20, loop="auto",
-                            http="auto", **proxy_options(settings))
+    server = make_server(app, http_limits(settings), http="auto", loop="auto", **proxy_options(settings))
     try:
-        uvicorn.Server(config).run(sockets=[listener])
+        server.run(sockets=[listener])
     finally:
         runtime.engine.dispose()
 

@@ -8,6 +8,7 @@ Indexes follow the API's queries: "latest per cluster/partition", "open episodes
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 from typing import Any, ClassVar, cast
 
@@ -30,6 +31,7 @@ from sqlalchemy import (
     and_,
     case,
     column,
+    func,
     literal,
     literal_column,
     or_,
@@ -130,10 +132,33 @@ class Poll(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-#: States in which a transaction is open (txnwatch.core.model.TxnState.is_open), as txn_states.state stores them.
+#: States in which a transaction is open (txnwatch.core.model.TxnState.is_open), as txn_ids.state stores them.
 OPEN_TXN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
 #: Age sort key of transactions that are not open: after every open one.
 NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
+
+#: ``source`` of an id's state and transitions: the coordinators' own log (exact) or what a poll saw.
+TRANSACTION_LOG, POLL = "transaction_log", "poll"
+#: Leading characters of a tenant's id that indexes hold.  Kafka allows ids of 32,767 bytes; a PostgreSQL btree
+#: entry holds ~2.7 KB, so an index on the whole id fails its INSERT (issue 23).  200 characters are at most
+#: 800 bytes of UTF-8, and no real id prefix query is longer.
+ID_INDEX_CHARS = 200
+
+
+def id_hash(transactional_id: str) -> str:
+    """The bounded key of a tenant's id (hex MD5 of its UTF-8, as PostgreSQL's ``md5()`` computes it): unique
+    constraints and upserts use it, since the id itself may be too long for an index entry."""
+    return hashlib.md5(transactional_id.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
+
+
+def _id_hash_default(context: Any) -> str:
+    """id_hash of the row being inserted when its writer left it out (the hot writers set it themselves)."""
+    return id_hash(context.get_current_parameters()["transactional_id"])
+
+
+def id_prefix(value: Any) -> ColumnElement[str]:
+    """The indexed head of an id column (or of a literal): the same expression in the index and the query."""
+    return func.substr(value, 1, ID_INDEX_CHARS)
 
 
 def _age_key_expression() -> ColumnElement[datetime]:
@@ -144,20 +169,33 @@ def _age_key_expression() -> ColumnElement[datetime]:
 
 
 class TransactionState(Base):
-    """Latest coordinator view of each transactional id (one row per id, updated in place)."""
+    """Each transactional id's current state, one row per (id, source): Burrow's model, the source is a field.
 
-    __tablename__ = "txn_states"
+    ``source = 'transaction_log'`` rows are written by the transaction-log tail (exact: every transition, with
+    the log position and the id's own counts, and what the tail resumes from); ``source = 'poll'`` rows by the
+    recorder from each poll's ListTransactions/DescribeTransactions.  Readers see one row per id
+    (``queries.shown``): the log's row wins unless polling has taken over since (``superseded``: set on every
+    log row of a cluster polled while its tail is not exact, cleared when the tail writes the row again);
+    polling fills in what the log cannot say (the coordinator, when the id was listed, whether it still is).
+    """
+
+    __tablename__ = "txn_ids"
     __table_args__ = (
-        UniqueConstraint("cluster_id", "transactional_id", name="uq_txn_states_cluster_txn"),
-        Index("ix_txn_states_cluster_state", "cluster_id", "state"),
-        Index("ix_txn_states_age", "age_key", "id"),
-        # On PostgreSQL the migration makes it (transactional_id COLLATE "C", id): the list's bytewise order.
-        Index("ix_txn_states_txn_id", "transactional_id", "id"),
+        UniqueConstraint("cluster_id", "id_hash", "source", name="uq_txn_ids_key"),
+        Index("ix_txn_ids_cluster_state", "cluster_id", "source", "state"),
+        Index("ix_txn_ids_age", "age_key", "id"),
+        # On PostgreSQL the migration makes it (id_sort COLLATE "C", id): the list's bytewise order.
+        Index("ix_txn_ids_sort", "id_sort", "id"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
-    transactional_id: Mapped[str] = mapped_column(String(512))
+    source: Mapped[str] = mapped_column(String(16), default=POLL)
+    transactional_id: Mapped[str] = mapped_column(Text)
+    id_hash: Mapped[str] = mapped_column(String(32), default=_id_hash_default)
+    # The id's indexed head: the list's transactional_id order and id-prefix filter use it.
+    id_sort: Mapped[str] = mapped_column(Text, Computed(id_prefix(column("transactional_id", Text)),
+                                                          persisted=True))
     coordinator_id: Mapped[int | None] = mapped_column(Integer)
     state: Mapped[str] = mapped_column(String(32))
     producer_id: Mapped[int]
@@ -168,6 +206,19 @@ class TransactionState(Base):
     first_seen_at: Mapped[datetime]
     last_seen_at: Mapped[datetime]
     gone_at: Mapped[datetime | None]
+    superseded: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The transaction log's own columns (log rows; null or 0 on poll rows).
+    last_update_at: Mapped[datetime | None]
+    client_transaction_version: Mapped[int] = mapped_column(Integer, default=0)
+    client_tv: Mapped[int | None] = mapped_column(Integer)
+    abort_origin: Mapped[str | None] = mapped_column(String(16))
+    log_partition: Mapped[int | None] = mapped_column(Integer)
+    log_offset: Mapped[int | None]
+    commits: Mapped[int] = mapped_column(default=0)
+    aborts: Mapped[int] = mapped_column(default=0)
+    epoch_bumps: Mapped[int] = mapped_column(default=0)
+    fences: Mapped[int] = mapped_column(default=0)
+    timeout_aborts: Mapped[int] = mapped_column(default=0)
     # The default order of the transaction list (oldest open first) as a column the database computes, so no
     # writer can forget it, and an index can serve the sort: ordering by the CASE expression sorted every row
     # of the table on each page (issue 18 item 5: most of PostgreSQL's CPU per list request).
@@ -179,13 +230,13 @@ class TransactionTransition(Base):
 
     __tablename__ = "txn_transitions"
     __table_args__ = (
-        Index("ix_txn_transitions_lookup", "cluster_id", "transactional_id", "observed_at"),
+        Index("ix_txn_transitions_lookup", "cluster_id", id_prefix(column("transactional_id", Text)), "observed_at"),
         Index("ix_txn_transitions_observed", "observed_at"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
-    transactional_id: Mapped[str] = mapped_column(String(512))
+    transactional_id: Mapped[str] = mapped_column(Text)
     observed_at: Mapped[datetime]
     from_state: Mapped[str | None] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
@@ -237,7 +288,7 @@ class LsoStallEpisode(Base):
     max_gap: Mapped[int] = mapped_column(default=0)
     blocking_producer_id: Mapped[int | None]
     blocking_producer_epoch: Mapped[int | None] = mapped_column(Integer)
-    blocking_transactional_id: Mapped[str | None] = mapped_column(String(512))
+    blocking_transactional_id: Mapped[str | None] = mapped_column(Text)
 
 
 class HangingEpisode(Base):
@@ -254,7 +305,7 @@ class HangingEpisode(Base):
     partition: Mapped[int] = mapped_column(Integer)
     producer_id: Mapped[int]
     producer_epoch: Mapped[int] = mapped_column(Integer)
-    transactional_id: Mapped[str | None] = mapped_column(String(512))
+    transactional_id: Mapped[str | None] = mapped_column(Text)
     coordinator_id: Mapped[int | None] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(String(64))
     txn_start_offset: Mapped[int | None]
@@ -273,7 +324,7 @@ class VerificationSample(Base):
     topic: Mapped[str] = mapped_column(String(249))
     partition: Mapped[int] = mapped_column(Integer)
     producer_id: Mapped[int]
-    transactional_id: Mapped[str | None] = mapped_column(String(512))
+    transactional_id: Mapped[str | None] = mapped_column(Text)
     observed_at: Mapped[datetime]
     verification_ms: Mapped[int | None]
     failed: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -282,13 +333,13 @@ class VerificationSample(Base):
 class ConsumerLagSample(Base):
     __tablename__ = "lag_samples"
     __table_args__ = (
-        Index("ix_lag_samples_lookup", "cluster_id", "group_id", "sampled_at"),
+        Index("ix_lag_samples_lookup", "cluster_id", id_prefix(column("group_id", Text)), "sampled_at"),
         Index("ix_lag_samples_latest", "cluster_id", "sampled_at"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
-    group_id: Mapped[str] = mapped_column(String(255))
+    group_id: Mapped[str] = mapped_column(Text)
     topic: Mapped[str] = mapped_column(String(249))
     partition: Mapped[int] = mapped_column(Integer)
     sampled_at: Mapped[datetime]

@@ -34,12 +34,12 @@ from sqlalchemy import (
     true,
     tuple_,
 )
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from txnwatch.store import models as m
 
 OPEN_STATES = m.OPEN_TXN_STATES
-# Sort key of transactions without an age: sorts them as the youngest (txn_states.age_key holds it).
+# Sort key of transactions without an age: sorts them as the youngest (txn_ids.age_key holds it).
 NO_AGE = m.NO_AGE
 
 Keyset = tuple[Any, ...]
@@ -134,7 +134,7 @@ def cluster_activity(session: Session, cluster_id: int) -> ClusterActivity:
     T, H, S, A = m.TransactionState, m.HangingEpisode, m.LsoStallEpisode, m.Alert
     return ClusterActivity(
         open_transactions=count(select(func.count()).select_from(T).where(
-            T.cluster_id == cluster_id, _any_of(T.state, OPEN_STATES), T.gone_at.is_(None))),
+            T.cluster_id == cluster_id, _any_of(T.state, OPEN_STATES), T.gone_at.is_(None), shown())),
         hanging_open=count(select(func.count()).select_from(H).where(H.cluster_id == cluster_id,
                                                                      H.resolved_at.is_(None))),
         lso_stalls_open=count(select(func.count()).select_from(S).where(S.cluster_id == cluster_id,
@@ -166,8 +166,8 @@ class TxnFilter:
 
 @dataclass(frozen=True)
 class TxnRow:
-    """``txn`` carries the txn_states columns as attributes: a Core row, since ORM instances cost several
-    times more CPU per row on the hottest list."""
+    """``txn`` carries the id's columns (:func:`_txn_select`, the one view of an id) as attributes: a Core row,
+    since ORM instances cost several times more CPU per row on the hottest list."""
 
     txn: Row[Any]
     cluster: str
@@ -183,18 +183,40 @@ def _open_start(txn: Row[Any] | m.TransactionState) -> datetime | None:
 
 
 _T = m.TransactionState
+#: The poll row of the same id, beside a log row: what polling fills in.
+_P = aliased(m.TransactionState, name="polled")
+_L = aliased(m.TransactionState, name="logged")
+
+
+def shown() -> ColumnElement[bool]:
+    """The one row of each id that every reader shows (list, detail, console, cluster counts).
+
+    The transaction log's row wins: the coordinators write every transition there, a poll only samples
+    (Burrow's model: one table, the source a field).  It stops winning once polling has taken over
+    (``superseded``: the cluster was polled while its tail was not exact) and a poll row exists, until the tail
+    writes it again.  A poll row shows when no winning log row exists.
+    """
+    # The other source's row of the same id, by one probe of the unique key per row (null when there is none):
+    # a scalar subquery, since PostgreSQL turns a NOT EXISTS here into a hash of every log row of the table.
+    other_superseded = (select(_L.superseded).where(_L.cluster_id == _T.cluster_id, _L.id_hash == _T.id_hash,
+                                                    _L.source != _T.source).limit(1).scalar_subquery())
+    return or_(and_(_T.source == m.TRANSACTION_LOG, or_(_T.superseded.is_(False), other_superseded.is_(None))),
+               and_(_T.source == m.POLL, func.coalesce(other_superseded, true()).is_(True)))
 
 
 def _txn_key_column(sort: TxnSort) -> Col:
-    keys: dict[TxnSort, Col] = {TxnSort.AGE: _T.age_key, TxnSort.TRANSACTIONAL_ID: _T.transactional_id,
+    keys: dict[TxnSort, Col] = {TxnSort.AGE: _T.age_key, TxnSort.TRANSACTIONAL_ID: _T.id_sort,
                                  TxnSort.STATE: _T.state}
     return keys[sort]
 
 
 def txn_sort_key(txn: Row[Any] | m.TransactionState, sort: TxnSort) -> Keyset:
-    """The keyset of a row, for the cursor of the page it ends."""
+    """The keyset of a row, for the cursor of the page it ends.  Ids sort by their indexed head (the first
+    ``ID_INDEX_CHARS`` characters, as ``substr`` counts them), then by row id."""
     if sort is TxnSort.AGE:
         return (_open_start(txn) or NO_AGE, txn.id)
+    if sort is TxnSort.TRANSACTIONAL_ID:
+        return (txn.transactional_id[:m.ID_INDEX_CHARS], txn.id)
     return (getattr(txn, sort.value), txn.id)
 
 
@@ -227,7 +249,7 @@ def _topic_member(session: Session, topic: str) -> ColumnElement[bool]:
 
 
 def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[ColumnElement[bool]]:
-    where: list[ColumnElement[bool]] = [_any_of(m.Cluster.name, f.clusters)]
+    where: list[ColumnElement[bool]] = [_any_of(m.Cluster.name, f.clusters), shown()]
     if not f.include_gone:
         where.append(_T.gone_at.is_(None))
     if f.states:
@@ -237,11 +259,13 @@ def _txn_conditions(session: Session, f: TxnFilter, now: datetime) -> list[Colum
         where.append(_T.age_key <= now - timedelta(seconds=f.min_age_seconds))
     if f.id_prefix:
         # substr, not LIKE: exact and case-sensitive on both backends, no wildcard escaping. The byte range
-        # around it lets the (transactional_id, id) index find the ids instead of testing every row.
+        # around it (on the id's indexed head) lets the (id_sort, id) index find the ids instead of testing
+        # every row.
         where.append(func.substr(_T.transactional_id, 1, len(f.id_prefix)) == f.id_prefix)
-        ids = _bytewise(session, _T.transactional_id)
-        where.append(ids >= f.id_prefix)
-        if (upper := prefix_upper_bound(f.id_prefix)) is not None:
+        head = f.id_prefix[:m.ID_INDEX_CHARS]
+        ids = _bytewise(session, _T.id_sort)
+        where.append(ids >= head)
+        if (upper := prefix_upper_bound(head)) is not None:
             where.append(ids < upper)
     if f.topic:
         where.append(_topic_member(session, f.topic))
@@ -263,10 +287,25 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
+#: Columns only polling can say (ListTransactions' coordinator, when the id was listed): a log row shows its
+#: id's poll row's values.
+_FILLED_IN = ("coordinator_id", "first_seen_at", "last_seen_at")
+
+
 def _txn_select() -> Select[Any]:
-    columns = (c for c in _T.__table__.c if c.name != "age_key")  # the list computes ages from the row itself
-    return (select(*columns, m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
-            .join(m.Cluster, m.Cluster.id == _T.cluster_id))
+    """The one view of an id: its shown row (:func:`shown`), with what polling fills in."""
+    table = _T.__table__.c
+    # the list computes ages from the row itself; id_sort is the head of transactional_id
+    columns = [c for c in table if c.name not in ("age_key", "id_sort", *_FILLED_IN)]
+    filled = [func.coalesce(_P.coordinator_id, _T.coordinator_id).label("coordinator_id"),
+              case((_P.first_seen_at < _T.first_seen_at, _P.first_seen_at), else_=_T.first_seen_at)
+              .label("first_seen_at"),
+              case((_P.last_seen_at > _T.last_seen_at, _P.last_seen_at), else_=_T.last_seen_at)
+              .label("last_seen_at")]
+    return (select(*columns, *filled, m.Cluster.name.label("cluster_name"), _hanging_exists().label("hanging"))
+            .join(m.Cluster, m.Cluster.id == _T.cluster_id)
+            .outerjoin(_P, and_(_T.source == m.TRANSACTION_LOG, _P.cluster_id == _T.cluster_id,
+                                _P.id_hash == _T.id_hash, _P.source == m.POLL)))
 
 
 def list_transactions(session: Session, f: TxnFilter, *, sort: TxnSort, descending: bool, after: Keyset | None,
@@ -284,16 +323,25 @@ def list_transactions(session: Session, f: TxnFilter, *, sort: TxnSort, descendi
 
 
 def get_transaction(session: Session, cluster_id: int, transactional_id: str) -> TxnRow | None:
-    row = session.execute(_txn_select().where(_T.cluster_id == cluster_id,
-                                              _T.transactional_id == transactional_id)).first()
+    """The id as the list shows it (the same view, :func:`shown`)."""
+    row = session.execute(_txn_select().where(_T.cluster_id == cluster_id, _T.id_hash == m.id_hash(transactional_id),
+                                              _T.transactional_id == transactional_id, shown())).first()
     return None if row is None else TxnRow(row, row.cluster_name, bool(row.hanging))
 
 
+def logged(session: Session, cluster_id: int, transactional_id: str) -> m.TransactionState | None:
+    """The id's transaction-log row (its own counts and log position), if the log ever spoke of it."""
+    return session.scalar(select(_T).where(_T.cluster_id == cluster_id, _T.id_hash == m.id_hash(transactional_id),
+                                           _T.source == m.TRANSACTION_LOG,
+                                           _T.transactional_id == transactional_id))
+
+
 def transitions(session: Session, cluster_id: int, transactional_id: str, limit: int) -> list[m.TransactionTransition]:
-    """Newest first, along the (cluster_id, transactional_id, observed_at) index."""
+    """Newest first, along the (cluster_id, head of transactional_id, observed_at) index."""
     X = m.TransactionTransition
     return list(session.scalars(
-        select(X).where(X.cluster_id == cluster_id, X.transactional_id == transactional_id)
+        select(X).where(X.cluster_id == cluster_id, m.id_prefix(X.transactional_id) == transactional_id[:m.ID_INDEX_CHARS],
+                        X.transactional_id == transactional_id)
         .order_by(X.observed_at.desc(), X.id.desc()).limit(limit)))
 
 
@@ -396,10 +444,12 @@ def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | 
 def group_partitions(session: Session, cluster_id: int, group_id: str) -> list[m.ConsumerLagSample]:
     """The group's own latest sample, so a group that stopped committing still shows where it stopped."""
     L = m.ConsumerLagSample
-    at = session.scalar(select(func.max(L.sampled_at)).where(L.cluster_id == cluster_id, L.group_id == group_id))
+    # The lookup index holds the id's head (a whole 32,767-byte group id does not fit in an index entry).
+    group = (L.cluster_id == cluster_id, m.id_prefix(L.group_id) == group_id[:m.ID_INDEX_CHARS], L.group_id == group_id)
+    at = session.scalar(select(func.max(L.sampled_at)).where(*group))
     if at is None:
         return []
-    return list(session.scalars(select(L).where(L.cluster_id == cluster_id, L.group_id == group_id,
+    return list(session.scalars(select(L).where(*group,
                                                 L.sampled_at == at).order_by(L.topic, L.partition)))
 
 

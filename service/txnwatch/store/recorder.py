@@ -7,7 +7,7 @@ when it returns; what falls off the end is counted (metric) and logged, never
 silently lost.  Every write is an idempotent upsert on natural keys, so replaying a
 record after a half-failed flush never duplicates an episode.
 
-The latest state of every transactional id (``txn_states``) is written as a difference:
+The latest state of every transactional id as polls see it (the ``poll`` rows of ``txn_ids``) is written as a difference:
 the rows that changed since the database last saw them are upserted in one statement, and
 one UPDATE stamps ``last_seen_at`` on all the others.  One upsert per id and poll cost
 seconds of the collector's thread at 20,000 ids (issue 18: a poll inside the daemon ran
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -30,16 +29,16 @@ from typing import Any
 
 from sqlalchemy import Table, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.core.epoch import from_ms
-from txnwatch.core.logbudget import describe
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes
 from txnwatch.store.health import StoreHealth
+from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
 
 log = logging.getLogger(__name__)
@@ -59,9 +58,11 @@ class PollRecord:
     states: list[dict[str, Any]] = field(default_factory=list)
     episodes: list[EpisodeSync] = field(default_factory=list)
     txn_ids_seen: frozenset[str] | None = None
+    #: The cluster's transaction-log tail was exact when the poll was built: its rows of txn_ids win.
+    exact: bool = False
 
 
-#: The columns of a txn_states row that a poll can change; ``first_seen_at``/``last_seen_at``/``gone_at`` are
+#: The columns of an id's poll row that a poll can change; ``first_seen_at``/``last_seen_at``/``gone_at`` are
 #: bookkeeping, written by the upsert and the two bulk UPDATEs.
 STATE_COLUMNS = ("coordinator_id", "state", "producer_id", "producer_epoch", "timeout_ms", "txn_started_at",
                  "partitions")
@@ -69,7 +70,7 @@ STATE_COLUMNS = ("coordinator_id", "state", "producer_id", "producer_epoch", "ti
 
 def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[Table, list[dict[str, Any]]]],
                                                                      list[dict[str, Any]]]:
-    """Rows every poll writes regardless of what detection found: offset samples, and txn_states rows."""
+    """Rows every poll writes regardless of what detection found: offset samples, and the ids' poll rows."""
     samples = [
         dict(topic=p.tp.topic, partition=p.tp.partition, sampled_at=at, leader=p.leader,
              high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
@@ -78,7 +79,8 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
         for p in sorted(snapshot.partitions.values(), key=lambda p: p.tp)
     ]
     states = [
-        dict(transactional_id=t.transactional_id, coordinator_id=t.coordinator_id, state=t.state.value,
+        dict(source=m.POLL, transactional_id=t.transactional_id, id_hash=m.id_hash(t.transactional_id),
+             coordinator_id=t.coordinator_id, state=t.state.value,
              producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
              txn_started_at=from_ms(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions),
              first_seen_at=at, last_seen_at=at, gone_at=None)
@@ -106,7 +108,8 @@ class Recorder:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._cluster_ids: dict[str, int] = {}
-        self._rejected_logged: dict[str, float] = {}
+        self._rejections = Rejections(self.health)
+        self._refused: dict[str, dict[str, str]] = {}  # kind -> {tenant string: reason}, see _set_aside_known
 
     def start(self) -> None:
         """Registers every configured cluster at once, at start; if the database is down, the first flush does it."""
@@ -143,7 +146,8 @@ class Recorder:
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
         inserts, episodes = findings_rows(snapshot, findings, at)
-        if self._exact_history(cluster):
+        record.exact = self._exact_history(cluster)
+        if record.exact:
             # The transaction log tail writes this cluster's exact transitions; guesses between polls would
             # only duplicate them.
             inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.TransactionTransition)]
@@ -171,6 +175,7 @@ class Recorder:
         with self._flush_lock:
             while self._buffer:
                 record = self._buffer[0]
+                self._set_aside_known(record)
                 try:
                     try:
                         with self._sessions.begin() as session:
@@ -195,6 +200,37 @@ class Recorder:
                 log.info("database writes recovered")
             self.health.write_succeeded()
             return True
+
+    def _set_aside_known(self, record: PollRecord) -> None:
+        """Rows carrying a tenant string the database refused before are set aside (and counted) before the next
+        record's first attempt: a refused id comes back every poll, and finding it again by halving would cost
+        every such poll its write several times over."""
+        if not self._refused:
+            return
+        for i, (table, rows) in enumerate(record.inserts):
+            known = self._refused.get(table.name)
+            if known and rows:
+                kept = [r for r in rows if _tenant_key(table.name, r) not in known]
+                for r in rows:
+                    if (reason := known.get(_tenant_key(table.name, r) or "")) is not None:
+                        self.health.rejected(table.name, reason)
+                record.inserts[i] = (table, kept)
+        kind = m.TransactionState.__tablename__
+        known = self._refused.get(kind)
+        if known:
+            refused = frozenset(t for t in (r["transactional_id"] for r in record.states) if t in known)
+            for tid in refused:
+                self.health.rejected(kind, known[tid])
+            if refused:
+                record.states = [r for r in record.states if r["transactional_id"] not in refused]
+                if record.txn_ids_seen is not None:
+                    record.txn_ids_seen = record.txn_ids_seen - refused
+
+    def _remember(self, kind: str, values: list[tuple[str | None, str]]) -> None:
+        known = self._refused.setdefault(kind, {})
+        if len(known) + len(values) > REFUSED_REMEMBERED:
+            known.clear()  # bounded: a flood of distinct bad ids costs halving again, never memory
+        known.update((value, reason) for value, reason in values if value is not None)
 
     def _write(self, session: Session, record: PollRecord) -> None:
         cluster_id = self._write_poll(session, record)
@@ -229,14 +265,15 @@ class Recorder:
             if rows:
                 def insert(part: list[Any], table: Table = table) -> None:
                     _insert_rows(session, table, cluster_id, part)
-                self._isolate(session, table.name, rows, insert)
+                refused_rows = self._rejections.isolate(session, table.name, rows, insert)
+                self._remember(table.name, [(_tenant_key(table.name, r), reason) for r, reason in refused_rows])
         for sync in record.episodes:
             def try_sync(part: list[Any], sync: EpisodeSync = sync) -> None:
                 sync_episodes(session, cluster_id, EpisodeSync(sync.model, {k: sync.active[k] for k in part},
                                                                sync.undecided | (sync.active.keys() - set(part))),
                               record.at)
-            refused = set(self._isolate(session, sync.model.__tablename__, list(sync.active), try_sync,
-                                        check_only=True))
+            refused = {key for key, _ in self._rejections.isolate(session, sync.model.__tablename__,
+                                                                  list(sync.active), try_sync, check_only=True)}
             # Refused incidents are left undecided: their open episode (if any) is neither refreshed nor closed.
             sync_episodes(session, cluster_id, EpisodeSync(
                 sync.model, {k: v for k, v in sync.active.items() if k not in refused}, sync.undecided | refused),
@@ -246,66 +283,24 @@ class Recorder:
             wanted = set(part)
             _upsert_many(session, m.table(m.TransactionState), cluster_id,
                          [r for r in record.states if r["transactional_id"] in wanted])
-        refused_ids = frozenset(self._isolate(session, m.TransactionState.__tablename__,
-                                              [row["transactional_id"] for row in record.states], try_states,
-                                              check_only=True))
+        kind = m.TransactionState.__tablename__
+        refused_states = self._rejections.isolate(session, kind, [row["transactional_id"] for row in record.states],
+                                                  try_states, check_only=True)
+        self._remember(kind, list(refused_states))
+        refused_ids = frozenset(tid for tid, _ in refused_states)
         record.states = [r for r in record.states if r["transactional_id"] not in refused_ids]
         if record.txn_ids_seen is not None and refused_ids:
             record.txn_ids_seen = record.txn_ids_seen - refused_ids  # a refused id cannot even be a parameter
         _write_states(session, cluster_id, record)
 
-    def _isolate(self, session: Session, kind: str, items: list[Any], write: Callable[[list[Any]], None],
-                 check_only: bool = False) -> list[Any]:
-        """Write ``items`` in SAVEPOINTs, halving a refused part; the refused items.  ``check_only``: roll every
-        part back (the caller writes the accepted ones itself, e.g. to keep an all-or-nothing step whole)."""
-        refused: list[Any] = []
-        parts = [items]
-        while parts:
-            part = parts.pop()
-            savepoint = session.begin_nested()
-            try:
-                write(part)
-            except DBAPIError as exc:
-                if not refused_data(exc):
-                    raise
-                savepoint.rollback()
-                if len(part) > 1:
-                    half = len(part) // 2
-                    parts += [part[half:], part[:half]]
-                    continue
-                refused.append(part[0])
-                self._rejected(kind, exc)
-                continue
-            if check_only:
-                savepoint.rollback()
-            else:
-                savepoint.commit()
-        return refused
 
-    def _rejected(self, kind: str, exc: DBAPIError) -> None:
-        reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
-        self.health.rejected(kind, reason)
-        now = time.monotonic()
-        if now - self._rejected_logged.get(kind, -REJECTED_LOG_EVERY_S) >= REJECTED_LOG_EVERY_S:
-            self._rejected_logged[kind] = now
-            log.warning("the database refused a %s row (%s); set aside, the rest of the poll is recorded "
-                        "(counted in txnwatch_store_rejected_objects_total, logged at most once a minute)",
-                        kind, describe(exc.orig if exc.orig is not None else exc))
+#: Tenant strings the database refused, remembered per kind (bounded).
+REFUSED_REMEMBERED = 10_000
 
 
-def refused_data(exc: DBAPIError) -> bool:
-    """The database refused what it was given (a value too long, a NUL in text, an index row too big, a
-    constraint), as opposed to being unreachable or failing: only then does writing less help."""
-    if exc.connection_invalidated:
-        return False
-    if isinstance(exc, (DataError, IntegrityError)):
-        return True
-    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-    return sqlstate[:2] in ("22", "23", "54")  # data exception, integrity violation, program limit exceeded
-
-
-#: A refused row is logged at most this often per kind: a tenant's bad id comes back every poll.
-REJECTED_LOG_EVERY_S = 60.0
+def _tenant_key(table: str, row: dict[str, Any]) -> str | None:
+    """The tenant's string a row of ``table`` carries (what the database may refuse)."""
+    return row.get("group_id") if table == m.ConsumerLagSample.__tablename__ else row.get("transactional_id")
 
 
 def _insert_rows(session: Session, table: Table, cluster_id: int, rows: list[dict[str, Any]]) -> None:
@@ -313,22 +308,27 @@ def _insert_rows(session: Session, table: Table, cluster_id: int, rows: list[dic
 
 
 def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None:
-    """txn_states after this poll: changed rows upserted, ids no longer listed marked gone, the rest stamped seen.
+    """The ids' poll rows after this poll: changed rows upserted, ids no longer listed marked gone, the rest stamped seen.
 
     Only a complete listing (every broker answered ListTransactions) can say an id is gone; without one,
     every id of the snapshot is upserted and no other row is touched, as before the difference existed.
     """
     table = m.table(m.TransactionState)
+    if not record.exact:
+        # Polling has taken over (the tail is not exact): the log's rows, as the tail left them, stop winning
+        # until the tail writes them again.  One statement; a no-op once done.
+        session.execute(update(table).where(table.c.cluster_id == cluster_id, table.c.source == m.TRANSACTION_LOG,
+                                            table.c.superseded.is_(False)).values(superseded=True))
     if record.txn_ids_seen is None:
         _upsert_many(session, table, cluster_id, record.states)
         return
     held = {row[0]: tuple(row)[1:] for row in session.execute(
         select(table.c.transactional_id, *(table.c[c] for c in STATE_COLUMNS))
-        .where(table.c.cluster_id == cluster_id, table.c.gone_at.is_(None)))}
+        .where(table.c.cluster_id == cluster_id, table.c.source == m.POLL, table.c.gone_at.is_(None)))}
     changed = [row for row in record.states
                if held.get(row["transactional_id"]) != tuple(row[c] for c in STATE_COLUMNS)]
     _upsert_many(session, table, cluster_id, changed)
-    not_gone = (table.c.cluster_id == cluster_id, table.c.gone_at.is_(None))
+    not_gone = (table.c.cluster_id == cluster_id, table.c.source == m.POLL, table.c.gone_at.is_(None))
     session.execute(update(table).where(
         *not_gone, table.c.transactional_id.not_in(record.txn_ids_seen) if record.txn_ids_seen else true())
         .values(gone_at=record.at))
@@ -337,12 +337,13 @@ def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None
 
 
 def _upsert_many(session: Session, table: Table, cluster_id: int, rows: list[dict[str, Any]]) -> None:
-    """Insert-or-update txn_states rows in one executemany; ``first_seen_at`` keeps its first value."""
+    """Insert-or-update the ids' poll rows in one executemany; ``first_seen_at`` keeps its first value."""
     if not rows:
         return
     dialect = session.get_bind().dialect.name
     insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
-    keys = ("cluster_id", "transactional_id")
-    changes = {k: insert.excluded[k] for k in rows[0] if k not in keys and k != "first_seen_at"}
+    keys = ("cluster_id", "id_hash", "source")
+    changes = {k: insert.excluded[k] for k in rows[0] if k not in keys and k not in ("first_seen_at",
+                                                                                       "transactional_id")}
     session.execute(insert.on_conflict_do_update(index_elements=list(keys), set_=changes),
                     [dict(row, cluster_id=cluster_id) for row in rows])

@@ -35,14 +35,15 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
     An id whose entering transition is no longer kept (retention) is left out: its clock
     starts again, as it would have without this.
     """
-    t = m.TransactionTransition
-    entered = (select(func.max(t.observed_at)).where(t.cluster_id == m.TransactionState.cluster_id,
-                                                     t.transactional_id == m.TransactionState.transactional_id,
-                                                     t.to_state == m.TransactionState.state)
+    t, s = m.TransactionTransition, m.TransactionState
+    entered = (select(func.max(t.observed_at)).where(t.cluster_id == s.cluster_id,
+                                                     m.id_prefix(t.transactional_id) == s.id_sort,
+                                                     t.transactional_id == s.transactional_id,
+                                                     t.to_state == s.state)
                .scalar_subquery())
-    rows = session.execute(select(m.TransactionState, entered).where(
-        m.TransactionState.cluster_id == cluster_id, m.TransactionState.state.in_(PREPARE_STATES),
-        m.TransactionState.gone_at.is_(None)))
+    # Polling's own clocks: the ids' poll rows (the log's rows carry the tail's state, not the poll's).
+    rows = session.execute(select(s, entered).where(
+        s.cluster_id == cluster_id, s.source == m.POLL, s.state.in_(PREPARE_STATES), s.gone_at.is_(None)))
     since: dict[str, tuple[PrepareKey, int]] = {}
     for state, entered_at in rows:
         if entered_at is not None:

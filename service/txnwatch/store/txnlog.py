@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -40,6 +40,7 @@ from txnwatch.detect.txnlog import (
 )
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
+from txnwatch.store.isolation import Rejections
 
 _UTC = UTC
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
@@ -118,19 +119,13 @@ def anomaly_row(x: LogTransition) -> dict[str, Any]:
                 duration_ms=x.duration_ms, log_partition=x.log_partition, log_offset=x.offset, detail=x.detail)
 
 
-def _id_row(cluster_id: int, tid: str, s: IdState) -> dict[str, Any]:
-    return dict(cluster_id=cluster_id, transactional_id=tid, state=s.state.value, producer_id=s.producer_id,
-                producer_epoch=s.producer_epoch, timeout_ms=s.timeout_ms, txn_started_at=_ts(s.start_ms),
-                last_update_at=_ts(s.last_update_ms), partitions=_tp(s.partitions),
-                client_transaction_version=s.client_transaction_version, client_tv=s.client_tv,
-                abort_origin=s.abort, log_partition=s.log_partition, log_offset=s.offset, commits=s.commits,
-                aborts=s.aborts, epoch_bumps=s.epoch_bumps, fences=s.fences, timeout_aborts=s.timeout_aborts)
-
-
-_ID_COLUMNS = ("cluster_id", "transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms",
-               "txn_started_at", "last_update_at", "partitions", "client_transaction_version", "client_tv",
-               "abort_origin", "log_partition", "log_offset", "commits", "aborts", "epoch_bumps", "fences",
-               "timeout_aborts")
+_ID_COLUMNS = ("cluster_id", "source", "transactional_id", "id_hash", "state", "producer_id", "producer_epoch",
+               "timeout_ms", "txn_started_at", "last_update_at", "first_seen_at", "last_seen_at", "superseded",
+               "partitions", "client_transaction_version", "client_tv", "abort_origin", "log_partition", "log_offset",
+               "commits", "aborts", "epoch_bumps", "fences", "timeout_aborts")
+#: Kept from the row's first write: when the log first spoke of the id.
+_ID_INSERT_ONLY = ("first_seen_at",)
+_ID_KEY = ("cluster_id", "id_hash", "source")
 
 
 def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
@@ -142,19 +137,23 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
 
 
 def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
-    """One driver-level executemany: the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both backends,
-    and a busy cluster changes thousands of ids per batch, too many for per-row ORM parameter processing."""
+    """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), in one driver-level executemany:
+    the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both backends, and a busy cluster changes thousands
+    of ids per batch, too many for per-row ORM parameter processing.  Writing a row makes it win again
+    (``superseded`` false) if polling had taken over meanwhile."""
     connection = session.connection()
     sqlite_text = connection.dialect.name == "sqlite"
     mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    keys = ("cluster_id", "transactional_id")
-    sql = (f"INSERT INTO {t.TxnLogId.__tablename__} ({', '.join(_ID_COLUMNS)}) "
-           f"VALUES ({', '.join([mark] * len(_ID_COLUMNS))}) ON CONFLICT ({', '.join(keys)}) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in keys))
-    rows = [(cluster_id, tid, _NAMES[s.state], s.producer_id, s.producer_epoch, s.timeout_ms,
-             _sql_time(s.start_ms, sqlite_text), _sql_time(s.last_update_ms, sqlite_text),
-             json.dumps(_tp(s.partitions)), s.client_transaction_version, s.client_tv, s.abort, s.log_partition,
-             s.offset, s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts) for tid, s in changed]
+    sql = (f"INSERT INTO {m.TransactionState.__tablename__} ({', '.join(_ID_COLUMNS)}) "
+           f"VALUES ({', '.join([mark] * len(_ID_COLUMNS))}) ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in _ID_KEY and c not in _ID_INSERT_ONLY))
+    rows = []
+    for tid, s in changed:
+        updated = _sql_time(s.last_update_ms, sqlite_text)
+        rows.append((cluster_id, m.TRANSACTION_LOG, tid, m.id_hash(tid), _NAMES[s.state], s.producer_id,
+                     s.producer_epoch, s.timeout_ms, _sql_time(s.start_ms, sqlite_text), updated, updated, updated,
+                     False, json.dumps(_tp(s.partitions)), s.client_transaction_version, s.client_tv, s.abort,
+                     s.log_partition, s.offset, s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts))
     connection.exec_driver_sql(sql, rows)
 
 
@@ -185,8 +184,9 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
         _upsert_ids(session, cluster_id, changed)
     gone = [tid for tid, s in findings.changed.items() if s is None]
     if gone:
-        session.execute(delete(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id,
-                                                 t.TxnLogId.transactional_id.in_(gone)))
+        T = m.TransactionState
+        session.execute(delete(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG,
+                                        T.id_hash.in_([m.id_hash(tid) for tid in gone])))
     if stage_transitions and findings.transitions:
         rows = stream_rows(cluster_id, int(now.timestamp() * 1000), findings.transitions)
         _stage(session, rows)
@@ -213,6 +213,29 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
                         buckets)
 
 
+def write_batch_isolating(session: Session, cluster_id: int, positions: Mapping[int, int],
+                          findings: TxnLogFindings, rejections: Rejections) -> frozenset[str]:
+    """:func:`write_batch` after a refusal: the ids whose rows the database refuses (a NUL character in a
+    tenant's id, on PostgreSQL) are found in SAVEPOINTs and left out; everything else, the positions included,
+    commits.  Counters and aggregates keep the refused ids' records: they count what the log holds."""
+    ids = sorted({*findings.changed, *(x.transactional_id for x in findings.transitions)})
+
+    def attempt(part: list[str]) -> None:
+        write_batch(session, cluster_id, {}, _only(findings, frozenset(part)))
+
+    refused = frozenset(tid for tid, _ in rejections.isolate(session, "transaction_log_id", ids, attempt,
+                                                              check_only=True))
+    accepted = frozenset(ids) - refused
+    write_batch(session, cluster_id, positions, replace(_only(findings, accepted), counts=findings.counts,
+                                                        buckets=findings.buckets))
+    return refused
+
+
+def _only(findings: TxnLogFindings, ids: frozenset[str]) -> TxnLogFindings:
+    return TxnLogFindings(transitions=tuple(x for x in findings.transitions if x.transactional_id in ids),
+                          changed={tid: s for tid, s in findings.changed.items() if tid in ids})
+
+
 def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
     rows = [dict(anomaly_row(x), cluster_id=cluster_id) for x in anomalies]
     if rows:
@@ -237,12 +260,13 @@ def load(session: Session, cluster_id: int) -> Resumed:
         select(t.TxnLogCounter.name, t.TxnLogCounter.value).where(t.TxnLogCounter.cluster_id == cluster_id))
         .all())
     ids: dict[str, IdState] = {}
-    for r in session.scalars(select(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id)):
+    T = m.TransactionState
+    for r in session.scalars(select(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG)):
         ids[r.transactional_id] = IdState(
             TxnState.parse(r.state), r.producer_id, r.producer_epoch, r.timeout_ms, _ms(r.txn_started_at),
             _ms(r.last_update_at) or 0, tuple(_split(tp) for tp in r.partitions or ()), r.client_transaction_version,
-            r.client_tv, r.abort_origin, r.log_partition, r.log_offset, r.commits, r.aborts, r.epoch_bumps, r.fences,
-            r.timeout_aborts)
+            r.client_tv, r.abort_origin, r.log_partition or 0, r.log_offset or 0, r.commits, r.aborts, r.epoch_bumps,
+            r.fences, r.timeout_aborts)
     reported = set()
     for tid, pid, epoch, kind in session.execute(
             select(t.TxnLogAnomaly.transactional_id, t.TxnLogAnomaly.producer_id, t.TxnLogAnomaly.producer_epoch,

@@ -8,7 +8,7 @@ position implies: nothing lost, nothing counted twice.
 The full transition stream is not kept here for long: it is staged in
 ``txn_transitions`` (rows with ``log_offset`` set), exported to the Parquet archive and
 purged from the database once archived.  What operators query stays: each id's
-current state (``txnlog_ids``), anomalies (``txnlog_anomalies``) and per-minute
+current state (the ``transaction_log`` rows of ``txn_ids``, models.TransactionState), anomalies (``txnlog_anomalies``) and per-minute
 aggregates (``txnlog_aggregates``).
 """
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint, column
 from sqlalchemy.orm import Mapped, mapped_column
 
-from txnwatch.store.models import Base, Id
+from txnwatch.store.models import Base, Id, id_prefix
 
 
 def _cluster_fk() -> Mapped[int]:
@@ -51,37 +51,6 @@ class TxnLogCounter(Base):
     value: Mapped[int]
 
 
-class TxnLogId(Base):
-    """Each transactional id's current state as its coordinator last wrote it, and its own counts."""
-
-    __tablename__ = "txnlog_ids"
-    __table_args__ = (
-        UniqueConstraint("cluster_id", "transactional_id", name="uq_txnlog_ids_txn"),
-        Index("ix_txnlog_ids_cluster_state", "cluster_id", "state"),
-    )
-
-    id: Mapped[int] = mapped_column(Id, primary_key=True)
-    cluster_id: Mapped[int] = _cluster_fk()
-    transactional_id: Mapped[str] = mapped_column(String(512))
-    state: Mapped[str] = mapped_column(String(32))
-    producer_id: Mapped[int]
-    producer_epoch: Mapped[int] = mapped_column(Integer)
-    timeout_ms: Mapped[int]
-    txn_started_at: Mapped[datetime | None]
-    last_update_at: Mapped[datetime]
-    partitions: Mapped[list[str]] = mapped_column(JSON, default=list)
-    client_transaction_version: Mapped[int] = mapped_column(Integer, default=0)
-    client_tv: Mapped[int | None] = mapped_column(Integer)
-    abort_origin: Mapped[str | None] = mapped_column(String(16))
-    log_partition: Mapped[int] = mapped_column(Integer)
-    log_offset: Mapped[int]
-    commits: Mapped[int] = mapped_column(default=0)
-    aborts: Mapped[int] = mapped_column(default=0)
-    epoch_bumps: Mapped[int] = mapped_column(default=0)
-    fences: Mapped[int] = mapped_column(default=0)
-    timeout_aborts: Mapped[int] = mapped_column(default=0)
-
-
 class TxnLogAnomaly(Base):
     """A fence, timeout abort, producer id change, expiry, illegal transition, unknown record,
     stuck Prepare* or over-long transaction, as the log showed it."""
@@ -89,12 +58,12 @@ class TxnLogAnomaly(Base):
     __tablename__ = "txnlog_anomalies"
     __table_args__ = (
         Index("ix_txnlog_anomalies_at", "cluster_id", "at"),
-        Index("ix_txnlog_anomalies_txn", "cluster_id", "transactional_id", "at"),
+        Index("ix_txnlog_anomalies_txn", "cluster_id", id_prefix(column("transactional_id", Text)), "at"),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
-    transactional_id: Mapped[str] = mapped_column(String(512))
+    transactional_id: Mapped[str] = mapped_column(Text)
     at: Mapped[datetime]
     kind: Mapped[str] = mapped_column(String(32))
     events: Mapped[list[str]] = mapped_column(JSON, default=list)
@@ -144,7 +113,7 @@ class TxnLogStream(Base):
 
     __tablename__ = "txnlog_stream"
     __table_args__ = (
-        Index("ix_txnlog_stream_txn", "cluster_id", "transactional_id", "at_ms"),
+        Index("ix_txnlog_stream_txn", "cluster_id", id_prefix(column("transactional_id", Text)), "at_ms"),
         Index("ix_txnlog_stream_staged", "staged_at_ms"),
     )
 
@@ -154,7 +123,7 @@ class TxnLogStream(Base):
     log_offset: Mapped[int]
     at_ms: Mapped[int]
     staged_at_ms: Mapped[int]
-    transactional_id: Mapped[str] = mapped_column(String(512))
+    transactional_id: Mapped[str] = mapped_column(Text)
     from_state: Mapped[str | None] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
     producer_id: Mapped[int]

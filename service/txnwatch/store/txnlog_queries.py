@@ -1,4 +1,6 @@
-"""Reads for the API over what the transaction-log tail stored: per-id state and the full timeline.
+"""Reads for the API over what the transaction-log tail stored: the full timeline of an id, and anomalies.
+
+An id's state is one view over ``txn_ids`` whatever its source (``queries.get_transaction``).
 
 The timeline of an id is the newest transitions from the database (the hot window of the
 stream, plus anything inferred by polling) completed, when they are not enough, by older
@@ -8,8 +10,8 @@ ones from the Parquet archive, where the stream goes once archived.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -21,63 +23,76 @@ from txnwatch.store import queries
 from txnwatch.store import txnlog_models as t
 
 
-def logged_id(session: Session, cluster_id: int, transactional_id: str) -> t.TxnLogId | None:
-    return session.scalar(select(t.TxnLogId).where(t.TxnLogId.cluster_id == cluster_id,
-                                                   t.TxnLogId.transactional_id == transactional_id))
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One transition of an id, whichever source said it: the log's stream, a poll, or the archive."""
 
-
-def with_log_state(row: queries.TxnRow | None, logged: t.TxnLogId | None, cluster: str) -> queries.TxnRow:
-    """The summary from polling, with state, producer id/epoch and partitions from the log when it has them:
-    the log is written on every transition, a poll only samples."""
-    if logged is None:
-        assert row is not None
-        return row
-    base = row.txn if row is not None else None
-    fields = dict(
-        transactional_id=logged.transactional_id, state=logged.state, producer_id=logged.producer_id,
-        producer_epoch=logged.producer_epoch, timeout_ms=logged.timeout_ms, txn_started_at=logged.txn_started_at,
-        partitions=list(logged.partitions or []),
-        coordinator_id=getattr(base, "coordinator_id", None),
-        first_seen_at=getattr(base, "first_seen_at", None) or logged.last_update_at,
-        last_seen_at=max(filter(None, (getattr(base, "last_seen_at", None), logged.last_update_at))),
-        gone_at=getattr(base, "gone_at", None))
-    return queries.TxnRow(SimpleNamespace(**fields), cluster, row.hanging if row is not None else False)  # type: ignore[arg-type]  # TxnRow reads attributes; a namespace of the same fields stands in for the row
-
-
-_FIELDS = ("id", "observed_at", "from_state", "to_state", "producer_id", "producer_epoch", "prev_producer_id",
-           "prev_producer_epoch", "timeout_ms", "txn_started_at", "partitions", "events", "duration_ms",
-           "log_partition", "log_offset", "client_transaction_version")
+    id: int
+    observed_at: datetime
+    from_state: str | None
+    to_state: str
+    producer_id: int
+    producer_epoch: int
+    prev_producer_id: int | None
+    prev_producer_epoch: int | None
+    timeout_ms: int
+    txn_started_at: datetime | None
+    partitions: list[str]
+    events: list[str]
+    duration_ms: int | None
+    log_partition: int | None = None
+    log_offset: int | None = None
+    client_transaction_version: int | None = None
 
 
 def _ts(ms: int | None) -> datetime | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-def _from_stream(r: t.TxnLogStream) -> SimpleNamespace:
-    return SimpleNamespace(
-        id=r.id, observed_at=_ts(r.at_ms), from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
+def _from_stream(r: t.TxnLogStream) -> TimelineEntry:
+    observed = _ts(r.at_ms)
+    assert observed is not None
+    return TimelineEntry(
+        id=r.id, observed_at=observed, from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
         producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
         timeout_ms=r.timeout_ms, txn_started_at=_ts(r.start_ms), partitions=r.partitions.split(",") if r.partitions
         else [], events=r.events.split(",") if r.events else [], duration_ms=r.duration_ms,
         log_partition=r.log_partition, log_offset=r.log_offset, client_transaction_version=r.client_transaction_version)
 
 
-def _from_polled(r: m.TransactionTransition) -> SimpleNamespace:
-    return SimpleNamespace(**{f: getattr(r, f, None) for f in _FIELDS})
+def _from_polled(r: m.TransactionTransition) -> TimelineEntry:
+    return TimelineEntry(
+        id=r.id, observed_at=r.observed_at, from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
+        producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
+        timeout_ms=r.timeout_ms, txn_started_at=r.txn_started_at, partitions=list(r.partitions or []),
+        events=list(r.events or []), duration_ms=r.duration_ms)
 
 
-def _key(r: SimpleNamespace) -> tuple[Any, ...]:
+def _from_archive(row: dict[str, Any]) -> TimelineEntry:
+    """A row of the archive's ``transitions`` table (schema unchanged: polled rows have no log columns)."""
+    return TimelineEntry(
+        id=row["id"], observed_at=row["observed_at"], from_state=row.get("from_state"), to_state=row["to_state"],
+        producer_id=row["producer_id"], producer_epoch=row["producer_epoch"],
+        prev_producer_id=row.get("prev_producer_id"), prev_producer_epoch=row.get("prev_producer_epoch"),
+        timeout_ms=row["timeout_ms"], txn_started_at=row.get("txn_started_at"),
+        partitions=list(row.get("partitions") or []), events=list(row.get("events") or []),
+        duration_ms=row.get("duration_ms"), log_partition=row.get("log_partition"),
+        log_offset=row.get("log_offset"), client_transaction_version=row.get("client_transaction_version"))
+
+
+def _key(r: TimelineEntry) -> tuple[Any, ...]:
     """Log rows are one per record (partition, offset); polled rows one per row id."""
     return ("log", r.log_partition, r.log_offset) if r.log_offset is not None else ("poll", r.id)
 
 
 def timeline(session: Session, cluster_id: int, cluster: str, transactional_id: str, limit: int,
-             archive_uri: str | None) -> list[SimpleNamespace]:
+             archive_uri: str | None) -> list[TimelineEntry]:
     """Newest first: the staged log stream and polled transitions from the database, completed by older
     ones from the archive when those are not enough."""
     S = t.TxnLogStream
     rows = [_from_stream(r) for r in session.scalars(
-        select(S).where(S.cluster_id == cluster_id, S.transactional_id == transactional_id)
+        select(S).where(S.cluster_id == cluster_id, m.id_prefix(S.transactional_id) == transactional_id[:m.ID_INDEX_CHARS],
+                        S.transactional_id == transactional_id)
         .order_by(S.at_ms.desc(), S.id.desc()).limit(limit))]
     rows += [_from_polled(r) for r in queries.transitions(session, cluster_id, transactional_id, limit)]
     if len(rows) < limit and archive_uri is not None:
@@ -87,7 +102,7 @@ def timeline(session: Session, cluster_id: int, cluster: str, transactional_id: 
     return rows[:limit]
 
 
-def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) -> list[SimpleNamespace]:
+def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) -> list[TimelineEntry]:
     """The id's transitions in the archive's ``transitions`` table of this cluster (files the manifest lists)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -100,7 +115,7 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
     except (OSError, ValueError):
         return []
     prefix = f"transitions/cluster={quote(cluster, safe='')}/"
-    out: list[SimpleNamespace] = []
+    out: list[TimelineEntry] = []
     for path in sorted(manifest.table("transitions").files):
         if not path.startswith(prefix):
             continue
@@ -110,7 +125,7 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
         except (OSError, ValueError):
             continue
         for row in table.to_pylist():
-            out.append(SimpleNamespace(**{f: row.get(f) for f in _FIELDS}))
+            out.append(_from_archive(row))
     return out
 
 
@@ -125,4 +140,4 @@ def anomalies(session: Session, cluster_id: int, since: datetime | None, kinds: 
     return list(session.scalars(stmt.order_by(A.at.desc(), A.id.desc()).limit(limit)))
 
 
-__all__ = ["anomalies", "archived_transitions", "logged_id", "m", "timeline", "with_log_state"]
+__all__ = ["TimelineEntry", "anomalies", "archived_transitions", "m", "timeline"]

@@ -19,7 +19,9 @@ from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import abort_at_offset_command
+from txnwatch.core import commands
 from txnwatch.core.config import Settings
+from txnwatch.core.lso_position import LsoPosition, isolation_from_position, lso_position
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, HangingReason
 from txnwatch.store import context
 from txnwatch.store import models as m
@@ -54,6 +56,13 @@ def _key(episode: Any) -> context.PartitionKey:
     return context.PartitionKey(episode.cluster_id, episode.topic, episode.partition)
 
 
+def _group(row: Row[Any], lso: int | None, hwm: int | None) -> dict[str, Any]:
+    position = lso_position(row.committed_offset, lso, hwm)
+    return dict(group_id=row.group_id, committed_offset=row.committed_offset, lag_lso=row.lag_lso,
+                lag_hwm=row.lag_hwm, position=position, isolation_level=isolation_from_position(position),
+                waiting_at_lso=position is LsoPosition.AT_LSO)
+
+
 @dataclass(frozen=True)
 class IncidentBuilder:
     session: Session
@@ -78,13 +87,14 @@ class IncidentBuilder:
         sample = found.samples.get(key)
         hwm = sample.high_watermark if sample else None
         lso = sample.last_stable_offset if sample else None
-        groups = [dict(group_id=g.group_id, committed_offset=g.committed_offset, lag_lso=g.lag_lso, lag_hwm=g.lag_hwm,
-                       waiting_at_lso=lso is not None and g.committed_offset >= lso)
-                  for g in found.groups.get(key, ())]
-        command = None
+        groups = [_group(g, lso, hwm) for g in found.groups.get(key, ())]
+        command = kafka_command = None
         if start_offset is not None and cluster in self._bootstrap:
-            command = abort_at_offset_command(self._bootstrap[cluster], key.topic, key.partition, start_offset)
-        return dict(abort_command=command, high_watermark=hwm, last_stable_offset=lso,
+            bootstrap = self._bootstrap[cluster]
+            command = commands.abort_line(self.settings.console.cli_command, bootstrap, key.topic, key.partition, start_offset)
+            kafka_command = abort_at_offset_command(bootstrap, key.topic, key.partition, start_offset)
+        return dict(abort_command=command, kafka_abort_command=kafka_command, high_watermark=hwm,
+                    last_stable_offset=lso,
                     invisible_records=_gap(hwm, lso), blocked_groups=groups,
                     runbook=runbook_href(self.settings, rule))
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from txnwatch.core.lso_position import LsoPosition
 from txnwatch.core.vocabulary import OPEN_STATES, HangingReason, Severity, TxnEvent, TxnState
 
 T = TypeVar("T")
@@ -99,6 +100,9 @@ class TransactionSummary(_Out):
     last_seen_at: datetime
     gone_at: datetime | None = Field(description="When the coordinators stopped listing this id (expired); "
                                                  "null while listed.")
+    source: Literal["transaction_log", "poll"] = Field(
+        description="Where the state comes from: the coordinators' own log (exact mode: it wins wherever it "
+                    "speaks) or polling (the log is not read, or has not spoken of this id).")
 
 
 class TransactionPage(Page[TransactionSummary]):
@@ -140,17 +144,31 @@ class BlockedGroup(_Out):
     committed_offset: int
     lag_lso: int | None = Field(description="Records a read_committed consumer of the group can still read.")
     lag_hwm: int | None
-    waiting_at_lso: bool = Field(description="The group's committed offset has reached the LSO: its read_committed "
-                                             "consumers receive nothing from this partition until the "
-                                             "transaction ends.")
+    position: LsoPosition | None = Field(description="The committed offset against the LSO: past_lso (only a "
+                                                     "read_uncommitted group gets there; the open transaction does "
+                                                     "not hold it up), at_lso (with records beyond the LSO: a "
+                                                     "read_committed group receives nothing until the transaction "
+                                                     "ends), before_lso (records left to read); null when the LSO "
+                                                     "is unknown.")
+    isolation_level: Literal["read_uncommitted"] | None = Field(
+        description="read_uncommitted when the position proves it (past the LSO); null otherwise: Kafka does not "
+                    "report a group's isolation level.")
+    waiting_at_lso: bool = Field(description="position is at_lso: the group's read_committed consumers receive "
+                                             "nothing from this partition until the transaction ends. A group "
+                                             "past the LSO (read_uncommitted) is never waiting.")
 
 
 class IncidentContext(_Out):
     """What on-call needs to act on a pinned partition, shared by hanging transactions and LSO stalls."""
 
-    abort_command: str | None = Field(description="The `kafka-transactions.sh abort` line that writes the ABORT "
-                                                  "marker at the transaction's start offset (Kafka's tool looks up "
-                                                  "producer id and epochs itself); null without a start offset.")
+    abort_command: str | None = Field(description="The `txnwatch abort --bootstrap-server … --start-offset … "
+                                                  "--execute` line that writes the ABORT marker at the "
+                                                  "transaction's start offset (the partition leader names the "
+                                                  "producer, as Kafka's tool does); it runs as printed wherever "
+                                                  "txnwatch is installed, and is a dry run without --execute. "
+                                                  "Null without a start offset.")
+    kafka_abort_command: str | None = Field(description="The same abort with Kafka's own tool "
+                                                        "(`kafka-transactions.sh abort`), for hosts that have it.")
     high_watermark: int | None = Field(description="Latest high watermark of the partition.")
     last_stable_offset: int | None = Field(description="Latest LSO of the partition.")
     invisible_records: int | None = Field(description="HWM − LSO now: records read_committed consumers cannot see.")

@@ -134,14 +134,11 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
                      limit: Annotated[int, Query(ge=1, le=5000)] = 1000) -> HTMLResponse:
     runtime = runtime_of(request)
     cid = _cluster_id(session, runtime, cluster)
-    row = logged = None
-    if "\x00" not in transactional_id:
-        row = queries.get_transaction(session, cid, transactional_id)
-        logged = txnlog_queries.logged_id(session, cid, transactional_id)
-    if row is None and logged is None:
+    # The same view of the id as the API's list and detail.
+    row = queries.get_transaction(session, cid, transactional_id) if "\x00" not in transactional_id else None
+    if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"transactional id {transactional_id!r} is unknown on "
                                                        f"cluster {cluster!r}")
-    row = txnlog_queries.with_log_state(row, logged, cluster)
     at = now()
     # The timeline the API serves: the coordinators' own log (exact) and polled transitions, newest first.
     newest_first = txnlog_queries.timeline(session, cid, cluster, transactional_id, limit,

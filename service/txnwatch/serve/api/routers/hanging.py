@@ -21,8 +21,8 @@ router = APIRouter(prefix="/hanging", tags=["hanging transactions"])
                         "that partition stop making progress, and the log cannot be compacted past it. Each "
                         "episode names the partition, the producer id/epoch and, when the coordinator knows it, "
                         "the transactional id. Episodes with no transactional id are the classic case that "
-                        "only an abort with WriteTxnMarkers (`kafka-transactions.sh abort`) ends: `abort_command` is that "
-                        "line. `blocked_groups` and `invisible_records` say whom it hurts; `open_seconds` counts from "
+                        "only an abort with WriteTxnMarkers ends: `abort_command` is the `txnwatch abort` line that "
+                        "does it as printed (`kafka_abort_command` the same with `kafka-transactions.sh`). `blocked_groups` and `invisible_records` say whom it hurts; `open_seconds` counts from "
                         "the first write, `last_write_age_seconds` from the last. Newest first.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
 def list_hanging(

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
 from txnwatch.serve.api.deps import PathCluster, ReadSession
-from txnwatch.serve.api.params import invalid
+from txnwatch.serve.api.params import Text, invalid
 from txnwatch.serve.api.schemas import ErrorOut
 from txnwatch.store import rollups
 
@@ -96,8 +96,8 @@ WindowDep = Annotated[ReportWindow, Depends()]
 @router.get("/{cluster}/transactions", response_model=list[TransactionRollupOut],
             summary="Transaction counts, duration percentiles, commit/abort/timeout/fence rates")
 def transactions(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
-                 txn_prefix: str | None = None,
-                 topic: Annotated[str | None, Query(description="A topic, or * (default) for all topics together.")] = "*"
+                 txn_prefix: Text | None = None,
+                 topic: Annotated[Text | None, Query(description="A topic, or * (default) for all topics together.")] = "*"
                  ) -> list[TransactionRollupOut]:
     rows = rollups.transaction_rollups(session, cluster, window.start, window.end, period, txn_prefix, topic)
     return [TransactionRollupOut.model_validate(r) for r in rows]
@@ -106,7 +106,7 @@ def transactions(cluster: PathCluster, window: WindowDep, session: ReadSession, 
 @router.get("/{cluster}/topics", response_model=list[TopicRollupOut],
             summary="LSO stall minutes, max HWM−LSO, hanging transactions and verification health per topic")
 def topics(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
-           topic: str | None = None) -> list[TopicRollupOut]:
+           topic: Text | None = None) -> list[TopicRollupOut]:
     return [TopicRollupOut.model_validate(r) for r in
             rollups.topic_rollups(session, cluster, window.start, window.end, period, topic)]
 
@@ -114,13 +114,13 @@ def topics(cluster: PathCluster, window: WindowDep, session: ReadSession, period
 @router.get("/{cluster}/lag", response_model=list[LagRollupOut],
             summary="read_committed lag (against the LSO) percentiles per group and topic")
 def lag(cluster: PathCluster, window: WindowDep, session: ReadSession, period: Period = "day",
-        group_id: str | None = None) -> list[LagRollupOut]:
+        group_id: Text | None = None) -> list[LagRollupOut]:
     return [LagRollupOut.model_validate(r) for r in
             rollups.lag_rollups(session, cluster, window.start, window.end, period, group_id)]
 
 
 @router.get("/{cluster}/offenders", response_model=list[OffenderOut], summary="Top offenders per day and kind")
-def offenders(cluster: PathCluster, window: WindowDep, session: ReadSession, kind: str | None = None,
+def offenders(cluster: PathCluster, window: WindowDep, session: ReadSession, kind: Text | None = None,
               limit: Annotated[int, Query(ge=1, le=100)] = 10) -> list[OffenderOut]:
     return [OffenderOut.model_validate(r) for r in
             rollups.top_offenders(session, cluster, window.start, window.end, kind, limit)]

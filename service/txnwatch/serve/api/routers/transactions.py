@@ -42,7 +42,8 @@ def summary(row: queries.TxnRow, at: datetime) -> dict[str, Any]:
         cluster=row.cluster, transactional_id=t.transactional_id, state=t.state, producer_id=t.producer_id,
         producer_epoch=t.producer_epoch, coordinator_id=t.coordinator_id, timeout_ms=t.timeout_ms,
         txn_started_at=t.txn_started_at, age_seconds=row.age_seconds(at), partitions=list(t.partitions or []),
-        hanging=row.hanging, first_seen_at=t.first_seen_at, last_seen_at=t.last_seen_at, gone_at=t.gone_at)
+        hanging=row.hanging, first_seen_at=t.first_seen_at, last_seen_at=t.last_seen_at, gone_at=t.gone_at,
+        source=t.source)
 
 
 @router.get("", response_model=TransactionPage, summary="Transactions, filtered and paginated",
@@ -101,11 +102,11 @@ def get_transaction(
     cluster = cluster_ref(session, name)
     row = logged = None
     if cluster.id is not None and "\x00" not in transactional_id:
+        # The same view of the id as the list (the log's row wins in exact mode); the log's own counts beside.
         row = queries.get_transaction(session, cluster.id, transactional_id)
-        logged = txnlog_queries.logged_id(session, cluster.id, transactional_id)
-    if (row is None and logged is None) or cluster.id is None:
+        logged = queries.logged(session, cluster.id, transactional_id)
+    if row is None or cluster.id is None:
         raise not_found(f"transactional id {transactional_id!r} is unknown on cluster {cluster.name!r}")
-    row = txnlog_queries.with_log_state(row, logged, cluster.name)
     at = now()
     timeline = txnlog_queries.timeline(session, cluster.id, cluster.name, transactional_id, timeline_limit + 1,
                                        runtime.settings.retention.archive_dir)
