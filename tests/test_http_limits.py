@@ -158,8 +158,12 @@ async def _flood_and_probe(proc: subprocess.Popen[bytes], port: int, workers: in
     await asyncio.sleep(READ_TIMEOUT_S + 1)
     await floods.trickle(half)  # a slowloris keeps sending: that must not extend its deadline
     half_open = await floods.still_open(half, wait_s=1.0)
-    await asyncio.sleep(2.5)  # two more poll intervals while the flood is held
-    polls_after = floods.counter_sum(await floods.metrics_text(port), "txnwatch_polls_total")
+    # Polls go on while the flood is held. The cluster never answers, so its full polls back off (5, 10, 20 s...):
+    # wait for the next one, up to a minute, rather than a fixed time.
+    polls_after, waited_until = polls_before, time.monotonic() + 60
+    while polls_after <= polls_before and time.monotonic() < waited_until:
+        await asyncio.sleep(1)
+        polls_after = floods.counter_sum(await floods.metrics_text(port), "txnwatch_polls_total")
     floods.close_all(idle + half)
     return dict(probes=probes, scrape=scrape, fds=fds, half_open=half_open, polls=(polls_before, polls_after),
                 connected=(len(idle), len(half)), nofile=nofile)

@@ -151,3 +151,35 @@ def test_start_offset_without_exactly_one_open_transaction_writes_nothing(produc
     outcome = by_start(40)(wire)
     assert outcome.error is not None and why in outcome.error.message and outcome.producer_id == -1
     assert "WriteTxnMarkers" not in [c.api for c in wire.calls]
+
+
+@pytest.mark.parametrize("version", [
+    pytest.param(1, id="v1-kafka-3.x-to-4.1"),
+    pytest.param(2, id="v2-kip-1228-kafka-4.2+"),
+])
+def test_marker_on_the_wire_is_legacy_at_the_producers_epoch(version: int) -> None:
+    """KIP-1228: a leader serving WriteTxnMarkers v2 checks a TV2 marker's epoch strictly above the producer's
+    (Kafka 4.4.0's ProducerAppendInfo.checkProducerEpoch), a legacy one at or above it.  The abort knows only the
+    producer's epoch (DescribeProducers), so whatever version kafka-python negotiates with the leader, the bytes
+    must say transaction version 0 at epoch 3, as Kafka's own AbortTransactionHandler writes them."""
+    wire = ScriptedWire(DescribeProducers=open_txn(coordinator_epoch=5),
+                        WriteTxnMarkers=lambda call: a.write_txn_markers(7, TP))
+    run(wire, dry_run=False)
+    request = wire.calls[-1].request
+    assert request.min_version <= version <= request.max_version
+    [marker] = type(request).decode(bytes(request.encode(version=version)), version=version).markers
+    assert (marker.producer_id, marker.producer_epoch, marker.coordinator_epoch) == (7, 3, 5)
+    assert marker.transaction_version == 0
+    assert [(t.name, t.partition_indexes) for t in marker.topics] == [("orders", [0])]
+
+
+def test_kafka_python_keeps_the_transaction_version_it_is_given() -> None:
+    """Canary: were kafka-python to drop or rewrite the field, a v2 marker could claim TV2 at the producer's own
+    epoch, which a 4.2+ leader refuses with INVALID_PRODUCER_EPOCH."""
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+
+    marker = WriteTxnMarkersRequest.WritableTxnMarker(producer_id=7, producer_epoch=3, transaction_result=False,
+                                                      topics=[], coordinator_epoch=5, transaction_version=2)
+    encoded = bytes(WriteTxnMarkersRequest(markers=[marker]).encode(version=2))
+    assert WriteTxnMarkersRequest.decode(encoded, version=2).markers[0].transaction_version == 2
+    assert WriteTxnMarkersRequest.max_version == 2, "a v3 would need reading before the abort uses it"

@@ -79,9 +79,24 @@ def metadata(node_id: int, topics: Sequence[str] | None = None) -> Call:
     return Call("Metadata", node_id, MetadataRequest(topics=wanted, allow_auto_topic_creation=False))
 
 
-def list_transactions(broker_ids: Iterable[int]) -> list[Call]:
-    return [Call("ListTransactions", node,
-                 ListTransactionsRequest(state_filters=[], producer_id_filters=[]))
+#: ListTransactions v2 (Kafka 4.1, KIP-1152) carries TransactionalIdPattern.
+LIST_TRANSACTIONS_PATTERN_VERSION = 2
+
+
+def list_transactions(broker_ids: Iterable[int], id_pattern: str | None = None) -> list[Call]:
+    """Every id each broker coordinates; with ``id_pattern``, only those it matches as a whole.
+
+    The pattern is sent only where the caller knows the broker speaks v2: the request is then pinned
+    to v2 so kafka-python cannot quietly fall back to a version without the field.  The caller
+    filters the answer too (core/idpattern.py), so an older broker's full listing ends the same.
+    """
+    def request() -> ListTransactionsRequest:
+        if id_pattern is None:
+            return ListTransactionsRequest(state_filters=[], producer_id_filters=[])
+        return ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1,
+                                       transactional_id_pattern=id_pattern,
+                                       min_version=LIST_TRANSACTIONS_PATTERN_VERSION)
+    return [Call("ListTransactions", node, request(), "pattern" if id_pattern is not None else "")
             for node in broker_ids]
 
 
@@ -148,12 +163,27 @@ def describe_broker_config(node_id: int, *keys: str) -> Call:
         include_synonyms=False))
 
 
+#: WriteTxnMarkers v2 (KIP-1228, Kafka 4.2) names the marker's transaction version.  A leader checks a
+#: transaction-version-2 marker's epoch strictly above the producer's (the coordinator bumps it when it ends a
+#: TV2 transaction), any other marker's epoch at or above it.  An administrative abort knows only the epoch the
+#: leader reports (DescribeProducers), so it writes a legacy marker at that epoch, as Kafka's own
+#: AbortTransactionHandler does (4.3.1 and 4.4.0 leave TransactionVersion at its default 0): every line from 3.x
+#: to 4.4 accepts it, and it does not raise the partition's producer epoch over a producer still alive at it.
+ABORT_MARKER_TRANSACTION_VERSION = 0
+#: v0 was removed in Kafka 4.0 and 3.x serves v1; kafka-python picks the highest of these the leader serves (its
+#: ApiVersions), which only changes whether the field above is sent, never what the leader checks.
+ABORT_MARKER_VERSIONS = (1, 2)
+
+
 def abort_marker(leader: int, tp: TopicPartition, producer_id: int, producer_epoch: int,
                  coordinator_epoch: int) -> Call:
-    """An ABORT marker for one partition, as ``kafka-transactions.sh abort`` writes it."""
+    """An ABORT marker for one partition, as ``kafka-transactions.sh abort`` writes it: the producer's own epoch,
+    legacy transaction version (see ABORT_MARKER_TRANSACTION_VERSION)."""
     marker = WriteTxnMarkersRequest.WritableTxnMarker
     topic = marker.WritableTxnMarkerTopic
+    lowest, highest = ABORT_MARKER_VERSIONS
     return Call("WriteTxnMarkers", leader, WriteTxnMarkersRequest(markers=[marker(
         producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
         topics=[topic(name=tp.topic, partition_indexes=[tp.partition])],
-        coordinator_epoch=coordinator_epoch)]))
+        coordinator_epoch=coordinator_epoch, transaction_version=ABORT_MARKER_TRANSACTION_VERSION)],
+        min_version=lowest, max_version=highest))

@@ -119,20 +119,19 @@ class ReadTokenGuard:
         if path in self.open_paths or path.startswith(self.open_prefixes):
             await self.app(scope, receive, send)
             return
-        state = getattr(scope.get("app"), "state", None)
-        runtime = getattr(state, "runtime", None)
-        throttle: AuthThrottle | None = getattr(state, "auth_throttle", None)
+        state = scope["app"].state  # create_app sets both: a guard without them fails (500), never opens
+        throttle: AuthThrottle = state.auth_throttle
         if path.startswith(self.own_auth):
             # The admin action checks its own token (and audits); a client throttled for failing it is turned
-            # away here, before routing, body parsing and a database session (2.3 -> 0.5 ms CPU a request).
-            retry_after = throttle.blocked(_client(scope), "admin") if throttle is not None else None
+            # away here, before routing, body parsing and a database session (2.3 -> 0.7 ms CPU a request).
+            retry_after = throttle.blocked(_client(scope), "admin")
             if retry_after is not None:
                 await _answer(send, *too_many(retry_after))
                 return
             await self.app(scope, receive, send)
             return
-        expected: SecretStr | None = runtime.settings.api.read_token if runtime is not None else None
-        if throttle is None or expected is None:
+        expected: SecretStr | None = state.runtime.settings.api.read_token
+        if expected is None:
             await self.app(scope, receive, send)
             return
         client = _client(scope)
