@@ -252,6 +252,9 @@ class ClusterSnapshot:
     broker_verification: tuple[BrokerVerification, ...] = ()
     #: Consumer groups the cluster listed that groups_include/groups_exclude left out (their offsets are not fetched).
     groups_filtered: int = 0
+    #: The cluster's transactional_id_pattern when set: ``listed`` then holds only the ids it matches, so a
+    #: producer id missing from it may belong to an id out of scope rather than to none.
+    transactional_id_pattern: str | None = None
 
     #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
     _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from kafka.protocol.admin.transactions import ListTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 
 from txnwatch.core.model import (
@@ -96,13 +97,21 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                if settings.watches(tp.topic, internal=tp.topic in layout.internal_topics)}
     led = {tp: leader for tp, leader in watched.items() if leader is not None}
 
-    calls = [*batches.list_transactions(brokers), *batches.list_groups(brokers),
+    # The id pattern goes to the brokers only if they all read it (ApiVersions); the listing is filtered
+    # here in every case, so a 3.x cluster and a 4.1+ one yield the same ids.
+    pattern = settings.transactional_id_pattern
+    server_side = pattern is not None and wire.supports(ListTransactionsRequest,
+                                                        batches.LIST_TRANSACTIONS_PATTERN_VERSION)
+    calls = [*batches.list_transactions(brokers, pattern if server_side else None),
+             *batches.list_groups(brokers),
              *batches.describe_producers(led),
              *batches.list_offsets(led, timeout_ms=settings.request_timeout_ms)]
     if known_max_timeout_ms is None:
         asked = layout.controller_id if layout.controller_id in brokers else brokers[0]
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
     second = _fold_round2(await wire.exchange(calls))
+    if pattern is not None:
+        second.listed = [t for t in second.listed if settings.lists_transaction(t.transactional_id)]
 
     listed_groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
                      if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
@@ -152,6 +161,7 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
         committed_records=counted,
         groups_filtered=len(listed_groups) - len(groups),
+        transactional_id_pattern=pattern,
     )
     return Collected(snapshot, max_timeout_ms)
 

@@ -27,6 +27,16 @@ class Page(_Out, Generic[T]):
 # --- clusters ----------------------------------------------------------------------------------------------
 
 
+class HistoryGapOut(_Out):
+    log_partition: int = Field(description="The __transaction_state partition (a coordinator's).")
+    first_offset: int = Field(description="First offset the tail expected and did not get.")
+    last_offset: int = Field(description="Last missing offset: the next record read is just past it.")
+    records: int = Field(description="Records removed (the topic's offsets are dense as written).")
+    after: datetime | None = Field(description="Coordinator time of the last record read before the gap; null "
+                                               "when unknown.")
+    before: datetime | None = Field(description="Coordinator time of the first record read after the gap.")
+
+
 class ClusterSummary(_Out):
     name: str
     bootstrap_servers: list[str]
@@ -43,6 +53,10 @@ class ClusterSummary(_Out):
                                      "that denies reading __transaction_state.")
     txnlog_lag_records: int | None = Field(default=None, description="Transaction log records not yet applied "
                                            "(exact mode).")
+    history_gaps: list[HistoryGapOut] = Field(default_factory=list, description=(
+        "Runs of __transaction_state offsets compacted away before this replica's tail read them (the newest 20 "
+        "since it started): their transitions are lost, so the log-derived counters are lower bounds between "
+        "`after` and `before`. Empty when none."))
 
 
 class RequestErrorOut(_Out):

@@ -131,8 +131,12 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         else:
             up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
+        gaps = view.history.gaps if view is not None else ()
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
+            history_gaps=[dict(partition=g.log_partition, first=g.first_offset, last=g.last_offset, records=g.records,
+                               after=humanize.from_ms(g.after_ms), before=humanize.from_ms(g.before_ms))
+                          for g in reversed(gaps)],
             cards=[card for card in incident_cards if card.cluster == name],
             alerts=[a for a in other_alerts if a.cluster_name == name]))
     unscoped = [a for a in other_alerts if a.cluster_name is None]
