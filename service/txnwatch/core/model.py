@@ -243,11 +243,18 @@ class ClusterSnapshot:
     #: (partition, committed offset) -> why the first record at or after that offset cannot be read (past the
     #: decompression budget, a damaged batch): the time lag there is unknown, not estimated.
     unreadable_records: Mapping[tuple[TopicPartition, int], UnreadableRecord] = field(default_factory=dict)
+    #: (partition, committed offset) -> data records a read_committed consumer gets from that offset up to this
+    #: snapshot's LSO (control markers and aborted transactions' records left out; kafka.record_count).  Filled
+    #: for group partitions behind the LSO once the bounded reads have counted up to it; missing: not known.
+    committed_records: Mapping[tuple[TopicPartition, int], int] = field(default_factory=dict)
     #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
     #: Consumer groups the cluster listed that groups_include/groups_exclude left out (their offsets are not fetched).
     groups_filtered: int = 0
+    #: The cluster's transactional_id_pattern when set: ``listed`` then holds only the ids it matches, so a
+    #: producer id missing from it may belong to an id out of scope rather than to none.
+    transactional_id_pattern: str | None = None
 
     #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
     _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
@@ -410,6 +417,9 @@ class GroupLag:
     last_commit_ms: int | None = None
     #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
     lag_seconds_unknown: UnreadableRecord | None = None
+    #: Records a read_committed consumer still reads up to the LSO (markers and aborted records excluded);
+    #: None when not (yet) counted (ClusterSnapshot.committed_records).
+    lag_records: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------

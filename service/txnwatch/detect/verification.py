@@ -53,6 +53,9 @@ class VerificationCheck:
     checks: int
     failures: int
     samples: tuple[VerificationSample, ...]
+    #: The pairs counted as failures this poll (partition, producer id, transactional id), sorted: what a warning
+    #: names, so it says which transactions rather than a ratio whose denominator moves with the traffic.
+    failing: tuple[tuple[TopicPartition, int, str | None], ...] = ()
 
 
 def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,
@@ -83,6 +86,7 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
     pending: dict[OpenKey, Pending] = {}
     samples: list[VerificationSample] = []
     checks = failures = 0
+    failing: list[tuple[TopicPartition, int, str | None]] = []
     for tp, partition in snapshot.partitions.items():
         if partition.producers is None:
             pending.update({k: v for k, v in previous.items() if k[0] == tp})  # unknown: keep the clocks
@@ -104,12 +108,13 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
                     state = replace(state, verified=True, agreed_ms=now_ms)
                 elif now_ms - state.grace_from() > settings.verification_grace_ms:
                     failures += 1
+                    failing.append((tp, producer.producer_id, txn_id))
                     if not state.failed:
                         samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
                                                           now_ms, None, failed=True))
                         state = replace(state, failed=True)
             pending[key] = state
-    return pending, VerificationCheck(checks, failures, tuple(samples))
+    return pending, VerificationCheck(checks, failures, tuple(samples), tuple(sorted(failing, key=lambda f: (f[0], f[1]))))
 
 
 def resume(unlisted: Mapping[OpenKey, int]) -> dict[OpenKey, Pending]:

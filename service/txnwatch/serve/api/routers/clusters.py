@@ -11,7 +11,7 @@ from txnwatch.core.redact import redact, redact_optional
 from txnwatch.core.views import ClusterView
 from txnwatch.serve.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
 from txnwatch.serve.api.params import json_response
-from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut
+from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut, HistoryGapOut
 from txnwatch.store import models as m
 from txnwatch.store import queries
 
@@ -44,7 +44,11 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
                           last_error=redact_optional(last_error), polls=counts.total, failed_polls=counts.failed,
                           history_mode=history.mode if history else "polling",
                           history_mode_reason=history.reason if history else "",
-                          txnlog_lag_records=history.lag_records if history else None)
+                          txnlog_lag_records=history.lag_records if history else None,
+                          history_gaps=[HistoryGapOut(log_partition=g.log_partition, first_offset=g.first_offset,
+                                                      last_offset=g.last_offset, records=g.records,
+                                                      after=_ms(g.after_ms), before=_ms(g.before_ms))
+                                        for g in (history.gaps if history else ())])
 
 
 @router.get("", response_model=list[ClusterSummary], summary="Watched Kafka clusters and their poll status",
