@@ -173,3 +173,42 @@ def test_a_browser_gets_a_page_with_a_way_back(client: TestClient, path: str, st
 def test_the_api_answers_json_even_to_a_browser(client: TestClient) -> None:
     response = client.get("/api/v1/transactions/prod/nope", headers=HTML)
     assert response.status_code == 404 and response.json()["detail"]
+
+
+def test_partition_chart_fits_its_data_and_prints_no_label_over_it(client: TestClient) -> None:
+    """Issue 27 item 4: the axis spanned the whole hour with minutes of data in its right 3 %, and stall
+    and pin labels were printed over each other and over the line."""
+    from datetime import timedelta
+
+    from tests.console.scenario import FROZEN
+    from txnwatch.serve.console.charts import fitted_window, ms
+
+    option = _option(client.get(PAGES["partition"]).text)  # ?hours=2; the scenario's data starts later
+    lso = option["series"][1]
+    starts = [p[0] for s in option["series"] for p in s["data"]] + [a[0]["xAxis"] for a in lso["markArea"]["data"]]
+    starts += [pin["coord"][0] for pin in lso["markPoint"]["data"]]
+    span = option["xAxis"]["max"] - option["xAxis"]["min"]
+    assert option["xAxis"]["max"] == ms(FROZEN) and span < ms(FROZEN) - ms(FROZEN - timedelta(hours=2))
+    assert option["xAxis"]["min"] <= min(starts) and (min(starts) - option["xAxis"]["min"]) <= span / 10 + 30_000
+    assert lso["markArea"]["label"] == {"show": False} and lso["markPoint"]["label"] == {"show": False}
+    assert lso["labelLayout"] == {"hideOverlap": True}
+    empty = (FROZEN - timedelta(hours=1), FROZEN)
+    assert fitted_window(empty, []) == empty, "no data: the whole chosen window"
+    assert fitted_window(empty, [FROZEN - timedelta(days=2)]) == empty, "never wider than the choice"
+    three_minutes = fitted_window(empty, [FROZEN - timedelta(minutes=3)])
+    assert three_minutes == (FROZEN - timedelta(minutes=3, seconds=30), FROZEN)
+
+
+def test_episode_table_names_the_blocker_in_words(client: TestClient) -> None:
+    html = client.get(PAGES["partition"]).text
+    cell = re.search(r'data-testid="blocker">(.*?)</td>', html, re.S)
+    assert cell is not None
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", cell.group(1))).strip()
+    assert text == "producer 2001, epoch 3, transactional id orders-app-0_0"
+
+
+def test_a_hanging_ids_page_says_the_coordinator_does_not_know_it(client: TestClient) -> None:
+    html = client.get(PAGES["transaction"]).text
+    notice = re.search(r'data-testid="coordinator-unaware">(.*?)</p>', html, re.S)
+    assert notice is not None and "The coordinator does not know this transaction" in notice.group(1)
+    assert "orders-0" in notice.group(1)
