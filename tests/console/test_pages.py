@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from html import unescape
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
