@@ -25,7 +25,7 @@ from txnwatch.core import commands
 from txnwatch.lab import faults
 from txnwatch.lab.topics import create_topic, delete_topics_quietly, unique_topic_name
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.browser, pytest.mark.slow]
 
 
 @dataclass

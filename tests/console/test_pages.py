@@ -181,7 +181,8 @@ def test_partition_chart_fits_its_data_and_prints_no_label_over_it(client: TestC
     from datetime import timedelta
 
     from tests.console.scenario import FROZEN
-    from txnwatch.serve.console.charts import fitted_window, ms
+    from txnwatch.core.epoch import to_ms as ms
+    from txnwatch.serve.console.charts import fitted_window
 
     option = _option(client.get(PAGES["partition"]).text)  # ?hours=2; the scenario's data starts later
     lso = option["series"][1]

@@ -8,7 +8,6 @@ answer this time is carried over unchanged until a poll can decide it again.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -30,6 +29,7 @@ from txnwatch.alerting.conditions import (
     runbook_link,
     transaction_incident_key,
 )
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.detect import Findings
 from txnwatch.detect.verification import VerificationCheck
@@ -51,11 +51,11 @@ def _age(ms: int) -> str:
 def _at(ms: int) -> str:
     """A moment, not a duration: a summary that says "since 02:41:07 UTC" is still true when read later (a page
     that said "for 50 s" is wrong a minute on), and it is the same moment the console and the API show."""
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%H:%M:%S UTC")
+    return from_ms(ms).strftime("%H:%M:%S UTC")
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
+    return from_ms(ms).isoformat()
 
 
 class ConditionBuilder:
@@ -199,7 +199,7 @@ class AlertSink:
 
     def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
-        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        now = from_ms(now_ms)
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
         self._publish(cluster)
 

@@ -370,7 +370,7 @@ class LsoStall:
 
 
 @dataclass(frozen=True, slots=True)
-class VerificationSample:
+class VerificationOutcome:
     """One partition/open-transaction pair resolved: verified after ``verification_ms``, or failed."""
 
     cluster: str

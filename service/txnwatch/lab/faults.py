@@ -179,7 +179,7 @@ def inject_hanging_transaction(bootstrap: str, topic: str, partition: int = 0, *
 
 
 @dataclass
-class LsoStall(Fault):
+class LsoStallFault(Fault):
     """A real producer opened a transaction and went silent: the LSO stays at `first_offset` until the
     coordinator times it out (`transaction_timeout_ms`) or `clear()` aborts it."""
 
@@ -202,7 +202,7 @@ class LsoStall(Fault):
 
 
 def start_lso_stall(bootstrap: str, topic: str, partition: int = 0, *, transaction_timeout_ms: int = 15_000,
-                    transactional_id: str | None = None, records: int = 3) -> LsoStall:
+                    transactional_id: str | None = None, records: int = 3) -> LsoStallFault:
     transactional_id = transactional_id or unique_transactional_id("txnwatch-lab-stall")
     producer = transactional_producer(bootstrap, transactional_id, transaction_timeout_ms)
     producer.begin_transaction()
@@ -211,7 +211,7 @@ def start_lso_stall(bootstrap: str, topic: str, partition: int = 0, *, transacti
     producer.flush()
     first = futures[0].get(timeout=30)
     pid, epoch = _producer_id_and_epoch(producer)
-    return LsoStall(producer=producer, transactional_id=transactional_id, topic=topic, partition=partition,
+    return LsoStallFault(producer=producer, transactional_id=transactional_id, topic=topic, partition=partition,
                     producer_id=pid, producer_epoch=epoch, first_offset=first.offset,
                     transaction_timeout_ms=transaction_timeout_ms)
 
@@ -320,7 +320,7 @@ def fence_producer(bootstrap: str, topic: str, partition: int = 0, *, transactio
 
 
 @dataclass
-class StuckPrepare(Fault):
+class StuckPrepareFault(Fault):
     """The leader of a partition in the transaction is frozen (or stopped) while the producer commits
     (or aborts): the coordinator persists PrepareCommit/PrepareAbort but cannot write the marker, so the
     transaction stays in Prepare* until the broker comes back (`clear()`)."""
@@ -358,7 +358,7 @@ def _transactional_id_not_on(lab: LabCluster, avoid: int, prefix: str) -> tuple[
 
 
 def stuck_prepare(lab: LabCluster, topic: str, partition: int = 0, *, mode: str = "freeze",
-                  commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepare:
+                  commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepareFault:
     """`mode`: "freeze" (SIGSTOP) or "stop" (SIGKILL) the partition leader right before EndTxn.
 
     Use a replication-factor-1 topic: with other replicas in the ISR, the controller would move
@@ -385,7 +385,7 @@ def stuck_prepare(lab: LabCluster, topic: str, partition: int = 0, *, mode: str 
 
     thread = threading.Thread(target=end, name=f"stuck-prepare-{transactional_id}", daemon=True)
     thread.start()
-    return StuckPrepare(lab=lab, producer=producer, transactional_id=transactional_id, topic=topic,
+    return StuckPrepareFault(lab=lab, producer=producer, transactional_id=transactional_id, topic=topic,
                         partition=partition, leader=leader, coordinator=coordinator, mode=mode, commit=commit,
                         end_thread=thread, end_error=errors)
 

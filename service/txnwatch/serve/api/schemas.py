@@ -123,7 +123,7 @@ class TransactionPage(Page[TransactionSummary]):
     pass
 
 
-class Transition(_Out):
+class TransitionOut(_Out):
     observed_at: datetime
     from_state: str | None
     to_state: str
@@ -247,7 +247,7 @@ class TransactionDetail(TransactionSummary):
                                                               "offsets: an LSO at the transaction's first offset "
                                                               "blocks read_committed consumers.")
     hanging_episodes: list[HangingEpisodeOut] = Field(description="Open hanging episodes of this transactional id.")
-    timeline: list[Transition] = Field(description="Observed state changes, newest first.")
+    timeline: list[TransitionOut] = Field(description="Observed state changes, newest first.")
     timeline_truncated: bool = Field(description="More transitions exist than `timeline_limit` returned.")
 
 

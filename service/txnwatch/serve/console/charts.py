@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.core.vocabulary import TxnEvent, TxnState
 
 STALL_AREA = "rgba(214, 39, 40, 0.14)"
@@ -21,10 +22,6 @@ FENCE_COLOR = "#d62728"
 STATE_AXIS: tuple[str, ...] = tuple(s.value for s in (
     TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.ONGOING, TxnState.PREPARE_COMMIT,
     TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD, TxnState.UNKNOWN))
-
-
-def ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
 
 
 def _base(y_name: str) -> dict[str, Any]:
@@ -77,25 +74,25 @@ def partition_offsets(points: Sequence[OffsetPoint], stalls: Sequence[Episode],
     if window is not None:
         begin, end = fitted_window(window, [*(p.at for p in points), *(s.start for s in stalls),
                                             *(at for at, _, _ in hanging)])
-        option["xAxis"].update(min=ms(begin), max=ms(end))
+        option["xAxis"].update(min=to_ms(begin), max=to_ms(end))
     lso_series: dict[str, Any] = {
         "name": "last stable offset (read_committed)", "type": "line", "step": "end", "showSymbol": False,
-        "data": [[ms(p.at), p.last_stable_offset] for p in points],
+        "data": [[to_ms(p.at), p.last_stable_offset] for p in points],
         "labelLayout": {"hideOverlap": True},
         "markArea": {"itemStyle": {"color": STALL_AREA}, "label": {"show": False},
                      "emphasis": {"label": {"show": True, "position": "insideTop"}},
                      "tooltip": {"trigger": "item", "formatter": "{b}"},
-                     "data": [[{"name": s.label, "xAxis": ms(s.start)}, {"xAxis": ms(s.end)}] for s in stalls]},
+                     "data": [[{"name": s.label, "xAxis": to_ms(s.start)}, {"xAxis": to_ms(s.end)}] for s in stalls]},
     }
     if hanging:
         lso_series["markPoint"] = {"symbol": "pin", "symbolSize": 28, "symbolOffset": [0, "-50%"],
                                    "itemStyle": {"color": FENCE_COLOR}, "label": {"show": False},
                                    "tooltip": {"trigger": "item", "formatter": "{b}"},
-                                   "data": [{"name": label, "coord": [ms(at), offset]}
+                                   "data": [{"name": label, "coord": [to_ms(at), offset]}
                                             for at, offset, label in hanging]}
     option["series"] = [
         {"name": "high watermark", "type": "line", "step": "end", "showSymbol": False,
-         "data": [[ms(p.at), p.high_watermark] for p in points]},
+         "data": [[to_ms(p.at), p.high_watermark] for p in points]},
         lso_series,
     ]
     return option
@@ -126,12 +123,12 @@ def transaction_timeline(points: Sequence[StatePoint], now: datetime) -> dict[st
     option = _base("state")
     option["yAxis"] = [{"type": "category", "name": "state", "data": list(STATE_AXIS)},
                        {"type": "value", "name": "epoch", "minInterval": 1, "scale": True, "position": "right"}]
-    states = [[ms(p.at), p.state if p.state in STATE_AXIS else TxnState.UNKNOWN.value] for p in points]
-    epochs = [[ms(p.at), p.producer_epoch] for p in points]
+    states = [[to_ms(p.at), p.state if p.state in STATE_AXIS else TxnState.UNKNOWN.value] for p in points]
+    epochs = [[to_ms(p.at), p.producer_epoch] for p in points]
     if points:  # the last state holds until now
-        states.append([ms(now), states[-1][1]])
-        epochs.append([ms(now), epochs[-1][1]])
-    marks = [{"name": label, "xAxis": ms(p.at)} for p in points if (label := _event_label(p))]
+        states.append([to_ms(now), states[-1][1]])
+        epochs.append([to_ms(now), epochs[-1][1]])
+    marks = [{"name": label, "xAxis": to_ms(p.at)} for p in points if (label := _event_label(p))]
     option["series"] = [
         {"name": "coordinator state", "type": "line", "step": "end", "symbolSize": 7, "data": states,
          "markLine": {"symbol": "none", "lineStyle": {"color": FENCE_COLOR, "type": "dashed"},

@@ -25,6 +25,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.redact import redact_optional
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
@@ -127,7 +128,7 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         record = records.get(name)
         # This process's view when it polls the cluster; otherwise what the polling replica recorded.
         if view is not None and view.last_poll_at_ms is not None:
-            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
+            up, error, last = view.up, redact_optional(view.last_error), from_ms(view.last_success_at_ms)
         else:
             up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
@@ -135,7 +136,7 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
             history_gaps=[dict(partition=g.log_partition, first=g.first_offset, last=g.last_offset, records=g.records,
-                               after=humanize.from_ms(g.after_ms), before=humanize.from_ms(g.before_ms))
+                               after=from_ms(g.after_ms), before=from_ms(g.before_ms))
                           for g in reversed(gaps)],
             cards=[card for card in incident_cards if card.cluster == name],
             alerts=[a for a in other_alerts if a.cluster_name == name]))

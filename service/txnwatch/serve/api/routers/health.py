@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select, text
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.core.redact import redact
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api.deps import RuntimeDep
@@ -85,4 +86,4 @@ def _last_polls_from_db(runtime: Runtime) -> dict[str, tuple[int | None, str | N
             rows = session.execute(select(Cluster.name, Cluster.last_success_at, Cluster.last_error)).all()
     except Exception:
         return {}
-    return {name: (int(at.timestamp() * 1000) if at else None, error) for name, at, error in rows}
+    return {name: (to_ms(at) if at else None, error) for name, at, error in rows}
