@@ -466,6 +466,9 @@ class TxnLogRecord(NamedTuple):
     unknown_tags: tuple[tuple[int, bytes], ...] = ()
     problem: str | None = None
     raw_value: bytes | None = None
+    #: NextProducerEpoch (tag 3, Kafka 4.3+): the epoch that goes with ``next_producer_id``.  Last, so that
+    #: records built by position before it existed stay valid.
+    next_producer_epoch: int | None = None
 
     @property
     def at_ms(self) -> int:
