@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
-from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder  # noqa: E402
-from kafka.record.util import calc_crc32c  # noqa: E402
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+from kafka.record.util import calc_crc32c
 
-from txnwatch.kafka.record_count import PARTITION_MAX_BYTES, count_records  # noqa: E402
+from txnwatch.kafka.record_count import PARTITION_MAX_BYTES, count_records
 
 
 def _batch(base: int, count: int, producer_id: int, codec: int, value: bytes) -> bytes:
