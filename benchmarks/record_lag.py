@@ -14,6 +14,7 @@ time and the machine's load.  No Kafka needed: the answers are built from real r
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import struct
 import sys
@@ -99,8 +100,8 @@ def main() -> None:
         assert counted is not None and (committed_at or counted.records == expected), (counted, expected)
         count_s = decode_s = (0.0, 0.0)
         for _ in range(2):  # alternate, so a load spike hits both
-            c = timed(lambda raw=raw, a=aborted, lso=lso, at=committed_at: count_records(raw, at, lso, a), args.runs)
-            d = timed(lambda raw=raw: decode_all(raw), args.runs)
+            c = timed(functools.partial(count_records, raw, committed_at, lso, aborted), args.runs)
+            d = timed(functools.partial(decode_all, raw), args.runs)
             count_s, decode_s = (count_s[0] + c[0] / 2, count_s[1] + c[1] / 2), (decode_s[0] + d[0] / 2,
                                                                                   decode_s[1] + d[1] / 2)
         print(f"{name:<44}{lso:>8}{counted.records:>8}  {count_s[0] * 1e3:>7.2f} ({count_s[1] * 1e3:>6.2f})  "
