@@ -150,20 +150,11 @@ def inject_hanging_transaction(bootstrap: str, topic: str, partition: int = 0, *
         leader = partition_leaders(admin, topic)[partition]
         if leader < 0:
             raise LabError(f"{topic}-{partition} has no leader")
-        batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=pid,
-                                          producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
-        for i in range(records):
-            batch.append(i, timestamp=None, key=b"hanging", value=f"hanging-{i}".encode(), headers=[])
-        Topic = ProduceRequest.TopicProduceData
-        Partition = Topic.PartitionProduceData
         # Produce v3..v9: the pre-KIP-890-part-2 path, where the leader does not add the partition to
         # the transaction itself (v12+ with transaction.version 2 would).
-        request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10_000,
-                                 topic_data=[Topic(name=topic, partition_data=[
-                                     Partition(index=partition, records=bytes(batch.build()))])],
-                                 min_version=3, max_version=9)
-        response = send(admin, request, node_id=leader)
-        result = response.responses[0].partition_responses[0]
+        result = transactional_produce(admin, leader, transactional_id, topic, partition, pid, epoch,
+                                       [f"hanging-{i}".encode() for i in range(records)], key=b"hanging",
+                                       versions=(3, 9), timeout_ms=10_000)
         error = Errors.for_code(result.error_code)
         if error is not Errors.NoError:
             raise LabError(f"raw transactional Produce to {topic}-{partition} was rejected with {error.__name__}; "
@@ -173,6 +164,26 @@ def inject_hanging_transaction(bootstrap: str, topic: str, partition: int = 0, *
                           first_offset=int(result.base_offset), leader=leader, coordinator=coordinator)
     finally:
         admin.close()
+
+
+def transactional_produce(admin: Any, leader: int, transactional_id: str, topic: str, partition: int,
+                          producer_id: int, producer_epoch: int, values: list[bytes], *, key: bytes,
+                          versions: tuple[int, int], timeout_ms: int) -> Any:
+    """One raw transactional batch (sequence 0) to `leader` with a Produce version in `versions`; the
+    partition's answer.  Which version decides who adds the partition to the transaction: v3-v9 nobody (the
+    pre-KIP-890 hanging transaction), v12 the leader itself under transaction version 2 (v13 names topics
+    by id)."""
+    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                      producer_epoch=producer_epoch, base_sequence=0, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        batch.append(i, timestamp=None, key=key, value=value, headers=[])
+    Topic = ProduceRequest.TopicProduceData
+    Partition = Topic.PartitionProduceData
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms,
+                             topic_data=[Topic(name=topic, partition_data=[
+                                 Partition(index=partition, records=bytes(batch.build()))])],
+                             min_version=versions[0], max_version=versions[1])
+    return send(admin, request, node_id=leader).responses[0].partition_responses[0]
 
 
 # -- LSO stall ------------------------------------------------------------------------------------
