@@ -1,5 +1,5 @@
-# The two commands.  Everything they need is installed by scripts/bootstrap.sh.
-.PHONY: run test
+# The commands.  Everything they need is installed by scripts/bootstrap.sh.
+.PHONY: run test test-fast
 
 # Start a local lab Kafka cluster with a demo workload (a hanging transaction and an
 # LSO stall included) and txnwatch on SQLite: REST + /metrics on http://127.0.0.1:8080.
@@ -11,3 +11,9 @@ run:
 test:
 	@bash scripts/bootstrap.sh --test
 	@bash scripts/test.sh
+
+# The pure, unit and in-process API tests (SQLite only), after the same lint gates: no Kafka lab, PostgreSQL,
+# Spark or browser (a test that would start one fails and names the marker it lacks). Under three minutes.
+test-fast:
+	@bash scripts/bootstrap.sh
+	@TXNWATCH_TEST_LANE=fast bash scripts/test.sh -m "not lab and not postgres and not spark and not browser and not slow" -q

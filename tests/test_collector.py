@@ -8,7 +8,8 @@ from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
 
-from txnwatch.collect.poll_loop import Backoff, ClusterPollLoop, Collector
+from txnwatch.collect.poll_loop import ClusterPollLoop, Collector
+from txnwatch.core.backoff import Backoff
 from txnwatch.core.model import ClusterSnapshot, RequestError
 from txnwatch.core.views import LatestState
 from txnwatch.metrics.poll_counters import PollMetrics

@@ -55,6 +55,10 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
          "clusters.0.groups_include: invalid regular expression 'orders-('"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', groups_exclude: ['[a-']}\n",
          "clusters.0.groups_exclude: invalid regular expression '[a-'"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', transactional_id_pattern: '(?i)team-a-.*'}\n",
+         "clusters.0.transactional_id_pattern: transactional_id_pattern '(?i)team-a-.*' uses '(?i'"),
+        ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', transactional_id_pattern: '[[:alpha:]]+'}\n",
+         "POSIX or nested classes differ between RE2/J and Python"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', max_groups: -1}\n",
          "clusters.0.max_groups: Input should be greater than or equal to 0"),
         ("lag_sample_interval_seconds: -5\n", "lag_sample_interval_seconds: Input should be greater than or equal to 0"),
@@ -105,6 +109,14 @@ def test_cli_config_check_bad_group_regex_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = [line for line in result.stderr.splitlines() if "groups_include" in line]
     assert "invalid regular expression '(orders'" in line
+
+
+def test_cli_config_check_refuses_a_java_only_id_pattern_in_one_line(tmp_path: Path) -> None:
+    config = "clusters:\n  - {name: a, bootstrap_servers: 'h:1', transactional_id_pattern: 'a\\p{L}+'}\n"
+    result = run_cli("config", "check", str(write(tmp_path, config)))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "transactional_id_pattern" in line]
+    assert "uses the escape \\p" in line
 
 
 def test_cli_bad_config_exits_2_without_traceback(tmp_path: Path) -> None:

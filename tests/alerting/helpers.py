@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting import Condition, OutboxDispatcher, PagerDutyNotifier, evaluate
 from txnwatch.alerting.conditions import HANGING_TRANSACTION, abort_command, partition_incident_key, runbook_link
-from txnwatch.alerting.outbox import Backoff
 from txnwatch.alerting.rules import effective_rules
+from txnwatch.core.backoff import Backoff
 from txnwatch.core.config import AlertRuleConfig
 from txnwatch.store import models as m
 
@@ -52,7 +52,7 @@ def step(sessions: sessionmaker[Session], conditions: Iterable[Condition], now: 
 def dispatcher(sessions: sessionmaker[Session], url: str, max_attempts: int = 20) -> OutboxDispatcher:
     notifier = PagerDutyNotifier(SecretStr(ROUTING_KEY), events_url=url, timeout_seconds=5)
     return OutboxDispatcher(sessions, {"pagerduty": notifier}, max_attempts=max_attempts,
-                            backoff=Backoff(base_seconds=2, cap_seconds=60), rng=random.Random(7))
+                            backoff=Backoff(base_s=2, cap_s=60), rng=random.Random(7))
 
 
 def outbox(sessions: sessionmaker[Session]) -> list[m.OutboxEvent]:

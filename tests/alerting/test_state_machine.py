@@ -14,8 +14,9 @@ from sqlalchemy import Engine, select
 from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import T0, hanging, rules
 from txnwatch.alerting import OutboxDispatcher, evaluate
-from txnwatch.alerting.outbox import Backoff, Delivery
+from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
+from txnwatch.core.backoff import Backoff
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_sessionmaker

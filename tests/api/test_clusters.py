@@ -123,3 +123,25 @@ def test_cluster_detail_says_what_the_group_caps_left_out(seeded: Seeded) -> Non
     assert omitted == [{"kind": "consumer_group", "reason": "cap", "count": 4500},
                        {"kind": "group_partition", "reason": "cap", "count": 13500}]
     assert untouched == []
+
+
+def test_history_gaps_are_served_with_their_span_and_shown_on_the_console(seeded: Seeded) -> None:
+    """A compaction gap the tail found reaches the API (offsets, records, times) and the console's Now page."""
+    from txnwatch.core.views import HistoryGap, HistoryView
+
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    gap = HistoryGap(log_partition=7, first_offset=120, last_offset=179, after_ms=1_700_000_000_000,
+                     before_ms=1_700_000_600_000)
+    runtime.state.update(PROD, history=HistoryView(mode="exact", reason="reading the transaction log", gaps=(gap,),
+                                                   gap_count=1, gap_records=60))
+    try:
+        with make_client(runtime) as client:
+            prod = ok(client, f"{URL}/{PROD}")
+            listed = {c["name"]: c for c in ok(client, URL)}
+            html = client.get("/console").text
+    finally:
+        runtime.engine.dispose()
+    assert prod["history_gaps"] == [{"log_partition": 7, "first_offset": 120, "last_offset": 179, "records": 60,
+                                     "after": "2023-11-14T22:13:20Z", "before": "2023-11-14T22:23:20Z"}]
+    assert listed[PROD]["history_gaps"] == prod["history_gaps"] and listed[STAGING]["history_gaps"] == []
+    assert 'data-testid="history-gaps"' in html and "120&ndash;179" in html and "lower bounds" in html

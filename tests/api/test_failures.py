@@ -72,6 +72,7 @@ def outage_server() -> Iterator[PostgresServer]:
         shutil.rmtree(server.root, ignore_errors=True)
 
 
+@pytest.mark.postgres
 def test_database_down_is_503_and_recovers(outage_server: PostgresServer) -> None:
     url = outage_server.create_database("outage")
     seed(url)

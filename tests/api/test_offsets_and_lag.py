@@ -6,6 +6,10 @@ from fastapi.testclient import TestClient
 
 from tests.api.factory import PROD, STAGING, UNREADABLE
 from tests.api.helpers import flat, invalid_param, ok, walk
+from txnwatch.core.model import GroupLag, TopicPartition
+from txnwatch.core.views import ClusterView
+from txnwatch.detect import Findings
+from txnwatch.runtime.lifecycle import Runtime
 
 
 def test_partitions_show_the_latest_sample_only(client: TestClient) -> None:
@@ -71,3 +75,26 @@ def test_unknown_group_is_404(client: TestClient) -> None:
         response = client.get(f"/api/v1/consumer-groups/{path}")
         assert response.status_code == 404, path
         assert "unknown cluster" in response.json()["detail"] or "no committed offsets" in response.json()["detail"]
+
+
+def test_record_lag_comes_from_the_latest_poll_for_the_sampled_committed_offsets(client: TestClient,
+                                                                                runtime: Runtime) -> None:
+    def publish(committed_3: int) -> None:
+        rows = [(0, 400, 7), (1, 990, 0), (2, 800, 0), (3, committed_3, 9)]
+        lags = tuple(GroupLag(PROD, "orders-consumer", TopicPartition("orders", p), c, None, None, None,
+                              lag_records=n) for p, c, n in rows)
+        runtime.state.publish(ClusterView(name=PROD, up=True, findings=Findings(PROD, 0, lags=lags)))
+
+    before = runtime.state.get(PROD)
+    try:
+        publish(committed_3=400)
+        group = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+        assert [p["lag_records"] for p in group["partition_lags"]] == [7, 0, 0, 9]
+        assert (group["lag_records"], group["lag_lso"]) == (16, 40)
+        publish(committed_3=401)  # the poll saw another committed offset than the stored sample: not this one's
+        group = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+        assert [p["lag_records"] for p in group["partition_lags"]] == [7, 0, 0, None]
+        assert group["lag_records"] is None
+    finally:
+        if before is not None:
+            runtime.state.publish(before)

@@ -61,3 +61,15 @@ def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:
 def test_other_read_routers_never_answer_5xx(case, runtime: Runtime) -> None:
     APP.state.runtime = runtime
     case.validate_response(case.call(), checks=[not_a_server_error])
+
+
+def test_health_examples_are_real_answers(client: TestClient) -> None:
+    """Issue 27 item 7: ReDoc showed a placeholder ({"additionalProp1": "string"}) for /healthz."""
+    spec = client.get("/openapi.json").json()
+    alive = spec["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    schema = spec["components"]["schemas"][alive["$ref"].rsplit("/", 1)[1]]
+    assert schema["examples"] == [client.get("/healthz").json()] == [{"status": "ok"}]
+    ready = spec["paths"]["/readyz"]["get"]["responses"]
+    answer = client.get("/readyz").json()
+    for code in ("200", "503"):
+        assert set(ready[code]["content"]["application/json"]["example"]) == set(answer), code

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from tests.fixtures.lanes import refuse_in_fast_lane
+
 LOCAL_HOSTS = frozenset({"127.0.0.1"})
 
 
@@ -83,6 +85,7 @@ class Browser:
 
 
 def browser_session() -> Iterator[Browser]:
+    refuse_in_fast_lane("a browser", "browser")
     b = Browser()
     try:
         yield b

@@ -25,7 +25,7 @@ from txnwatch.core import commands
 from txnwatch.lab import faults
 from txnwatch.lab.topics import create_topic, delete_topics_quietly, unique_topic_name
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.browser, pytest.mark.slow]
 
 
 @dataclass
@@ -109,7 +109,12 @@ def test_now_page_shows_the_hanging_transaction_with_its_abort_command(scene: Sc
         badges = {b.inner_text().strip() for b in card.locator("[data-testid=group-position]").all()}
         assert badges == {"stuck at the LSO", "read_uncommitted, not blocked"}, "a group past the LSO is not stuck"
         assert re.search(r"[\d,]+\s+records are invisible", text)
-        assert card.locator("a", has_text="Runbook").get_attribute("href") == "/console/runbooks#kafkahangingtransaction"
+        assert card.locator("a", has_text="Runbook: hanging transaction").get_attribute("href") == \
+            "/console/runbooks#kafkahangingtransaction"
+        # One incident, one card: the LSO stall it causes is on this card, not on a second one.
+        assert page.locator("[data-testid=stall]", has_text=f"{scene.topic}-0").count() == 0
+        assert card.locator("[data-testid=effect-stall]").count() == 1
+        assert card.locator("[data-testid=since]").count() == 1
 
 
 def test_partition_page_charts_hwm_and_lso(scene: Scene, browser: Browser) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,18 @@ def test_runbooks_page_has_every_alert_anchor(client: TestClient) -> None:
         assert f'id="{alert.anchor}"' in html
 
 
+def test_runbooks_are_rendered_markdown_not_literal(client: TestClient) -> None:
+    """Issue 27 item 7: the page showed `[metrics.md](metrics.md)` and `---` as typed."""
+    html = client.get("/console/runbooks").text
+    assert "[metrics.md](metrics.md)" not in html and "<p>---</p>" not in html and "<hr" in html
+    assert '<a href="https://github.com/txnwatch/txnwatch/blob/main/docs/metrics.md">metrics.md</a>' in html
+    assert '<a href="#kafkahangingtransaction">KafkaHangingTransaction</a>' in html  # anchors stay on the page
+    assert "<table>" in html and "**" not in html  # tables and bold, rendered
+    body = html[html.index('id="kafkahangingtransaction"'):]
+    assert "<pre><code" in body and "# or with Kafka's own tool:" in unescape(body), \
+        "a # inside a code block is code, not a heading"
+
+
 def test_the_read_token_guards_the_console_and_a_login_sets_a_cookie(tmp_path: Path) -> None:
     with console_client(tmp_path, api=ApiConfig(read_token="s3cret")) as c:
         first = c.get("/console/partitions/prod/orders/0", follow_redirects=False, headers={"Accept": "text/html"})
@@ -133,3 +146,97 @@ def test_grafana_links_name_panels_that_exist() -> None:
     assert used
     for uid, title in used:
         assert uid in PANELS and (not title or title in PANELS[uid]), (uid, title)
+
+
+HTML = {"Accept": "text/html,application/xhtml+xml"}
+
+
+@pytest.mark.parametrize(("path", "status", "words"), [
+    pytest.param("/console/transactions/prod/nope", 404, "transactional id 'nope' is unknown", id="unknown-id"),
+    pytest.param("/console/partitions/prod/orders/99", 404, "no offsets are recorded for partition orders-99",
+                 id="unknown-partition"),
+    pytest.param("/console/partitions/nowhere/orders/0", 404, "unknown cluster", id="unknown-cluster"),
+    pytest.param("/console/partitions/prod/orders/x", 422, "partition", id="not-a-number"),
+    pytest.param("/console/no-such-page", 404, "Not Found", id="no-such-page"),
+])
+def test_a_browser_gets_a_page_with_a_way_back(client: TestClient, path: str, status: int, words: str) -> None:
+    """Issue 27 item 7: unknown ids and partitions answered raw JSON, or an empty 200, in the browser."""
+    response = client.get(path, headers=HTML)
+    assert response.status_code == status and response.headers["content-type"].startswith("text/html")
+    assert words in unescape(response.text) and '<a href="/console">Back to Now</a>' in response.text
+    if "/prod/" in path:
+        assert 'href="/console#cluster-prod"' in response.text
+    scripted = client.get(path)  # a script keeps the API's one JSON shape
+    assert scripted.status_code == status and "detail" in scripted.json()
+
+
+def test_the_api_answers_json_even_to_a_browser(client: TestClient) -> None:
+    response = client.get("/api/v1/transactions/prod/nope", headers=HTML)
+    assert response.status_code == 404 and response.json()["detail"]
+
+
+def test_partition_chart_fits_its_data_and_prints_no_label_over_it(client: TestClient) -> None:
+    """Issue 27 item 4: the axis spanned the whole hour with minutes of data in its right 3 %, and stall
+    and pin labels were printed over each other and over the line."""
+    from datetime import timedelta
+
+    from tests.console.scenario import FROZEN
+    from txnwatch.core.epoch import to_ms as ms
+    from txnwatch.serve.console.charts import fitted_window
+
+    option = _option(client.get(PAGES["partition"]).text)  # ?hours=2; the scenario's data starts later
+    lso = option["series"][1]
+    starts = [p[0] for s in option["series"] for p in s["data"]] + [a[0]["xAxis"] for a in lso["markArea"]["data"]]
+    starts += [pin["coord"][0] for pin in lso["markPoint"]["data"]]
+    span = option["xAxis"]["max"] - option["xAxis"]["min"]
+    assert option["xAxis"]["max"] == ms(FROZEN) and span < ms(FROZEN) - ms(FROZEN - timedelta(hours=2))
+    assert option["xAxis"]["min"] <= min(starts) and (min(starts) - option["xAxis"]["min"]) <= span / 10 + 30_000
+    assert lso["markArea"]["label"] == {"show": False} and lso["markPoint"]["label"] == {"show": False}
+    assert lso["labelLayout"] == {"hideOverlap": True}
+    empty = (FROZEN - timedelta(hours=1), FROZEN)
+    assert fitted_window(empty, []) == empty, "no data: the whole chosen window"
+    assert fitted_window(empty, [FROZEN - timedelta(days=2)]) == empty, "never wider than the choice"
+    three_minutes = fitted_window(empty, [FROZEN - timedelta(minutes=3)])
+    assert three_minutes == (FROZEN - timedelta(minutes=3, seconds=30), FROZEN)
+
+
+def test_episode_table_names_the_blocker_in_words(client: TestClient) -> None:
+    html = client.get(PAGES["partition"]).text
+    cell = re.search(r'data-testid="blocker">(.*?)</td>', html, re.S)
+    assert cell is not None
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", cell.group(1))).strip()
+    assert text == "producer 2001, epoch 3, transactional id orders-app-0_0"
+
+
+def test_a_hanging_ids_page_says_the_coordinator_does_not_know_it(client: TestClient) -> None:
+    html = client.get(PAGES["transaction"]).text
+    notice = re.search(r'data-testid="coordinator-unaware">(.*?)</p>', html, re.S)
+    assert notice is not None and "The coordinator does not know this transaction" in notice.group(1)
+    assert "orders-0" in notice.group(1)
+
+
+def test_now_page_shows_the_brokers_transaction_signals_beside_txnwatchs(client: TestClient) -> None:
+    from txnwatch.core.model import BrokerTxnSignals, BrokerVerification, ClusterSnapshot
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+    before = runtime.state.get("prod")
+    assert 'data-testid="broker-signals"' not in client.get("/console").text  # no exporter configured: no table
+    figures = (BrokerVerification("1", "u", verifications=3, signals=BrokerTxnSignals(
+                   late_transaction_partitions=2, lso_lag=(("orders", 0, 1500), ("orders", 1, 0)),
+                   marker_unknown_destination_queue=4, marker_log_append_retry_queue=0, coordinator_load_ms_max=89.0)),
+               BrokerVerification("2", "u", error="no AddPartitionsToTxnManager ...", signals=BrokerTxnSignals(
+                   lso_lag=(("orders", 2, 0),))),
+               BrokerVerification("3", "u", error="ConnectError"))
+    runtime.state.update("prod", snapshot=ClusterSnapshot(cluster="prod", taken_at_ms=1, duration_ms=1,
+                                                          broker_verification=figures))
+    try:
+        html = client.get("/console").text
+    finally:
+        if before is not None:
+            runtime.state.publish(before)
+    table = html[html.index('data-testid="broker-signals"'):html.index("</table>", html.index('data-testid="broker-signals"'))]
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in table.split("<tr>")[2:]]
+    assert rows[0] == ["1", "2", "1,500", "(orders-0)", "4", "0", "89", "ms"]
+    assert rows[1] == ["2", "not", "reported", "0", "not", "reported", "not", "reported", "not", "reported"]
+    assert len(rows) == 2  # broker 3's exporter did not answer: nothing to show beside txnwatch's figures
+    assert "txnwatch: 2 hanging" in html

@@ -106,7 +106,8 @@ def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Da
         return [a for a in pagerduty.actions() if topic in a[1]]
 
     wait_for(lambda: any(action == "trigger" for action, _ in topic_pages()), 30, what="the PagerDuty trigger")
-    ((_, key),) = topic_pages()
+    key = topic_pages()[0][1]
+    assert set(topic_pages()) == {("trigger", key)}  # a trigger, perhaps already its update: one dedup key
     trigger = next(e for e in pagerduty.accepted if e["dedup_key"] == key)
     details = trigger["payload"]["custom_details"]
     assert fault.producer_id in (details.get("producer_id"), details.get("blocking_producer_id"))
@@ -114,13 +115,24 @@ def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Da
 
     def incident_findings() -> list[dict[str, Any]]:
         (alert,) = [a for a in alerts(daemon) if a["incident_key"] == key]
-        return [{"rule": alert["rule"], "details": alert["details"]}, *alert["details"].get("related", [])]
+        return [{"rule": alert["root_cause"], "details": alert["details"]}, *alert["details"].get("related", [])]
 
     both = wait_for(lambda: (f := incident_findings()) and {"hanging_transaction", "lso_stall"} <= {
         x["rule"] for x in f} and f, 30, what="the hanging transaction to join the incident")
     (hanging_details,) = [x["details"] for x in both if x["rule"] == "hanging_transaction"]
     assert hanging_details["transactional_id"] == fault.transactional_id
     assert "kafka-transactions.sh" in hanging_details["suggested_action"]
+    # Titled by its root cause everywhere: the API, and PagerDuty (the first trigger, or an update with the same
+    # dedup key when the stall paged first: README's "hanging-transaction alert about a minute later").
+    (alert,) = [a for a in alerts(daemon) if a["incident_key"] == key]
+    assert alert["root_cause"] == "hanging_transaction" and alert["title"] == "Hanging transaction"
+    related = alert["summary"].rpartition("related: ")[2]  # the topic's own name may hold a rule id's words
+    assert alert["summary"].startswith("[lab] hanging transaction on") and related in ("LSO stalled)", alert["summary"])
+    last = wait_for(lambda: [e for e in pagerduty.accepted if e["dedup_key"] == key and "hanging transaction on"
+                             in e["payload"]["summary"]], 30, what="the page titled by its root cause")
+    assert last[-1]["payload"]["custom_details"]["root_cause"] == "hanging_transaction"
+    triggers = topic_pages()
+    assert set(triggers) == {("trigger", key)} and len(triggers) <= 2, "one incident: at most an update, never a new one"
     labels = [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds") if lbl["topic"] == topic]
     assert labels and labels[0]["producer_id"] == str(fault.producer_id)
 
@@ -129,7 +141,7 @@ def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Da
     daemon = start()
     seen = polls(daemon)
     wait_for(lambda: polls(daemon) >= seen + 5, 60, what="five polls by the restarted daemon")
-    assert topic_pages() == [("trigger", key)]
+    assert topic_pages() == triggers, "the restart paged nothing new"
     # The partition is also a verification failure (pending: its `for:` is 5 min); the restart did not reset it.
     verification = [(a["state"], a["resolved_at"]) for a in alerts(daemon) if a["rule"] == "verification_failure_rate"]
     assert verification == [("pending", None)], verification
@@ -150,8 +162,8 @@ def test_hanging_transaction_found_paged_aborted_resolved(start: Callable[[], Da
     wait_for(lambda: not hanging_on(daemon, topic), 30, what="the hanging episode to resolve")
     (closed,) = wait_for(lambda: [s for s in stalls_on(daemon, topic) if s["ended_at"]], 30, what="the stall to end")
     assert closed["max_gap"] >= 1
-    wait_for(lambda: len(topic_pages()) >= 2, 10, what="all of the topic's pages")
-    assert topic_pages() == [("trigger", key), ("resolve", key)]  # one incident, paged once, resolved once
+    wait_for(lambda: len(topic_pages()) >= len(triggers) + 1, 10, what="all of the topic's pages")
+    assert topic_pages() == [*triggers, ("resolve", key)]  # one incident, paged (and retitled), resolved once
     assert pagerduty.requests >= requests_before + 3 and not pagerduty.failures  # both refusals were retried
     wait_for(lambda: not [lbl for lbl, _ in metric(daemon, "txnwatch_hanging_transaction_age_seconds")
                           if lbl["topic"] == topic], 30, what="the hanging series to vanish")

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting import Alerting
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
-from txnwatch.collect.poll_loop import Backoff, ClusterPollLoop
+from txnwatch.collect.poll_loop import POLL_BACKOFF, ClusterPollLoop
 from txnwatch.core.config import Settings
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.core.views import LatestState
@@ -74,7 +74,7 @@ def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float])
     alerting = Alerting.from_settings(settings, sessions)
     sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, sessions, alerting.rules)
     return ClusterPollLoop("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
-                            clock=lambda: clock[0], backoff=Backoff())
+                            clock=lambda: clock[0], backoff=POLL_BACKOFF)
 
 
 def cluster_down_state(sessions: sessionmaker[Session]) -> str | None:

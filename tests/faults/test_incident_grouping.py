@@ -56,11 +56,17 @@ def test_stall_then_hanging_then_timeout_is_one_incident(sessions: sessionmaker[
     step(sessions, grouped(hanging(0), hanging(1)), at(30), rule_set)  # e.g. right after a restart
     (open_,) = [a for a in alerts(sessions) if a.state == "firing"]
     assert open_.incident_key == stall().incident_key and open_.details["incident_group"] == producer_group(CLUSTER, PID)
-    assert sorted(r["rule"] for r in open_.details["related"]) == ["hanging_transaction", "hanging_transaction"]
-    assert "hanging transaction" in open_.summary  # the most telling finding leads the summary
+    assert open_.rule == LSO_STALL and open_.details["root_cause"] == "hanging_transaction"  # key kept, cause named
+    assert [r["incident_key"] for r in open_.details["related"]] == [hanging(1).incident_key]
+    # The most telling finding titles the incident; the rest are named by their titles, never by rule id.
+    assert open_.summary == hanging(0).summary + " (+1 related: Hanging transaction)"
     step(sessions, [], at(45), rule_set)
-    assert [(e.action, e.dedup_key.split("/")[0]) for e in outbox(sessions)] == [("trigger", "lso_stall"),
-                                                                                 ("resolve", "lso_stall")]
+    events = outbox(sessions)
+    assert [(e.action, e.dedup_key) for e in events] == [("trigger", stall().incident_key)] * 2 + [
+        ("resolve", stall().incident_key)], "one incident: the update reuses the dedup key"
+    assert events[0].payload["summary"].startswith(stall().summary)
+    assert events[1].payload["summary"].startswith(hanging(0).summary), "the update names the root cause"
+    assert events[1].payload["details"]["root_cause"] == "hanging_transaction"
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)

@@ -41,6 +41,8 @@ class FakeCluster:
     share_groups: dict[str, int] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
     max_timeout_ms: str = "15000"
+    #: Highest version per request class, where lower than what txnwatch asks (ApiVersions).
+    versions: dict[str, int] = field(default_factory=dict)
 
     def answer(self, call: Call) -> Any:
         node, request = call.node_id, call.request
@@ -50,8 +52,11 @@ class FakeCluster:
             leaders = {**self.leaders, **{TopicPartition(TXN_STATE, n): n for n in self.brokers}}
             return a.metadata(self.brokers, leaders, controller=self.brokers[0], internal=[TXN_STATE])
         if call.api == "ListTransactions":
+            # A 4.1+ broker (KIP-1152) keeps only the ids the pattern matches; this fake knows one pattern.
+            pattern = getattr(request, "transactional_id_pattern", None)
+            assert pattern in (None, "team-a-.*"), pattern
             return a.list_transactions([(t, x.producer_id, x.state) for t, x in self.txns.items()
-                                        if x.coordinator == node])
+                                        if x.coordinator == node and (pattern is None or t.startswith("team-a-"))])
         if call.api == "DescribeTransactions":
             return a.describe_transactions(*(
                 a.txn(t, state=self.txns[t].state, producer_id=self.txns[t].producer_id,
@@ -103,7 +108,7 @@ class FakeWire:
         pass
 
     def supports(self, request_class: Any, version: int) -> bool:
-        return True
+        return version <= self.cluster.versions.get(request_class.__name__, version)
 
 
 SETTINGS = ClusterConnectionSettings(name="lab", bootstrap_servers=("127.0.0.1:9092",))
@@ -244,6 +249,43 @@ def test_topic_selection() -> None:
     assert {tp.topic for tp in snap.partitions} == {"orders"}
     asked = {t.name for r in wire.rounds for c in r if c.api == "DescribeProducers" for t in c.request.topics}
     assert asked == {"orders"}
+
+
+def _tenants() -> FakeCluster:
+    txns = {name: Txn(coordinator=1 + i % 3, producer_id=100 + i, partitions=(TopicPartition("orders", i % 3),))
+            for i, name in enumerate(["team-a-1", "team-a-2", "team-b-1", "xteam-a-3", "team-a"])}
+    return FakeCluster(leaders={TopicPartition("orders", p): 1 + p for p in range(3)}, txns=txns)
+
+
+@pytest.mark.parametrize(("list_transactions_version", "sent"), [
+    pytest.param(2, "team-a-.*", id="kafka-4.1-filters-itself"),
+    pytest.param(1, None, id="kafka-3.8-filtered-by-txnwatch"),
+    pytest.param(0, None, id="kafka-3.0-filtered-by-txnwatch"),
+])
+def test_id_pattern_same_ids_whatever_the_broker_speaks(list_transactions_version: int, sent: str | None) -> None:
+    cluster = _tenants()
+    cluster.versions["ListTransactionsRequest"] = list_transactions_version
+    wire = FakeWire(cluster)
+    snap = run(wire, ClusterConnectionSettings(name="lab", bootstrap_servers=("h:1",),
+                                               transactional_id_pattern="team-a-.*")).snapshot
+    listings = [c for c in wire.rounds[1] if c.api == "ListTransactions"]
+    assert len(listings) == 3 and {getattr(c.request, "transactional_id_pattern", None) for c in listings} == {sent}
+    if sent is not None:  # pinned to v2: kafka-python cannot drop the field by negotiating down
+        request = listings[0].request
+        assert request._min_version == 2 and type(request).decode(request.encode(version=2), version=2)\
+            .transactional_id_pattern == sent
+    assert sorted(t.transactional_id for t in snap.listed) == ["team-a-1", "team-a-2"]
+    described = [i for c in wire.rounds[2] if c.api == "DescribeTransactions" for i in c.request.transactional_ids]
+    assert sorted(described) == ["team-a-1", "team-a-2"], "ids out of scope are never described"
+    assert snap.transactional_id_pattern == "team-a-.*"
+
+
+def test_no_pattern_lists_and_describes_every_id() -> None:
+    wire = FakeWire(_tenants())
+    snap = run(wire).snapshot
+    assert len(snap.listed) == 5 and snap.transactional_id_pattern is None
+    assert all(getattr(c.request, "transactional_id_pattern", None) is None
+               for c in wire.rounds[1] if c.api == "ListTransactions")
 
 
 def test_share_groups_are_listed_but_not_fetched() -> None:

@@ -102,6 +102,48 @@ def test_unknown_tagged_fields_are_kept_raw() -> None:
     assert value.client_transaction_version == 2 and value.unknown_tags == ((7, b"abc"),)
 
 
+def _tag(tag: int, raw: bytes) -> bytes:
+    return bytes([tag, len(raw)]) + raw
+
+
+def _tagged(*tags: bytes) -> bytes:
+    """EMPTY (a 4.1.1 Empty record, version 1) with these tagged fields instead of its none."""
+    return EMPTY[:-1] + bytes([len(tags)]) + b"".join(tags)
+
+
+@pytest.mark.parametrize(("tags", "expected"), [
+    pytest.param([_tag(2, struct.pack(">h", 2))], (None, None, None, 2),
+                 id="kafka-4.1-writes-only-the-client-version-KAFKA-20310"),
+    pytest.param([_tag(0, struct.pack(">q", 11)), _tag(1, struct.pack(">q", 12)), _tag(2, struct.pack(">h", 2)),
+                  _tag(3, struct.pack(">h", 7))], (11, 12, 7, 2), id="every-known-tag"),
+    pytest.param([_tag(3, struct.pack(">h", 0))], (None, None, 0, 0), id="next-epoch-zero-is-an-epoch"),
+    pytest.param([_tag(0, struct.pack(">q", -1)), _tag(3, struct.pack(">h", -1))], (None, None, None, 0),
+                 id="kafkas-not-set-written-out"),
+])
+def test_known_tags_fill_their_fields(tags: list[bytes], expected: tuple[Any, ...]) -> None:
+    value = value_of(KEY, _tagged(*tags))
+    assert (value.previous_producer_id, value.next_producer_id, value.next_producer_epoch,
+            value.client_transaction_version) == expected
+    assert value.unknown_tags == () and value.problem is None
+    assert value.state is TxnState.EMPTY and value.producer_epoch == 0
+
+
+def test_next_producer_epoch_of_kafka_4_3_is_not_an_unknown_field() -> None:
+    """Kafka 4.3 and 4.4 define tag 3 (NextProducerEpoch, int16): it used to be reported as an unknown field."""
+    value = value_of(KEY, _tagged(_tag(1, struct.pack(">q", 12)), _tag(3, struct.pack(">h", 5))))
+    assert (value.next_producer_id, value.next_producer_epoch, value.unknown_tags) == (12, 5, ())
+
+
+@pytest.mark.parametrize(("tags", "unknown"), [
+    pytest.param([_tag(4, b"\x00\x09")], ((4, b"\x00\x09"),), id="a-tag-not-yet-defined"),
+    pytest.param([_tag(3, b"\x00\x00\x00\x05")], ((3, b"\x00\x00\x00\x05"),), id="known-tag-of-another-size"),
+    pytest.param([_tag(0, struct.pack(">q", 11)), _tag(9, b"x")], ((9, b"x"),), id="known-beside-unknown"),
+])
+def test_other_tags_are_kept_raw(tags: list[bytes], unknown: tuple[tuple[int, bytes], ...]) -> None:
+    value = value_of(KEY, _tagged(*tags))
+    assert value.unknown_tags == unknown and value.problem is None
+
+
 def test_newer_value_version_is_read_with_the_v1_layout_and_flagged() -> None:
     value = value_of(KEY, b"\x00\x02" + EMPTY[2:-1] + TAGS)
     assert value.state is TxnState.EMPTY and value.value_version == 2 and value.client_transaction_version == 2

@@ -17,7 +17,7 @@ import pytest
 from txnwatch.lab import jars
 from txnwatch.lab.cluster import new_cluster_id
 from txnwatch.lab.processes import process_state
-from txnwatch.lab.proxy import Proxy, ProxyControl, Route
+from txnwatch.lab.proxy import Proxy, ProxyControl, ProxyRoute
 from txnwatch.lab.settings import PRE_KIP_890, LabSettings, NodePorts, TransactionSettings, render_properties
 
 
@@ -129,7 +129,7 @@ def echo_behind_proxy():
         from txnwatch.lab.ports import free_ports
 
         ports["listen"], ports["control"] = free_ports(2)
-        proxy = Proxy([Route(1, ports["listen"], ports["echo"])], ports["control"])
+        proxy = Proxy([ProxyRoute(1, ports["listen"], ports["echo"])], ports["control"])
         holder["proxy"] = proxy
         task = asyncio.ensure_future(proxy.serve(install_signal_handlers=False))
         while not (_listening(ports["control"]) and _listening(ports["listen"])):  # noqa: ASYNC110  # polls sockets, not an event

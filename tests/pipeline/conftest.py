@@ -6,9 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.fixtures.lanes import refuse_in_fast_lane
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
+    refuse_in_fast_lane("Spark", "spark")
     pytest.importorskip("pyspark")
     from txnwatch.pipeline.session import JavaMissing, build_session
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, func, select
 
 from tests.fixtures.postgres_server import start_postgres
@@ -59,6 +60,7 @@ def test_polls_become_history_and_current_state(engine: Engine) -> None:
     assert not cluster.up and cluster.last_error == "ConnectionError: down" and cluster.last_success_at is not None
 
 
+@pytest.mark.postgres
 def test_database_outage_buffers_then_writes_in_order_and_counts_drops() -> None:
     server = start_postgres()
     try:

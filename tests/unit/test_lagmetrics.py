@@ -9,7 +9,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
-from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, UnreadableRecord
+from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.metrics.lag import Granularity, LagMetricOptions
 from txnwatch.metrics.registry import LagCollector
@@ -18,7 +18,8 @@ from txnwatch.metrics.registry import LagCollector
 def _registry(options: LagMetricOptions) -> CollectorRegistry:
     snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)),
                     groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
-    snap = replace(snap, first_unconsumed_ms={(TP, 80): -5_000})  # the first unconsumed record is 5 s old
+    snap = replace(snap, first_unconsumed_ms={(TP, 80): -5_000},  # the first unconsumed record is 5 s old
+                   committed_records={(TP, 80): 6})  # 10 offsets to the LSO, 6 of them records
     _, findings = detect.evaluate(detect.INITIAL, snap, 0)
     state = LatestState(["c"])
     state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
@@ -114,3 +115,27 @@ def test_caps_show_on_metrics_as_series_left_out_and_counted() -> None:
                               ("transactional_id", "cap"))}
     assert omitted == {("consumer_group", "cap"): 3, ("group_partition", "cap"): 6, ("consumer_group", "filter"): 4,
                        ("transactional_id", "cap"): 3}
+
+
+def test_record_lag_is_its_own_series_summed_per_topic_only_when_every_partition_is_counted() -> None:
+    groups = (GroupSnapshot("g", "Stable", "consumer", {TP: 80, TP1: 40}),)
+    snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)), groups=groups)
+    labels = {"cluster": "c", "consumergroup": "g", "topic": "orders"}
+
+    def registry(counted: dict[tuple[TopicPartition, int], int]) -> CollectorRegistry:
+        _, findings = detect.evaluate(detect.INITIAL, replace(snap, committed_records=counted), 0)
+        state = LatestState(["c"])
+        state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))
+        r = CollectorRegistry(auto_describe=False)
+        r.register(LagCollector(state, LagMetricOptions()))
+        return r
+
+    # 10 offsets behind on partition 0 are 4 records (markers, aborts); 10 on partition 1 are 5.
+    both = registry({(TP, 80): 4, (TP1, 40): 5})
+    assert both.get_sample_value("txnwatch_consumergroup_lag_records", {**labels, "partition": "0"}) == 4
+    assert both.get_sample_value("txnwatch_consumergroup_lag_lso", {**labels, "partition": "0"}) == 10
+    assert both.get_sample_value("txnwatch_consumergroup_topic_lag_records", labels) == 9
+    one = registry({(TP, 80): 4})  # partition 1 not counted yet: no per-topic sum that would look like a drop
+    assert one.get_sample_value("txnwatch_consumergroup_lag_records", {**labels, "partition": "1"}) is None
+    assert one.get_sample_value("txnwatch_consumergroup_topic_lag_records", labels) is None
+    assert both.get_sample_value("kafka_consumergroup_lag", {**labels, "partition": "0"}) == 20  # unchanged

@@ -112,11 +112,11 @@ def test_no_state_or_event_is_spelled_outside_the_vocabulary() -> None:
 
 
 def test_api_schema_enumerates_states_and_events() -> None:
-    from txnwatch.serve.api.schemas import TransactionDetail, Transition
+    from txnwatch.serve.api.schemas import TransactionDetail, TransitionOut
 
     defs = TransactionDetail.model_json_schema()["$defs"]
     assert defs["TxnState"]["enum"] == [s.value for s in v.TxnState]
-    assert Transition.model_json_schema()["$defs"]["TxnEvent"]["enum"] == [e.value for e in v.TxnEvent]
+    assert TransitionOut.model_json_schema()["$defs"]["TxnEvent"]["enum"] == [e.value for e in v.TxnEvent]
 
 
 def test_every_event_has_a_meaning() -> None:

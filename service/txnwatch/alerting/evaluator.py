@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from txnwatch.alerting.conditions import CLUSTER_DOWN, Condition
-from txnwatch.alerting.grouping import GROUP_DETAIL, ActiveIncident, fold
+from txnwatch.alerting.grouping import GROUP_DETAIL, ActiveIncident, fold, root_cause
 from txnwatch.alerting.outbox import PAGERDUTY, enqueue
 from txnwatch.alerting.rules import effective_rules, rule_for
 from txnwatch.core.config import AlertRuleConfig
@@ -37,6 +37,7 @@ class EvaluationResult:
     fired: list[str] = field(default_factory=list)
     resolved: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    retitled: list[str] = field(default_factory=list)  # firing incidents whose root cause changed (an update sent)
 
 
 def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], now: datetime,
@@ -80,7 +81,15 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
             if alert.state == PENDING and max_gap_seconds is not None and \
                     (now - alert.last_seen_at).total_seconds() > max_gap_seconds:
                 alert.started_at = now
+            was = root_cause(alert.details, alert.rule)
             _refresh(alert, condition, now)
+            if alert.state == FIRING and root_cause(alert.details, alert.rule) != was:
+                # The page already out names a cause that turned out to be an effect: PagerDuty appends a
+                # trigger with the same dedup key to the open alert (no new incident), with the new summary.
+                session.flush()
+                for channel in channels:
+                    enqueue(session, alert, "trigger", channel, now)
+                result.retitled.append(key)
         if alert.state == PENDING and (now - alert.started_at).total_seconds() >= rule.for_seconds:
             alert.state, alert.fired_at, alert.severity = FIRING, now, rule.severity
             session.flush()
@@ -103,8 +112,9 @@ def evaluate(session: Session, cluster: str, conditions: Iterable[Condition], no
                 enqueue(session, alert, "resolve", channel, now)
             result.resolved.append(key)
     session.flush()
-    if result.fired or result.resolved:
-        log.info("alerts on %s: fired %s, resolved %s", cluster, result.fired, result.resolved)
+    if result.fired or result.resolved or result.retitled:
+        log.info("alerts on %s: fired %s; resolved %s; retitled by their root cause %s", cluster,
+                 *(", ".join(keys) or "none" for keys in (result.fired, result.resolved, result.retitled)))
     return result
 
 

@@ -8,7 +8,6 @@ answer this time is carried over unchanged until a poll can decide it again.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -30,8 +29,10 @@ from txnwatch.alerting.conditions import (
     runbook_link,
     transaction_incident_key,
 )
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
 from txnwatch.detect import Findings
+from txnwatch.detect.verification import VerificationCheck
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
@@ -47,6 +48,16 @@ def _age(ms: int) -> str:
     return f"{ms / 60_000:.1f} min" if ms >= 120_000 else f"{ms / 1000:.0f} s"
 
 
+def _at(ms: int) -> str:
+    """A moment, not a duration: a summary that says "since 02:41:07 UTC" is still true when read later (a page
+    that said "for 50 s" is wrong a minute on), and it is the same moment the console and the API show."""
+    return from_ms(ms).strftime("%H:%M:%S UTC")
+
+
+def _iso(ms: int) -> str:
+    return from_ms(ms).isoformat()
+
+
 class ConditionBuilder:
     """One per cluster; remembers only the hanging conditions it may have to carry over."""
 
@@ -56,6 +67,7 @@ class ConditionBuilder:
         self.verification_failure_ratio = verification_failure_ratio
         self._hanging: dict[tuple[str, int, int], Condition] = {}
         self._down_since_ms: int | None = None
+        self._verification_holds = False
 
     def build(self, findings: Findings | None, error: str | None, now_ms: int) -> list[Condition]:
         if findings is None:
@@ -69,16 +81,29 @@ class ConditionBuilder:
         conditions += [self._stuck(s) for s in findings.stuck_prepare]
         conditions += [self._stall(s) for s in findings.lso_stalls]
         conditions = [self._grouped(c) for c in conditions]
-        check = findings.verification
-        if check.checks and check.failures / check.checks > self.verification_failure_ratio:
-            conditions.append(Condition(
-                VERIFICATION_FAILURE_RATE, cluster_incident_key(VERIFICATION_FAILURE_RATE, self.cluster), self.cluster,
-                f"[{self.cluster}] {check.failures} of {check.checks} open transactions on partitions are not "
-                "listed by their coordinator", {"cluster": self.cluster},
-                {"failures": check.failures, "checks": check.checks, "runbook": runbook_link(VERIFICATION_FAILURE_RATE),
-                 "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
-                                     "without AddPartitionsToTxn (pre-KIP-890 clients)."}))
-        return conditions
+        verification = self._verification(findings.verification)
+        return conditions + ([verification] if verification is not None else [])
+
+    def _verification(self, check: VerificationCheck) -> Condition | None:
+        """Holds from the poll whose failure share passes the threshold for as long as any pair still fails, so
+        the share moving with the traffic (1 of 3, 1 of 6 open transactions) neither drops the pending alert,
+        restarting its ``for:``, nor rewrites its text: the summary names the failing transactions instead."""
+        above = bool(check.checks) and check.failures / check.checks > self.verification_failure_ratio
+        self._verification_holds = above or (self._verification_holds and bool(check.failing))
+        if not self._verification_holds:
+            return None
+        named = [f"{tp} (producer {pid}, {f'transactional id {txn}' if txn else 'no transactional id'})"
+                 for tp, pid, txn in check.failing]
+        shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        return Condition(
+            VERIFICATION_FAILURE_RATE, cluster_incident_key(VERIFICATION_FAILURE_RATE, self.cluster), self.cluster,
+            f"[{self.cluster}] open transactions on partitions their coordinator does not list: {shown or 'none now'}",
+            {"cluster": self.cluster},
+            {"failures": check.failures, "checks": check.checks, "runbook": runbook_link(VERIFICATION_FAILURE_RATE),
+             "failing": [{"topic": tp.topic, "partition": tp.partition, "producer_id": pid, "transactional_id": txn}
+                         for tp, pid, txn in check.failing],
+             "suggested_action": "Look for hanging transactions (GET /api/v1/hanging) and producers writing "
+                                 "without AddPartitionsToTxn (pre-KIP-890 clients)."})
 
     def _grouped(self, condition: Condition) -> Condition:
         """Findings about one producer id are one root cause (alerting/grouping.py folds them into one incident)."""
@@ -108,11 +133,12 @@ class ConditionBuilder:
             partition_incident_key(HANGING_TRANSACTION, self.cluster, h.tp.topic, h.tp.partition, h.producer_id),
             self.cluster,
             f"[{self.cluster}] hanging transaction on {h.tp} (producer {h.producer_id} epoch {h.producer_epoch}, "
-            f"transactional id {txn}), last write {_age(h.age_ms)} ago",
+            f"transactional id {txn}), last write at {_at(h.last_timestamp_ms)}",
             {"cluster": self.cluster, "topic": h.tp.topic, "partition": str(h.tp.partition)},
             {"transactional_id": h.transactional_id, "producer_id": h.producer_id, "producer_epoch": h.producer_epoch,
              "coordinator_epoch": h.coordinator_epoch, "coordinator_id": h.coordinator_id, "reason": h.reason.value,
              "txn_start_offset": h.txn_start_offset, "age_seconds": round(h.age_ms / 1000),
+             "since": _iso(h.last_timestamp_ms),  # open at least since its last write (first write: not known here)
              "runbook": runbook_link(HANGING_TRANSACTION), "suggested_action": action})
 
     def _overdue(self, o: OverdueTransaction) -> Condition:
@@ -148,15 +174,17 @@ class ConditionBuilder:
                    if s.blocking_producer_id is not None else "an unknown producer")
         return Condition(
             LSO_STALL, partition_stall_key(LSO_STALL, self.cluster, s.tp.topic, s.tp.partition), self.cluster,
-            f"[{self.cluster}] LSO of {s.tp} stuck at {s.stalled_lso} for {_age(s.last_seen_ms - s.started_ms)}, "
-            f"{s.gap} records invisible to read_committed consumers, blocked by {blocker}",
+            f"[{self.cluster}] LSO of {s.tp} stuck at {s.stalled_lso} since {_at(s.started_ms)}, "
+            f"{s.gap:,} records invisible to read_committed consumers, blocked by {blocker}",
             {"cluster": self.cluster, "topic": s.tp.topic, "partition": str(s.tp.partition)},
             {"stalled_lso": s.stalled_lso, "hwm_minus_lso": s.gap, "max_hwm_minus_lso": s.max_gap,
              "blocking_producer_id": s.blocking_producer_id, "blocking_producer_epoch": s.blocking_producer_epoch,
              "blocking_transactional_id": s.blocking_transactional_id,
-             "duration_seconds": round((s.last_seen_ms - s.started_ms) / 1000), "runbook": runbook_link(LSO_STALL),
+             "duration_seconds": round((s.last_seen_ms - s.started_ms) / 1000), "since": _iso(s.started_ms),
+             "runbook": runbook_link(LSO_STALL),
              "suggested_action": "Find the blocking producer (GET /api/v1/lso-stalls); if it is gone, the "
-                                 "transaction is hanging: abort it with kafka-transactions.sh abort."})
+                                 "transaction is hanging: abort it (txnwatch abort or kafka-transactions.sh abort, "
+                                 "--start-offset the stalled LSO)."})
 
 
 class AlertSink:
@@ -171,7 +199,7 @@ class AlertSink:
 
     def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
-        now = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        now = from_ms(now_ms)
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved
         self._publish(cluster)
 

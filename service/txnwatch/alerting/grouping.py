@@ -15,12 +15,20 @@ hanging) or the lead's own finding is gone for a poll (after a restart, before t
 timed again).  A group whose alert is still pending has paged nothing, so it picks the most
 severe member afresh: otherwise a hanging transaction (``for: 0``) would wait out the
 ``for:`` of the LSO stall it joined, and the page would come late.
+
+What the incident *says* follows its root cause, though: the key and rule stay, but the
+summary and the details are the most telling member's (``root_cause``), so an incident
+that paged as an LSO stall is titled "hanging transaction" once Kafka calls the transaction
+hanging (issue 27).  The related findings are named by their titles in the summary, never by
+rule id.  ``since`` is the incident's one clock: the earliest start any member knows (the
+LSO stall's first poll at the pinned LSO), the same moment the console and the API show.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from txnwatch.alerting.conditions import (
@@ -30,8 +38,10 @@ from txnwatch.alerting.conditions import (
     TRANSACTION_TIMEOUT_EXCEEDED,
     Condition,
 )
+from txnwatch.core.vocabulary import BY_RULE
 
 GROUP_DETAIL: Final = "incident_group"
+ROOT_CAUSE: Final = "root_cause"
 # Most telling first: the root cause, then what it causes.
 PRECEDENCE: Final[dict[str, int]] = {HANGING_TRANSACTION: 0, PREPARE_STUCK: 1, TRANSACTION_TIMEOUT_EXCEEDED: 2,
                                      LSO_STALL: 3}
@@ -64,14 +74,47 @@ def fold(conditions: Iterable[Condition], active: Mapping[str, ActiveIncident]) 
         else:
             base = members[0]
             lead_key, lead_rule = base.incident_key, base.rule
-        related = [_related(m) for m in members if m.incident_key != lead_key]
-        summary = base.summary + (f" (+{len(related)} related: {', '.join(sorted({r['rule'] for r in related}))})"
-                                  if related else "")
-        details: dict[str, Any] = {**base.details, GROUP_DETAIL: group, "related": related}
+        root = members[0]  # the most telling member: what the incident is about, whoever leads the key
+        related = [_related(m) for m in members if m.incident_key != root.incident_key]
+        titles = sorted({BY_RULE[r["rule"]].title if r["rule"] in BY_RULE else r["rule"] for r in related})
+        summary = root.summary + (f" (+{len(related)} related: {', '.join(titles)})" if related else "")
+        details: dict[str, Any] = {**root.details, GROUP_DETAIL: group, ROOT_CAUSE: root.rule, "related": related}
+        since = min((at for m in members if (at := _moment(m.details.get("since"))) is not None), default=None)
+        if since is not None:
+            details["since"] = since.isoformat()
         out.append(replace(base, rule=lead_rule, incident_key=lead_key, summary=summary, details=details))
     return out
+
+
+def root_cause(details: Mapping[str, Any] | None, rule: str) -> str:
+    """The rule an alert is about (its root cause), which may differ from the rule that keeps its key."""
+    found = (details or {}).get(ROOT_CAUSE)
+    return found if isinstance(found, str) and found in BY_RULE else rule
 
 
 def _related(condition: Condition) -> dict[str, Any]:
     return {"rule": condition.rule, "incident_key": condition.incident_key, "summary": condition.summary,
             "details": dict(condition.details)}
+
+
+def _moment(value: Any) -> datetime | None:
+    """A ``since`` detail as an aware datetime; None when absent or unreadable (a detail is JSON text from a
+    column: never trust its shape)."""
+    if isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str):
+        try:
+            at = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+
+def incident_since(details: Mapping[str, Any] | None, started_at: datetime) -> datetime:
+    """The incident's one clock: the earliest start its findings know (``details["since"]``), else the moment the
+    alert opened.  Every "since" and "for" of the incident (console, API, page) counts from here."""
+    started = started_at if started_at.tzinfo is not None else started_at.replace(tzinfo=timezone.utc)
+    known = _moment((details or {}).get("since"))
+    return started if known is None else min(known, started)

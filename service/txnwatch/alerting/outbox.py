@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.core.backoff import Backoff
 from txnwatch.core.logbudget import FailureStreak
 from txnwatch.store import models as m
 
@@ -66,16 +67,8 @@ class Notifier(Protocol):
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery: ...
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential with full jitter over the upper half, so a fleet of retries spreads out but never shrinks to 0."""
-
-    base_seconds: float = 2.0
-    cap_seconds: float = 600.0
-
-    def delay(self, attempts: int, rng: random.Random) -> float:
-        ceiling = min(self.cap_seconds, self.base_seconds * 2 ** max(0, attempts - 1))
-        return rng.uniform(ceiling / 2, ceiling)
+#: Delay before retrying a delivery: 2 s doubling up to 10 minutes, jittered over the upper half (with the rng).
+OUTBOX_BACKOFF = Backoff(base_s=2.0, cap_s=600.0)
 
 
 @dataclass
@@ -94,7 +87,7 @@ class OutboxDispatcher:
     """Delivers due outbox rows; one instance per process, only on the leader."""
 
     def __init__(self, sessions: sessionmaker[Session], notifiers: Mapping[str, Notifier], *, max_attempts: int = 20,
-                 backoff: Backoff = Backoff(), rng: random.Random | None = None,
+                 backoff: Backoff = OUTBOX_BACKOFF, rng: random.Random | None = None,
                  metrics: AlertingMetrics | None = None, guard: SendGuard | None = None) -> None:
         self._sessions = sessions
         self._metrics = metrics or AlertingMetrics()
@@ -177,7 +170,7 @@ class OutboxDispatcher:
                 return True
             delay = self._backoff.delay(attempts, self._rng)
             if delivery.retry_after_seconds is not None:
-                delay = max(delay, min(delivery.retry_after_seconds, self._backoff.cap_seconds))
+                delay = max(delay, min(delivery.retry_after_seconds, self._backoff.cap_s))
             row.next_attempt_at = now + timedelta(seconds=delay)
             stats.retried += 1
             log.warning("%s %s to %s not delivered (attempt %d, retry in %.1fs): %s", event.action, event.id,

@@ -35,7 +35,9 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path,
                        verification_grace_seconds=10),
         alert_rules=dict(hanging_transaction=dict(for_seconds=0), lso_stall=dict(for_seconds=10),
                          transaction_timeout_exceeded=dict(for_seconds=10), prepare_stuck=dict(for_seconds=10),
-                         cluster_down=dict(for_seconds=30)),
+                         cluster_down=dict(for_seconds=30),
+                         # 5 min by default: the demo's hanging transaction would leave it pending throughout.
+                         verification_failure_rate=dict(for_seconds=30)),
         api=dict(host="127.0.0.1", port=port),
         # The console's abort line must run as printed: this virtualenv's script, not a `txnwatch` on PATH.
         console=dict(cli_command=commands.program()),

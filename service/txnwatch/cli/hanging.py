@@ -16,10 +16,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from txnwatch.core import exitcodes
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.detect import DetectionSettings, hanging
 
-EXIT_CLEAN, EXIT_HANGING, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 HEADERS = ("#", "Partition", "Producer id/epoch", "Start offset", "Last write", "Transactional id", "Reason")
 
 
@@ -85,8 +85,8 @@ def run(connection: Any, fmt: str, max_timeout_ms: int | None, bootstrap_server:
     try:
         snapshot = connection.poll()
     except ClusterUnreachable as exc:
-        return EXIT_UNREACHABLE, str(exc)
+        return exitcodes.CLUSTER_UNREACHABLE, str(exc)
     now_ms = int(time.time() * 1000)
     result = find(snapshot, now_ms, max_timeout_ms)
     text = json.dumps(result, indent=2) if fmt == "json" else render_table(result, now_ms, bootstrap_server=bootstrap_server)
-    return (EXIT_HANGING if result["hanging"] else EXIT_CLEAN), text
+    return (exitcodes.FOUND_OR_FAILED if result["hanging"] else exitcodes.OK), text

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -33,6 +32,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from txnwatch.collect.pollwindow import PROCESS, PollWindow
+from txnwatch.core.backoff import Backoff
 from txnwatch.core.logbudget import FailureStreak
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.core.views import ClusterView, LatestState
@@ -65,15 +65,8 @@ Evaluate = Callable[[Any, ClusterSnapshot, int], tuple[Any, Any]]
 """(previous detector state, snapshot, now_ms) -> (next detector state, findings); pure."""
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before retrying a failing cluster: doubles per failure, capped."""
-
-    base_s: float = 5.0
-    cap_s: float = 300.0
-
-    def delay(self, consecutive_failures: int) -> float:
-        return min(self.cap_s, self.base_s * 2 ** max(0, consecutive_failures - 1))
+#: Delay before retrying a failing cluster: 5 s, doubling per failure, at most 5 minutes.
+POLL_BACKOFF = Backoff(base_s=5.0, cap_s=300.0)
 
 
 class ClusterPollLoop:
@@ -89,7 +82,7 @@ class ClusterPollLoop:
         state: LatestState,
         count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
         clock: Callable[[], float] = time.time,
-        backoff: Backoff = Backoff(),
+        backoff: Backoff = POLL_BACKOFF,
         leading: Callable[[], object] = lambda: True,
         window: PollWindow = PROCESS,
     ) -> None:

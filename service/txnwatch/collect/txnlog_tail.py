@@ -29,8 +29,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.core.model import RequestError, TxnLogRecord
-from txnwatch.core.views import EXACT, POLLING, HistoryView, LatestState
+from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
 from txnwatch.detect import txnlog as detect_txnlog
+from txnwatch.detect import txnlog_gaps
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
@@ -112,6 +113,14 @@ class ClusterTail:
         self._pending_problems = 0
         self._pending_last_ms = 0
         self._pending_since = 0.0
+        self._pending_gaps: list[HistoryGap] = []
+        # Offsets compaction removed before they were read (detect/txnlog_gaps.py): found while reading,
+        # counted once committed (a reopen after a failed write finds them again).
+        self._gap_watch = txnlog_gaps.GapWatch({}, {})
+        self._watching_all = False
+        self._gaps: tuple[HistoryGap, ...] = ()
+        self._gap_count = 0
+        self._gap_records = 0
         self._tail: Tail | None = None
         self._cluster_id: int | None = None
         self._log_state = detect_txnlog.TxnLogState()
@@ -151,6 +160,8 @@ class ClusterTail:
             return 0
         for problem in problems:
             log.warning("cluster %s: %s %s: %s", self.name, problem.api, problem.target, problem.message)
+        self._gap_watch, gaps = txnlog_gaps.find_gaps(self._gap_watch, records)
+        self._pending_gaps.extend(gaps)
         if records:
             if not self._pending:
                 self._pending_since = now
@@ -200,14 +211,26 @@ class ClusterTail:
             self._counters[key] = self._counters.get(key, 0) + value
         self._last_record_ms = max(self._last_record_ms or 0, self._pending_last_ms)
         self._decode_errors += self._pending_problems
+        self._count_gaps(self._pending_gaps)
         self._drop_pending()
         return True
+
+    def _count_gaps(self, gaps: list[HistoryGap]) -> None:
+        for gap in gaps:
+            log.warning("cluster %s: history gap on %s-%d: offsets %d..%d (%d records) were compacted away before "
+                        "they were read; transitions between %s and %s are lost and counters for that span are "
+                        "lower bounds", self.name, "__transaction_state", gap.log_partition, gap.first_offset,
+                        gap.last_offset, gap.records, _when(gap.after_ms), _when(gap.before_ms))
+        self._gaps = (*self._gaps, *gaps)[-KEPT_GAPS:]
+        self._gap_count += len(gaps)
+        self._gap_records += sum(g.records for g in gaps)
 
     def _drop_pending(self) -> None:
         self._applied = None
         self._pending = []
         self._pending_positions = {}
         self._pending_records = self._pending_problems = self._pending_last_ms = 0
+        self._pending_gaps = []
 
     def _periodic(self, now: float) -> None:
         self._checked_at = now
@@ -218,6 +241,9 @@ class ClusterTail:
             self._lag = sum(max(0, end - positions.get(p, end)) for p, end in ends.items())
             if self._lag == 0:
                 self._caught_up_ms = int(now * 1000)
+                if not self._watching_all:  # from here on a hole anywhere is a gap, not history before us
+                    self._gap_watch = txnlog_gaps.watch_everything(self._gap_watch, positions)
+                    self._watching_all = True
         except Exception as exc:
             log.debug("cluster %s: log end offsets unavailable (%s)", self.name, exc)
         checked, found = detect_txnlog.check_open(self._log_state, int(now * 1000), self._detection)
@@ -257,6 +283,8 @@ class ClusterTail:
             return False
         self._tail = tail
         self._log_state, self._counters = resumed.state, dict(resumed.counters)
+        self._gap_watch = txnlog_gaps.start_watch(resumed.positions, resumed.state.ids.values())
+        self._watching_all = False
         self._checked_at = 0.0
         if self._reason != EXACT:
             log.info("cluster %s: exact history from %s (%d stored positions, %d known ids)", self.name,
@@ -296,7 +324,8 @@ class ClusterTail:
             mode=mode, reason=reason, counters=dict(self._counters), lag_records=self._lag if mode == EXACT else None,
             last_record_at_ms=self._last_record_ms, caught_up_at_ms=self._caught_up_ms, ids=len(s.ids),
             open_transactions=len(opened), stuck_prepare=len(stuck), long_transactions=len(s.reported) - len(stuck),
-            decode_errors=self._decode_errors, states=s.ids if mode == EXACT else {}))
+            decode_errors=self._decode_errors, states=s.ids if mode == EXACT else {}, gaps=self._gaps,
+            gap_count=self._gap_count, gap_records=self._gap_records))
 
     def _close(self) -> None:
         """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""
@@ -345,6 +374,12 @@ class TxnLogService:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=15)
+
+
+def _when(at_ms: int | None) -> str:
+    if at_ms is None:
+        return "an unknown time"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at_ms / 1000))
 
 
 def _short(exc: BaseException) -> str:

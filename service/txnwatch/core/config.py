@@ -33,6 +33,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from txnwatch.core.idpattern import pattern_problem
 from txnwatch.core.redact import redact
 from txnwatch.core.vocabulary import Severity
 
@@ -114,6 +115,11 @@ class ClusterConfig(_Strict):
     connect_timeout_ms: int = Field(default=5_000, ge=100, le=300_000, description="How long the first "
                                     "connection (TCP, TLS, SASL, metadata) may take before the cluster is "
                                     "reported unreachable.")
+    transactional_id_pattern: str | None = Field(default=None, description=(
+        "Only transactional ids this pattern matches as a whole are listed, described and kept (tenancy). "
+        "Kafka 4.1+ brokers filter themselves (ListTransactions v2, KIP-1152); older ones are filtered by "
+        "txnwatch, with the same result. The broker reads it with RE2/J, so only the subset RE2/J and "
+        "Python read alike is accepted (docs/configuration.md)."))
     topics_include: list[str] = Field(default_factory=lambda: [".*"], description="Topics watched: regular "
                                       "expressions that must match the whole name (kafka_exporter's --topic.filter, "
                                       "KMinion's allowedTopics).")
@@ -219,6 +225,14 @@ class ClusterConfig(_Strict):
             host, sep, port = server.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"{server!r} is not host:port")
+        return value
+
+    @field_validator("transactional_id_pattern")
+    @classmethod
+    def _id_pattern(cls, value: str | None) -> str | None:
+        problem = None if value is None else pattern_problem(value)
+        if problem:
+            raise ValueError(f"transactional_id_pattern {value!r} {problem}")
         return value
 
     @field_validator("topics_include", "topics_exclude", "groups_include", "groups_exclude")

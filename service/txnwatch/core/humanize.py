@@ -26,10 +26,6 @@ def timestamp(at: datetime | None) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def from_ms(value: int | None) -> datetime | None:
-    return None if value is None or value < 0 else datetime.fromtimestamp(value / 1000, tz=UTC)
-
-
 def ago(at: datetime | None, now: datetime) -> str:
     if at is None:
         return "—"

@@ -88,6 +88,34 @@ class AbortOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerTxnSignals:
+    """A broker's other transaction figures, from the same JMX exporter as its verification figures.
+
+    None means the exporter did not report the MBean (an older Kafka, the exporter's rules or
+    ``includeObjectNames`` leave it out): each is optional on its own.
+
+    * ``late_transaction_partitions``: ``kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount``,
+      partitions led here with a transaction open longer than ``transaction.max.timeout.ms`` (the broker's
+      only threshold; txnwatch's own hanging detection adds the coordinator's view and per-id timeouts).
+    * ``lso_lag``: ``kafka.cluster:type=Partition,name=LastStableOffsetLag`` per (topic, partition): the
+      broker's high watermark minus its LSO, in offsets.
+    * ``marker_unknown_destination_queue`` / ``marker_log_append_retry_queue``:
+      ``kafka.coordinator.transaction:type=TransactionMarkerChannelManager``, markers waiting for a partition
+      leader to be known, and completed marker writes waiting to be logged again by the coordinator.
+    * ``coordinator_load_ms_max`` / ``_avg``: ``kafka.server:type=transaction-coordinator-metrics``
+      ``partition-load-time-max``/``-avg``, how long loading a ``__transaction_state`` partition took on
+      this broker (its coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    """
+
+    late_transaction_partitions: int | None = None
+    lso_lag: tuple[tuple[str, int, int], ...] | None = None
+    marker_unknown_destination_queue: int | None = None
+    marker_log_append_retry_queue: int | None = None
+    coordinator_load_ms_max: float | None = None
+    coordinator_load_ms_avg: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerVerification:
     """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.
 
@@ -110,6 +138,8 @@ class BrokerVerification:
     time_ms_quantiles: tuple[tuple[float, float], ...] = ()
     failures: int | None = None
     failures_per_second_1m: float | None = None
+    #: The broker's other transaction signals, parsed even when the verification MBeans are absent.
+    signals: BrokerTxnSignals = BrokerTxnSignals()
 
     @property
     def ok(self) -> bool:
@@ -243,11 +273,18 @@ class ClusterSnapshot:
     #: (partition, committed offset) -> why the first record at or after that offset cannot be read (past the
     #: decompression budget, a damaged batch): the time lag there is unknown, not estimated.
     unreadable_records: Mapping[tuple[TopicPartition, int], UnreadableRecord] = field(default_factory=dict)
+    #: (partition, committed offset) -> data records a read_committed consumer gets from that offset up to this
+    #: snapshot's LSO (control markers and aborted transactions' records left out; kafka.record_count).  Filled
+    #: for group partitions behind the LSO once the bounded reads have counted up to it; missing: not known.
+    committed_records: Mapping[tuple[TopicPartition, int], int] = field(default_factory=dict)
     #: The brokers' own VerificationTimeMs / VerificationFailureRate, one per configured JMX exporter
     #: (cluster option broker_metrics_urls / broker_metrics_url_template); empty when none is configured.
     broker_verification: tuple[BrokerVerification, ...] = ()
     #: Consumer groups the cluster listed that groups_include/groups_exclude left out (their offsets are not fetched).
     groups_filtered: int = 0
+    #: The cluster's transactional_id_pattern when set: ``listed`` then holds only the ids it matches, so a
+    #: producer id missing from it may belong to an id out of scope rather than to none.
+    transactional_id_pattern: str | None = None
 
     #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
     _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
@@ -363,7 +400,7 @@ class LsoStall:
 
 
 @dataclass(frozen=True, slots=True)
-class VerificationSample:
+class VerificationOutcome:
     """One partition/open-transaction pair resolved: verified after ``verification_ms``, or failed."""
 
     cluster: str
@@ -410,6 +447,9 @@ class GroupLag:
     last_commit_ms: int | None = None
     #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
     lag_seconds_unknown: UnreadableRecord | None = None
+    #: Records a read_committed consumer still reads up to the LSO (markers and aborted records excluded);
+    #: None when not (yet) counted (ClusterSnapshot.committed_records).
+    lag_records: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -456,6 +496,9 @@ class TxnLogRecord(NamedTuple):
     unknown_tags: tuple[tuple[int, bytes], ...] = ()
     problem: str | None = None
     raw_value: bytes | None = None
+    #: NextProducerEpoch (tag 3, Kafka 4.3+): the epoch that goes with ``next_producer_id``.  Last, so that
+    #: records built by position before it existed stay valid.
+    next_producer_epoch: int | None = None
 
     @property
     def at_ms(self) -> int:

@@ -17,6 +17,32 @@ from txnwatch.core.model import ClusterSnapshot, TxnState
 EXACT, POLLING = "exact", "polling"
 
 
+#: History gaps a view keeps for the API and console (newest last); the counters count every one.
+KEPT_GAPS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryGap:
+    """One run of missing offsets on one coordinator partition.
+
+    ``after_ms`` is the coordinator time of the last record read before the gap (None when it
+    was read by an earlier run of the daemon: the span then starts at the stored position,
+    time unknown); ``before_ms`` that of the first record after it.  Transitions in between
+    are lost; counters over that span are lower bounds.
+    """
+
+    log_partition: int
+    first_offset: int
+    last_offset: int
+    after_ms: int | None
+    before_ms: int | None
+
+    @property
+    def records(self) -> int:
+        """Records the cleaner removed: the topic's offsets are dense, one record each."""
+        return self.last_offset - self.first_offset + 1
+
+
 class LoggedState(Protocol):
     """What /metrics reads of an id's state as the transaction log says it (detect.txnlog.IdState is one)."""
 
@@ -48,6 +74,11 @@ class HistoryView:
     stuck_prepare: int = 0
     long_transactions: int = 0
     decode_errors: int = 0
+    #: Offsets compaction removed before this process's tail read them (detect/txnlog_gaps.py): the newest
+    #: KEPT_GAPS, and the totals since the process started (not stored: a restart forgets them).
+    gaps: tuple[HistoryGap, ...] = ()
+    gap_count: int = 0
+    gap_records: int = 0
     #: Each id's state as the log last committed it (exact mode only): the tail's own committed mapping, never
     #: changed after publication (detect.txnlog.apply builds a new one), so it is shared, not copied.  /metrics
     #: shows these where the log speaks, as the API and console do (issue 24: one view of an id).

@@ -247,7 +247,7 @@ class Route(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Alert:
+class AlertSpec:
     """One alert as every part names it.
 
     ``rule`` is the built-in evaluator's name (config ``alert_rules``, PagerDuty details, the
@@ -273,38 +273,38 @@ class Alert:
         return f"{RUNBOOK_DOC}#{self.anchor}"
 
 
-ALERTS: Final[tuple[Alert, ...]] = (
-    Alert(HANGING_TRANSACTION, "KafkaHangingTransaction", Severity.CRITICAL, Route.PAGE, 60,
+ALERTS: Final[tuple[AlertSpec, ...]] = (
+    AlertSpec(HANGING_TRANSACTION, "KafkaHangingTransaction", Severity.CRITICAL, Route.PAGE, 60,
           "Hanging transaction",
           "A partition holds an open transaction nothing will finish; read_committed consumers of it are stuck."),
-    Alert(TRANSACTION_TIMEOUT_EXCEEDED, "KafkaTransactionPastTimeout", Severity.ERROR, Route.PAGE, 60,
+    AlertSpec(TRANSACTION_TIMEOUT_EXCEEDED, "KafkaTransactionPastTimeout", Severity.ERROR, Route.PAGE, 60,
           "Transaction past its timeout",
           "The coordinator should have aborted this transaction by now; its partitions' LSOs are pinned."),
-    Alert(PREPARE_STUCK, "KafkaTransactionStuckInPrepare", Severity.CRITICAL, Route.PAGE, 60,
+    AlertSpec(PREPARE_STUCK, "KafkaTransactionStuckInPrepare", Severity.CRITICAL, Route.PAGE, 60,
           "Transaction stuck in Prepare",
           "Commit or abort is decided but the markers are not written: a partition leader is unavailable."),
-    Alert(LSO_STALL, "KafkaLSOStalled", Severity.CRITICAL, Route.PAGE, 120,
+    AlertSpec(LSO_STALL, "KafkaLSOStalled", Severity.CRITICAL, Route.PAGE, 120,
           "LSO stalled",
           "The last stable offset stands still while producers write: read_committed consumers see nothing new."),
-    Alert(VERIFICATION_FAILURE_RATE, "KafkaTransactionVerificationFailures", Severity.WARNING, Route.TICKET, 300,
+    AlertSpec(VERIFICATION_FAILURE_RATE, "KafkaTransactionVerificationFailures", Severity.WARNING, Route.TICKET, 300,
           "Verification failures",
           "Partitions hold open transactions their coordinators do not list: the precursor of hanging ones."),
-    Alert(CLUSTER_DOWN, "TxnwatchClusterUnreachable", Severity.CRITICAL, Route.PAGE, 120,
+    AlertSpec(CLUSTER_DOWN, "TxnwatchClusterUnreachable", Severity.CRITICAL, Route.PAGE, 120,
           "Kafka cluster unreachable",
           "txnwatch reaches no broker of the cluster; its transaction alerts are on hold meanwhile."),
-    Alert(None, "KafkaTransactionVerificationSlow", Severity.WARNING, Route.TICKET, 0,
+    AlertSpec(None, "KafkaTransactionVerificationSlow", Severity.WARNING, Route.TICKET, 0,
           "Verification slow",
           "Coordinators take long to list partitions producers already wrote to (p99 above 30 s)."),
-    Alert(None, "TxnwatchDown", Severity.CRITICAL, Route.PAGE, 0,
+    AlertSpec(None, "TxnwatchDown", Severity.CRITICAL, Route.PAGE, 0,
           "txnwatch down", "Prometheus cannot scrape txnwatch: nothing watches the transactions."),
-    Alert(None, "TxnwatchDatabaseDown", Severity.WARNING, Route.TICKET, 0,
+    AlertSpec(None, "TxnwatchDatabaseDown", Severity.WARNING, Route.TICKET, 0,
           "txnwatch database down", "History is buffered in memory and the API serves stale data."),
-    Alert(None, "TxnwatchOutboxStuck", Severity.WARNING, Route.TICKET, 0,
+    AlertSpec(None, "TxnwatchOutboxStuck", Severity.WARNING, Route.TICKET, 0,
           "PagerDuty outbox stuck", "Built-in pages are not reaching PagerDuty."),
 )
 
-BY_RULE: Final[dict[str, Alert]] = {a.rule: a for a in ALERTS if a.rule is not None}
-BY_PROMETHEUS: Final[dict[str, Alert]] = {a.prometheus: a for a in ALERTS}
+BY_RULE: Final[dict[str, AlertSpec]] = {a.rule: a for a in ALERTS if a.rule is not None}
+BY_PROMETHEUS: Final[dict[str, AlertSpec]] = {a.prometheus: a for a in ALERTS}
 RULES: Final[tuple[str, ...]] = tuple(BY_RULE)
 
 

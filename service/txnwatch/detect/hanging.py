@@ -11,6 +11,9 @@ needs a word: DescribeTransactions lists every partition of an ongoing transacti
 every partition still waiting for its marker in Prepare*, so a partition missing from
 that list will never receive a marker.
 
+With a ``transactional_id_pattern`` (tenancy) the listing names only the ids in scope, so a candidate
+whose producer id is not listed is undetermined (another tenant's, or no id), never "no id".
+
 Where Kafka's tool would fail on an unanswered request, txnwatch keeps going, and a
 candidate whose coordinator could not be asked is *undetermined*, never hanging: a
 coordinator failover must not page anyone.
@@ -59,6 +62,9 @@ def _judge(snapshot: ClusterSnapshot, tp: TopicPartition, producer_id: int, list
     partition clears the candidate, and only then do the others count as evidence.
     """
     if not listings:
+        if snapshot.transactional_id_pattern is not None:
+            # The listing holds only the ids in scope: an id outside it and no id at all look the same here.
+            return None, f"no transactional id matching {snapshot.transactional_id_pattern!r} names this producer", None
         if snapshot.listing_complete:
             return HangingReason.NO_TRANSACTIONAL_ID, None, None
         return None, "ListTransactions failed on some broker; the id may live there", None

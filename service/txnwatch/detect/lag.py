@@ -18,7 +18,12 @@ was its end marker.  Limits: non-idempotent producers are invisible to
 DescribeProducers, so one writing after the marker could hide a real lag of 1; and
 two markers back to back (two producers ending interleaved transactions) leave a
 residual of 2, which is reported as lag.  Aborted records below the end are likewise
-unreadable but still counted: only reading the log could tell.
+unreadable but still counted: only reading the log could tell, which the record lag does.
+
+Record lag (``lag_records``): the data records a read_committed consumer still gets
+before the LSO, counted by reading the partition as such a consumer does (kafka.record_count:
+every control marker and every aborted transaction's record left out, wherever it lies).
+Exact when present; absent while the bounded reads have not reached the LSO.
 
 Time lag: the age of the first record the group has not consumed, ``now`` minus the
 timestamp of the first data record at or after the committed offset (the kafka layer
@@ -141,6 +146,13 @@ def _seconds(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHist
     return 0.0 if lag_lso == 0 else time_lag_seconds(history.get(tp, ()), committed, now_ms)
 
 
+def _records(snapshot: ClusterSnapshot, tp: TopicPartition, committed: int, lag_lso: int | None) -> int | None:
+    """Records left to read, as counted by the kafka layer; 0 where nothing lies before the LSO but a marker."""
+    if lag_lso == 0:
+        return 0
+    return snapshot.committed_records.get((tp, committed))
+
+
 def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], now_ms: int,
                commits: Mapping[CommitKey, CommitSeen] | None = None) -> list[GroupLag]:
     rows: list[GroupLag] = []
@@ -156,5 +168,6 @@ def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHi
             seconds = _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms)
             rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso, seconds,
                                  seen[1] if seen is not None and seen[0] == committed else None,
-                                 snapshot.unreadable_records.get((tp, committed)) if seconds is None else None))
+                                 snapshot.unreadable_records.get((tp, committed)) if seconds is None else None,
+                                 _records(snapshot, tp, committed, lag_lso)))
     return rows

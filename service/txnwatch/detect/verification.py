@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from txnwatch.core.model import ClusterSnapshot, TopicPartition, VerificationSample
+from txnwatch.core.model import ClusterSnapshot, TopicPartition, VerificationOutcome
 from txnwatch.detect.settings import DetectionSettings
 
 #: A partition's open transaction: (partition, producer id, first offset of the transaction).
@@ -52,7 +52,10 @@ class Pending:
 class VerificationCheck:
     checks: int
     failures: int
-    samples: tuple[VerificationSample, ...]
+    samples: tuple[VerificationOutcome, ...]
+    #: The pairs counted as failures this poll (partition, producer id, transactional id), sorted: what a warning
+    #: names, so it says which transactions rather than a ratio whose denominator moves with the traffic.
+    failing: tuple[tuple[TopicPartition, int, str | None], ...] = ()
 
 
 def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,
@@ -81,8 +84,9 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
     """One check per open (partition, producer) pair whose coordinator could be asked; ``resumed``: the first
     poll of a leadership term, whose open transactions began before anyone watched them."""
     pending: dict[OpenKey, Pending] = {}
-    samples: list[VerificationSample] = []
+    samples: list[VerificationOutcome] = []
     checks = failures = 0
+    failing: list[tuple[TopicPartition, int, str | None]] = []
     for tp, partition in snapshot.partitions.items():
         if partition.producers is None:
             pending.update({k: v for k, v in previous.items() if k[0] == tp})  # unknown: keep the clocks
@@ -99,17 +103,18 @@ def check(previous: Mapping[OpenKey, Pending], snapshot: ClusterSnapshot, now_ms
                 checks += 1
                 if listed:
                     if not state.verified:
-                        samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
+                        samples.append(VerificationOutcome(snapshot.cluster, tp, producer.producer_id, txn_id,
                                                           now_ms, now_ms - state.first_seen_ms, failed=False))
                     state = replace(state, verified=True, agreed_ms=now_ms)
                 elif now_ms - state.grace_from() > settings.verification_grace_ms:
                     failures += 1
+                    failing.append((tp, producer.producer_id, txn_id))
                     if not state.failed:
-                        samples.append(VerificationSample(snapshot.cluster, tp, producer.producer_id, txn_id,
+                        samples.append(VerificationOutcome(snapshot.cluster, tp, producer.producer_id, txn_id,
                                                           now_ms, None, failed=True))
                         state = replace(state, failed=True)
             pending[key] = state
-    return pending, VerificationCheck(checks, failures, tuple(samples))
+    return pending, VerificationCheck(checks, failures, tuple(samples), tuple(sorted(failing, key=lambda f: (f[0], f[1]))))
 
 
 def resume(unlisted: Mapping[OpenKey, int]) -> dict[OpenKey, Pending]:

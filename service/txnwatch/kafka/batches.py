@@ -79,9 +79,24 @@ def metadata(node_id: int, topics: Sequence[str] | None = None) -> Call:
     return Call("Metadata", node_id, MetadataRequest(topics=wanted, allow_auto_topic_creation=False))
 
 
-def list_transactions(broker_ids: Iterable[int]) -> list[Call]:
-    return [Call("ListTransactions", node,
-                 ListTransactionsRequest(state_filters=[], producer_id_filters=[]))
+#: ListTransactions v2 (Kafka 4.1, KIP-1152) carries TransactionalIdPattern.
+LIST_TRANSACTIONS_PATTERN_VERSION = 2
+
+
+def list_transactions(broker_ids: Iterable[int], id_pattern: str | None = None) -> list[Call]:
+    """Every id each broker coordinates; with ``id_pattern``, only those it matches as a whole.
+
+    The pattern is sent only where the caller knows the broker speaks v2: the request is then pinned
+    to v2 so kafka-python cannot quietly fall back to a version without the field.  The caller
+    filters the answer too (core/idpattern.py), so an older broker's full listing ends the same.
+    """
+    def request() -> ListTransactionsRequest:
+        if id_pattern is None:
+            return ListTransactionsRequest(state_filters=[], producer_id_filters=[])
+        return ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1,
+                                       transactional_id_pattern=id_pattern,
+                                       min_version=LIST_TRANSACTIONS_PATTERN_VERSION)
+    return [Call("ListTransactions", node, request(), "pattern" if id_pattern is not None else "")
             for node in broker_ids]
 
 

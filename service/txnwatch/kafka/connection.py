@@ -24,6 +24,7 @@ from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
+from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import ManagerWire
@@ -76,6 +77,8 @@ class ClusterConnection:
         self._closed = False
         # Timestamps of first unconsumed records, kept across polls (and reconnects): they never change.
         self._record_dates = RecordDates(settings.record_fetch_limit)
+        # Records a read_committed consumer gets up to the LSO, per (partition, committed offset), counted on.
+        self._record_counts = RecordCounts(settings.record_fetch_limit)
 
     @property
     def settings(self) -> ClusterConnectionSettings:
@@ -99,7 +102,8 @@ class ClusterConnection:
         try:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
                                                    known_max_timeout_ms=self._max_transaction_timeout_ms,
-                                                   record_dates=self._record_dates))
+                                                   record_dates=self._record_dates,
+                                                   record_counts=self._record_counts))
         except Exception:
             # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)

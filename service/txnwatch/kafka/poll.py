@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from kafka.protocol.admin.transactions import ListTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 
 from txnwatch.core.model import (
@@ -39,9 +40,10 @@ from txnwatch.core.model import (
     TopicPartition,
     TransactionDescription,
 )
-from txnwatch.kafka import batches, errors, parse, records
+from txnwatch.kafka import batches, errors, parse, record_count, records
 from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
 from txnwatch.kafka.errors import ClusterUnreachable
+from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
 from txnwatch.kafka.wire import Reply, Wire
@@ -86,7 +88,8 @@ class _Round3:
 
 
 async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
-                  known_max_timeout_ms: int | None, record_dates: RecordDates | None = None) -> Collected:
+                  known_max_timeout_ms: int | None, record_dates: RecordDates | None = None,
+                  record_counts: RecordCounts | None = None) -> Collected:
     """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
     layout, layout_errors = await _layout(wire, settings.name)
     brokers = [b.node_id for b in layout.brokers]
@@ -94,13 +97,21 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                if settings.watches(tp.topic, internal=tp.topic in layout.internal_topics)}
     led = {tp: leader for tp, leader in watched.items() if leader is not None}
 
-    calls = [*batches.list_transactions(brokers), *batches.list_groups(brokers),
+    # The id pattern goes to the brokers only if they all read it (ApiVersions); the listing is filtered
+    # here in every case, so a 3.x cluster and a 4.1+ one yield the same ids.
+    pattern = settings.transactional_id_pattern
+    server_side = pattern is not None and wire.supports(ListTransactionsRequest,
+                                                        batches.LIST_TRANSACTIONS_PATTERN_VERSION)
+    calls = [*batches.list_transactions(brokers, pattern if server_side else None),
+             *batches.list_groups(brokers),
              *batches.describe_producers(led),
              *batches.list_offsets(led, timeout_ms=settings.request_timeout_ms)]
     if known_max_timeout_ms is None:
         asked = layout.controller_id if layout.controller_id in brokers else brokers[0]
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
     second = _fold_round2(await wire.exchange(calls))
+    if pattern is not None:
+        second.listed = [t for t in second.listed if settings.lists_transaction(t.transactional_id)]
 
     listed_groups = [g for g in _first_per_key(second.groups, lambda g: g.group_id)
                      if g.group_type not in _GROUP_TYPES_WITHOUT_OFFSETS]
@@ -127,6 +138,8 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
     group_snapshots = {g.group_id: GroupSnapshot(g.group_id, g.state, g.protocol_type,
                                                  third.committed.get(g.group_id, {})) for g in groups}
     dated, fetch_errors = await _first_unconsumed(wire, partitions, group_snapshots, record_dates)
+    counted, count_errors = await _records_to_lso(wire, partitions, group_snapshots, record_counts)
+    fetch_errors.extend(count_errors)
     for problem in fetch_errors:
         if problem.name == errors.CORRUPT:  # an unreadable record: found once, then answered from the cache
             log.warning("cluster %s: Fetch %s: %s", settings.name, problem.target, problem.message)
@@ -146,7 +159,9 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
         max_transaction_timeout_ms=max_timeout_ms or DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
         first_unconsumed_ms={key: d.timestamp_ms for key, d in dated.items() if d.unreadable is None},
         unreadable_records={key: d.unreadable for key, d in dated.items() if d.unreadable is not None},
+        committed_records=counted,
         groups_filtered=len(listed_groups) - len(groups),
+        transactional_id_pattern=pattern,
     )
     return Collected(snapshot, max_timeout_ms)
 
@@ -174,6 +189,35 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
         failures.extend(problems)
         dates.remember(found)
         answers.update(found)
+    return answers, failures
+
+
+async def _records_to_lso(wire: Wire, partitions: Mapping[TopicPartition, PartitionSnapshot],
+                          groups: Mapping[str, GroupSnapshot], counts: RecordCounts | None,
+                          ) -> tuple[dict[record_count.Key, int], list[RequestError]]:
+    """Round 5, only for group partitions behind the LSO whose count is not kept up to this LSO: one
+    read_committed Fetch per leader, continuing each kept count where it stopped."""
+    if counts is None or counts.limit <= 0:
+        return {}, []
+    keys = record_count.wanted(partitions, groups.values())
+    lsos = {tp: lso for tp, _ in keys if (lso := partitions[tp].last_stable_offset) is not None}
+    answers, reads = counts.plan(keys, lsos)
+    calls = record_count.fetch_calls(reads, {tp: partitions[tp].leader for tp, _ in reads})
+    failures: list[RequestError] = []
+    for reply in await wire.exchange(calls) if calls else []:
+        if reply.failure is not None:
+            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
+            continue
+        asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
+                 for t in reply.call.request.topics for p in t.partitions}
+        by_tp = {tp: key for key in reads if (tp := key[0]) in asked and reads[key] == asked[tp]}
+        found, problems = record_count.parse_fetch(reply.response, {tp: lsos[tp] for tp in by_tp},
+                                                   {tp: key[1] for tp, key in by_tp.items()})
+        failures.extend(problems)
+        for tp, more in found.items():
+            total = counts.add(by_tp[tp], more)
+            if total.problem is None and total.through == lsos[tp]:
+                answers[by_tp[tp]] = total.records
     return answers, failures
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from txnwatch.core.idpattern import compile_pattern
 from txnwatch.kafka.msk import MskIamSigner
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
 
@@ -55,6 +56,9 @@ class ClusterConnectionSettings:
     #: Consumer groups whose offsets are fetched: full-match patterns, as for topics (exclude wins).
     groups_include: tuple[str, ...] = ()
     groups_exclude: tuple[str, ...] = ()
+    #: Transactional ids kept (whole-id match, core/idpattern.py): sent to Kafka 4.1+ in ListTransactions v2,
+    #: applied to the listing here as well, so every broker version yields the same ids.
+    transactional_id_pattern: str | None = None
     client_id: str = "txnwatch"
     #: Lagging group partitions whose first unconsumed record is fetched per poll, for time lag (0: none).
     record_fetch_limit: int = 200
@@ -97,7 +101,7 @@ class ClusterConnectionSettings:
         if self.sasl_mechanism == "AWS_MSK_IAM" and self.security_protocol != "SASL_SSL":
             raise ValueError(f"cluster {self.name!r}: AWS_MSK_IAM needs security_protocol SASL_SSL")
         # Compile now so a bad pattern fails at configuration time, not mid-poll.
-        _ = self._topics, self._groups
+        _ = self._topics, self._groups, self._id_pattern
 
     @cached_property
     def _topics(self) -> _Selection:
@@ -106,6 +110,15 @@ class ClusterConnectionSettings:
     @cached_property
     def _groups(self) -> _Selection:
         return _Selection.compile(self.groups_include, self.groups_exclude)
+
+    @cached_property
+    def _id_pattern(self) -> re.Pattern[str] | None:
+        return None if self.transactional_id_pattern is None else compile_pattern(self.transactional_id_pattern)
+
+    def lists_transaction(self, transactional_id: str) -> bool:
+        """Whether the id is in this cluster's scope (``transactional_id_pattern``, whole-id match)."""
+        pattern = self._id_pattern
+        return pattern is None or pattern.fullmatch(transactional_id) is not None
 
     def watches(self, topic: str, *, internal: bool = False) -> bool:
         return not internal and self._topics.selects(topic)
@@ -173,6 +186,7 @@ class ClusterConnectionSettings:
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
             groups_include=tuple(config.groups_include),
+            transactional_id_pattern=config.transactional_id_pattern,
             groups_exclude=tuple(config.groups_exclude),
             oauth=_oauth(config),
             record_fetch_limit=config.time_lag_fetches_per_poll,

@@ -14,8 +14,9 @@ string transactional id``; the value is ``int16 version, int64 ProducerId, int16
 ProducerEpoch, int32 TransactionTimeoutMs, int8 TransactionStatus, nullable
 []{Topic, []int32 PartitionIds} TransactionPartitions, int64
 TransactionLastUpdateTimestampMs, int64 TransactionStartTimestampMs`` plus, from v1,
-tagged fields 0 PreviousProducerId, 1 NextProducerId (int64) and 2
-ClientTransactionVersion (int16).  A null value is the tombstone of an expired id.
+tagged fields 0 PreviousProducerId, 1 NextProducerId (int64), 2
+ClientTransactionVersion and, from Kafka 4.3, 3 NextProducerEpoch (int16): the table
+:data:`VALUE_TAGS`.  A null value is the tombstone of an expired id.
 KIP-915 asks future versions to only add tagged fields, so a value of a version we
 do not know is read with the v1 layout and flagged; if that fails it is reported as
 undecodable with its raw bytes.  Nothing here raises on bad bytes: one record
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
@@ -42,7 +44,6 @@ API = "TransactionLog"
 _STATES = STATE_BY_ID
 _STATE_COUNT = len(_STATES)
 _new_tuple = tuple.__new__
-_TAG_PREVIOUS_PRODUCER_ID, _TAG_NEXT_PRODUCER_ID, _TAG_CLIENT_TRANSACTION_VERSION = 0, 1, 2
 _KNOWN_VALUE_VERSIONS = (0, 1)
 
 _HEAD = struct.Struct(">hqhib")  # version, producer id, epoch, timeout, status: 17 bytes
@@ -52,6 +53,32 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _TIMES = struct.Struct(">qq")
 _DECODE_ERRORS = (ValueError, struct.error, IndexError, UnicodeDecodeError)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueTag:
+    """One tagged field of ``TransactionLogValue`` txnwatch reads: the :class:`TxnLogRecord` field it fills, its
+    layout, and the field's value when Kafka did not write the tag (or wrote a negative "not set")."""
+
+    field: str
+    layout: struct.Struct
+    unset: int | None = None
+
+
+#: ``TransactionLogValue``'s tagged fields (flexible v1+) by tag, as Kafka's TransactionLogValue.json defines them.
+#: Kafka <= 4.2 writes only ClientTransactionVersion: the producer ids never (KAFKA-20310), so detection works from
+#: the sequence of records when they are absent.  4.3 adds NextProducerEpoch (tag 3).  Any other tag is kept raw
+#: (``TxnLogRecord.unknown_tags``); one that lands (a lastProducerEpoch, apache/kafka#22096) is a line here and a
+#: field of ``TxnLogRecord``.  A tag whose size is not its layout's is kept raw too.
+VALUE_TAGS: Mapping[int, ValueTag] = {
+    0: ValueTag("previous_producer_id", _I64),
+    1: ValueTag("next_producer_id", _I64),
+    2: ValueTag("client_transaction_version", _I16, unset=0),
+    3: ValueTag("next_producer_epoch", _I16),
+}
+# Where each known tag's value goes in the record's tuple, and its layout: bound once, read per tag.
+_TAG_SLOTS = {tag: (TxnLogRecord._fields.index(t.field), t.layout, t.unset) for tag, t in VALUE_TAGS.items()}
+_UNSET_TAGS = tuple((TxnLogRecord._fields.index(t.field), t.unset) for t in VALUE_TAGS.values())
 
 
 class TxnLogUnavailable(Exception):
@@ -138,26 +165,28 @@ def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timest
         pos = _topic_partitions(value, pos, flexible, partitions)
     last_update_ms, start_ms = _TIMES.unpack_from(value, pos)
     pos += 16
-    tags = _NO_TAGS
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    tagged: list[tuple[int, int | None]] = []
     if flexible:
-        tags, pos = _value_tags(value, pos)
+        unknown, pos = _value_tags(value, pos, tagged)
     if pos != len(value):
         raise ValueError("trailing bytes after transaction log value")
-    previous, following, client_tv, unknown = tags
     known = 0 <= status < _STATE_COUNT
     problem = None
     if flexible_guess:
         problem = f"value version {version} is newer than this txnwatch knows; read with the version 1 layout"
-    # Every field, in TxnLogRecord's order, as a plain tuple: this runs per record (a test reads the fields
-    # back by name), and skipping the NamedTuple's own __new__ saves a Python call each time.
-    return _new_tuple(TxnLogRecord, (
-        tid, log_partition, offset, timestamp_ms, TxnLogKind.VALUE,
-        _STATES[status] if known else TxnState.UNKNOWN, None if known else status,
-        producer_id, epoch, timeout_ms, tuple(partitions), last_update_ms,
-        start_ms if start_ms >= 0 else None,
-        previous if previous is not None and previous >= 0 else None,
-        following if following is not None and following >= 0 else None,
-        client_tv, version, unknown, problem, None))
+    # Every field, in TxnLogRecord's order, as a plain list then tuple: this runs per record (a test reads the
+    # fields back by name), and skipping the NamedTuple's own __new__ saves a Python call each time.  The tagged
+    # fields start unset and take what the record carries (VALUE_TAGS).
+    fields = [tid, log_partition, offset, timestamp_ms, TxnLogKind.VALUE,
+              _STATES[status] if known else TxnState.UNKNOWN, None if known else status,
+              producer_id, epoch, timeout_ms, tuple(partitions), last_update_ms,
+              start_ms if start_ms >= 0 else None, None, None, 0, version, unknown, problem, None, None]
+    for slot, unset in _UNSET_TAGS:
+        fields[slot] = unset
+    for slot, tag_value in tagged:
+        fields[slot] = tag_value
+    return _new_tuple(TxnLogRecord, fields)
 
 
 def _topic_partitions(value: bytes, pos: int, flexible: bool, into: list[tuple[str, int]]) -> int:
@@ -188,15 +217,9 @@ def _topic_partitions(value: bytes, pos: int, flexible: bool, into: list[tuple[s
     return pos
 
 
-#: A value's tagged fields: previous producer id, next producer id, client transaction version, unknown ones.
-ValueTags = tuple[int | None, int | None, int, tuple[tuple[int, bytes], ...]]
-_NO_TAGS: ValueTags = (None, None, 0, ())
-
-
-def _value_tags(value: bytes, pos: int) -> tuple[ValueTags, int]:
-    """The value's tagged fields (v1+), the known ones read, any other kept raw; and where they end."""
-    previous = following = None
-    client_tv = 0
+def _value_tags(value: bytes, pos: int, into: list[tuple[int, int | None]]) -> tuple[tuple[tuple[int, bytes], ...], int]:
+    """The value's tagged fields (v1+): the known ones (VALUE_TAGS) appended to ``into`` as (record slot, value),
+    the others returned raw; and where they end."""
     unknown: list[tuple[int, bytes]] = []
     # Counts, tags and sizes are one-byte varints but for tags Kafka has not defined yet: read inline.
     count, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
@@ -207,15 +230,14 @@ def _value_tags(value: bytes, pos: int) -> tuple[ValueTags, int]:
         pos += size
         if len(raw) != size:
             raise ValueError("record ends early")
-        if tag == _TAG_PREVIOUS_PRODUCER_ID and size == 8:
-            previous = _I64.unpack(raw)[0]
-        elif tag == _TAG_NEXT_PRODUCER_ID and size == 8:
-            following = _I64.unpack(raw)[0]
-        elif tag == _TAG_CLIENT_TRANSACTION_VERSION and size == 2:
-            client_tv = _I16.unpack(raw)[0]
+        known = _TAG_SLOTS.get(tag)
+        if known is not None and known[1].size == size:
+            slot, layout, unset = known
+            number = layout.unpack(raw)[0]
+            into.append((slot, number if number >= 0 else unset))
         else:
             unknown.append((tag, raw))
-    return (previous, following, client_tv, tuple(unknown)), pos
+    return tuple(unknown), pos
 
 
 def decode_record(key: bytes | None, value: bytes | None, log_partition: int, offset: int,

@@ -150,20 +150,11 @@ def inject_hanging_transaction(bootstrap: str, topic: str, partition: int = 0, *
         leader = partition_leaders(admin, topic)[partition]
         if leader < 0:
             raise LabError(f"{topic}-{partition} has no leader")
-        batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=pid,
-                                          producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
-        for i in range(records):
-            batch.append(i, timestamp=None, key=b"hanging", value=f"hanging-{i}".encode(), headers=[])
-        Topic = ProduceRequest.TopicProduceData
-        Partition = Topic.PartitionProduceData
         # Produce v3..v9: the pre-KIP-890-part-2 path, where the leader does not add the partition to
         # the transaction itself (v12+ with transaction.version 2 would).
-        request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=10_000,
-                                 topic_data=[Topic(name=topic, partition_data=[
-                                     Partition(index=partition, records=bytes(batch.build()))])],
-                                 min_version=3, max_version=9)
-        response = send(admin, request, node_id=leader)
-        result = response.responses[0].partition_responses[0]
+        result = transactional_produce(admin, leader, transactional_id, topic, partition, pid, epoch,
+                                       [f"hanging-{i}".encode() for i in range(records)], key=b"hanging",
+                                       versions=(3, 9), timeout_ms=10_000)
         error = Errors.for_code(result.error_code)
         if error is not Errors.NoError:
             raise LabError(f"raw transactional Produce to {topic}-{partition} was rejected with {error.__name__}; "
@@ -175,11 +166,31 @@ def inject_hanging_transaction(bootstrap: str, topic: str, partition: int = 0, *
         admin.close()
 
 
+def transactional_produce(admin: Any, leader: int, transactional_id: str, topic: str, partition: int,
+                          producer_id: int, producer_epoch: int, values: list[bytes], *, key: bytes,
+                          versions: tuple[int, int], timeout_ms: int) -> Any:
+    """One raw transactional batch (sequence 0) to `leader` with a Produce version in `versions`; the
+    partition's answer.  Which version decides who adds the partition to the transaction: v3-v9 nobody (the
+    pre-KIP-890 hanging transaction), v12 the leader itself under transaction version 2 (v13 names topics
+    by id)."""
+    batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                      producer_epoch=producer_epoch, base_sequence=0, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        batch.append(i, timestamp=None, key=key, value=value, headers=[])
+    Topic = ProduceRequest.TopicProduceData
+    Partition = Topic.PartitionProduceData
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=timeout_ms,
+                             topic_data=[Topic(name=topic, partition_data=[
+                                 Partition(index=partition, records=bytes(batch.build()))])],
+                             min_version=versions[0], max_version=versions[1])
+    return send(admin, request, node_id=leader).responses[0].partition_responses[0]
+
+
 # -- LSO stall ------------------------------------------------------------------------------------
 
 
 @dataclass
-class LsoStall(Fault):
+class LsoStallFault(Fault):
     """A real producer opened a transaction and went silent: the LSO stays at `first_offset` until the
     coordinator times it out (`transaction_timeout_ms`) or `clear()` aborts it."""
 
@@ -202,7 +213,7 @@ class LsoStall(Fault):
 
 
 def start_lso_stall(bootstrap: str, topic: str, partition: int = 0, *, transaction_timeout_ms: int = 15_000,
-                    transactional_id: str | None = None, records: int = 3) -> LsoStall:
+                    transactional_id: str | None = None, records: int = 3) -> LsoStallFault:
     transactional_id = transactional_id or unique_transactional_id("txnwatch-lab-stall")
     producer = transactional_producer(bootstrap, transactional_id, transaction_timeout_ms)
     producer.begin_transaction()
@@ -211,7 +222,7 @@ def start_lso_stall(bootstrap: str, topic: str, partition: int = 0, *, transacti
     producer.flush()
     first = futures[0].get(timeout=30)
     pid, epoch = _producer_id_and_epoch(producer)
-    return LsoStall(producer=producer, transactional_id=transactional_id, topic=topic, partition=partition,
+    return LsoStallFault(producer=producer, transactional_id=transactional_id, topic=topic, partition=partition,
                     producer_id=pid, producer_epoch=epoch, first_offset=first.offset,
                     transaction_timeout_ms=transaction_timeout_ms)
 
@@ -320,7 +331,7 @@ def fence_producer(bootstrap: str, topic: str, partition: int = 0, *, transactio
 
 
 @dataclass
-class StuckPrepare(Fault):
+class StuckPrepareFault(Fault):
     """The leader of a partition in the transaction is frozen (or stopped) while the producer commits
     (or aborts): the coordinator persists PrepareCommit/PrepareAbort but cannot write the marker, so the
     transaction stays in Prepare* until the broker comes back (`clear()`)."""
@@ -358,7 +369,7 @@ def _transactional_id_not_on(lab: LabCluster, avoid: int, prefix: str) -> tuple[
 
 
 def stuck_prepare(lab: LabCluster, topic: str, partition: int = 0, *, mode: str = "freeze",
-                  commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepare:
+                  commit: bool = True, transaction_timeout_ms: int | None = None) -> StuckPrepareFault:
     """`mode`: "freeze" (SIGSTOP) or "stop" (SIGKILL) the partition leader right before EndTxn.
 
     Use a replication-factor-1 topic: with other replicas in the ISR, the controller would move
@@ -385,7 +396,7 @@ def stuck_prepare(lab: LabCluster, topic: str, partition: int = 0, *, mode: str 
 
     thread = threading.Thread(target=end, name=f"stuck-prepare-{transactional_id}", daemon=True)
     thread.start()
-    return StuckPrepare(lab=lab, producer=producer, transactional_id=transactional_id, topic=topic,
+    return StuckPrepareFault(lab=lab, producer=producer, transactional_id=transactional_id, topic=topic,
                         partition=partition, leader=leader, coordinator=coordinator, mode=mode, commit=commit,
                         end_thread=thread, end_error=errors)
 

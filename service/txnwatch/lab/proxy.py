@@ -20,7 +20,7 @@ from typing import Any
 
 
 @dataclass
-class Route:
+class ProxyRoute:
     node_id: int
     listen_port: int
     target_port: int
@@ -36,7 +36,7 @@ class Route:
 
 
 class Proxy:
-    def __init__(self, routes: list[Route], control_port: int) -> None:
+    def __init__(self, routes: list[ProxyRoute], control_port: int) -> None:
         self.routes = {r.node_id: r for r in routes}
         self.control_port = control_port
         self._stop = asyncio.Event()
@@ -64,7 +64,7 @@ class Proxy:
                 route.server = None
             self._cut(route)
 
-    async def _follow_target(self, route: Route, interval: float = 0.2) -> None:
+    async def _follow_target(self, route: ProxyRoute, interval: float = 0.2) -> None:
         """Listen only while the broker does.  A stopped broker must look stopped to clients
         (connection refused), not like a listener that accepts and then resets every connection."""
         while True:
@@ -81,7 +81,7 @@ class Proxy:
                 self._cut(route)
             await asyncio.sleep(interval)
 
-    async def _handle(self, route: Route, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+    async def _handle(self, route: ProxyRoute, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         if route.blocked:
             _abort(client_w)
             return
@@ -100,7 +100,7 @@ class Proxy:
             _abort(broker_w)
 
     @staticmethod
-    async def _pump(route: Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pump(route: ProxyRoute, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue()
 
@@ -131,7 +131,7 @@ class Proxy:
             _abort(writer)
 
     @staticmethod
-    def _cut(route: Route) -> int:
+    def _cut(route: ProxyRoute) -> int:
         cut = 0
         for client_w, broker_w in list(route.connections):
             _abort(client_w)
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     for spec in args.route:
         node, ports = spec.split("=")
         listen, target = ports.split(":")
-        routes.append(Route(int(node), int(listen), int(target)))
+        routes.append(ProxyRoute(int(node), int(listen), int(target)))
     asyncio.run(Proxy(routes, args.control_port).serve())
 
 

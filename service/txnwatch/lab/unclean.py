@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import kafka.errors as Errors
 from kafka.admin import AbortTransactionSpec
-from kafka.protocol.producer import EndTxnRequest, InitProducerIdRequest, ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.protocol.producer import EndTxnRequest, InitProducerIdRequest
 
 from txnwatch.lab.errors import LabError
-from txnwatch.lab.faults import Fault, unique_transactional_id
+from txnwatch.lab.faults import Fault, transactional_produce, unique_transactional_id
 from txnwatch.lab.wire import find_transaction_coordinator, partition_leaders, send
 
 if TYPE_CHECKING:
@@ -139,18 +138,10 @@ def lose_commit_marker(lab: LabCluster, topic: str, partition: int = 0, *, recor
         init_answer = _until(init, "InitProducerId")
         pid, epoch = int(init_answer.producer_id), int(init_answer.producer_epoch)
 
-        batch = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=pid,
-                                          producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
-        for i in range(records):
-            batch.append(i, timestamp=None, key=b"lost-marker", value=f"lost-marker-{i}".encode(), headers=[])
-        Topic = ProduceRequest.TopicProduceData
-        Partition = Topic.PartitionProduceData
-        # Produce v12+: under transaction version 2 the leader adds the partition to the transaction itself.
-        produce = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=15_000,
-                                 topic_data=[Topic(name=topic, partition_data=[
-                                     Partition(index=partition, records=bytes(batch.build()))])],
-                                 min_version=12, max_version=12)  # v13 names topics by id
-        result = send(admin, produce, node_id=leader).responses[0].partition_responses[0]
+        # Produce v12: under transaction version 2 the leader adds the partition to the transaction itself.
+        result = transactional_produce(admin, leader, transactional_id, topic, partition, pid, epoch,
+                                       [f"lost-marker-{i}".encode() for i in range(records)], key=b"lost-marker",
+                                       versions=(12, 12), timeout_ms=15_000)
         _check(result.error_code, f"transactional Produce v12 to {topic}-{partition}")
         first_offset = int(result.base_offset)
 

@@ -55,6 +55,17 @@ class HistoryCollector(Collector):
                                   "detection.prepare_stuck_seconds, per the log.", labels=["cluster"])
         long_ = GaugeMetricFamily("txnwatch_txnlog_long_transactions", "Ongoing transactions past their "
                                   "transaction.timeout.ms plus grace, per the log.", labels=["cluster"])
+        gaps = CounterMetricFamily("txnwatch_history_gap", "Runs of __transaction_state offsets compacted away before "
+                                   "this process's tail read them (history gaps; since the process started).",
+                                   labels=["cluster"])
+        gap_records = CounterMetricFamily("txnwatch_history_gap_records", "Transaction log records compacted away "
+                                          "before they were read: their transitions are lost, so the log-derived "
+                                          "counters are lower bounds over the gaps' spans.", labels=["cluster"])
+        gap_start = GaugeMetricFamily("txnwatch_history_gap_last_start_timestamp_seconds", "Coordinator time of the "
+                                      "last record read before the newest history gap (absent when unknown).",
+                                      labels=["cluster"])
+        gap_end = GaugeMetricFamily("txnwatch_history_gap_last_end_timestamp_seconds", "Coordinator time of the "
+                                    "first record read after the newest history gap.", labels=["cluster"])
         counters = {key: CounterMetricFamily(name, doc, labels=["cluster"]) for key, (name, doc) in LOG_COUNTERS.items()}
         for view in self._state.views():
             h = view.history
@@ -62,6 +73,12 @@ class HistoryCollector(Collector):
                 mode.add_metric([view.name, m], 1.0 if h.mode == m else 0.0)
             for key, family in counters.items():
                 family.add_metric([view.name], h.counters.get(key, 0))
+            gaps.add_metric([view.name], h.gap_count)
+            gap_records.add_metric([view.name], h.gap_records)
+            if h.gaps and h.gaps[-1].after_ms is not None:
+                gap_start.add_metric([view.name], h.gaps[-1].after_ms / 1000)
+            if h.gaps and h.gaps[-1].before_ms is not None:
+                gap_end.add_metric([view.name], h.gaps[-1].before_ms / 1000)
             if not h.exact:
                 continue
             if h.lag_records is not None:
@@ -72,4 +89,5 @@ class HistoryCollector(Collector):
             open_.add_metric([view.name], h.open_transactions)
             stuck.add_metric([view.name], h.stuck_prepare)
             long_.add_metric([view.name], h.long_transactions)
-        yield from (mode, lag, last, ids, open_, stuck, long_, *counters.values())
+        yield from (mode, lag, last, ids, open_, stuck, long_, gaps, gap_records, gap_start, gap_end,
+                    *counters.values())

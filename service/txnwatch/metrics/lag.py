@@ -7,7 +7,8 @@ match a kafka_exporter deployment: ``metrics.cluster_label`` names (or, empty, d
 label that carries the cluster name, and a cluster's ``metric_labels`` adds constant
 labels the way kafka_exporter's ``--kafka.labels`` does.
 
-The lag that is right for read_committed groups (vs the LSO), the marker-corrected lag vs
+The lag that is right for read_committed groups (vs the LSO), the same in records (markers and
+aborted records left out), the marker-corrected lag vs
 the high watermark, the time lag and the last-commit time have ``txnwatch_`` names and
 always a ``cluster`` label.
 
@@ -93,6 +94,9 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                         "consumers can still read; a trailing control marker counts as 0.", group_partition)
     lag_hwm = LeanGauge("txnwatch_consumergroup_lag_hwm", "High watermark minus committed offset, never "
                         "negative; a trailing control marker counts as 0.", group_partition)
+    lag_records = LeanGauge("txnwatch_consumergroup_lag_records", "Records a read_committed consumer still reads "
+                            "before the LSO: control markers and aborted transactions' records left out (counted "
+                            "by reading the partition; absent until the count reaches the LSO).", group_partition)
     lag_seconds = LeanGauge("txnwatch_consumergroup_lag_seconds", "Age of the first record the group has not "
                             "consumed (0 when caught up).", group_partition)
     lag_unknown = LeanGauge("txnwatch_consumergroup_lag_seconds_unknown", "1 where the time lag is unknown "
@@ -105,6 +109,8 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
                           "the topic's partitions.", group_topic)
     topic_hwm = LeanGauge("txnwatch_consumergroup_topic_lag_hwm", "txnwatch_consumergroup_lag_hwm summed over "
                           "the topic's partitions.", group_topic)
+    topic_records = LeanGauge("txnwatch_consumergroup_topic_lag_records", "txnwatch_consumergroup_lag_records "
+                              "summed over the topic's partitions.", group_topic)
     topic_seconds = LeanGauge("txnwatch_consumergroup_topic_lag_seconds", "Largest "
                               "txnwatch_consumergroup_lag_seconds of the topic's partitions.", group_topic)
     topic_commit = LeanGauge("txnwatch_consumergroup_topic_last_commit_timestamp_seconds", "Latest "
@@ -132,24 +138,28 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
             labels = ex.values(name, (total.group_id, total.topic))
             committed_sum.add_metric(labels, total.committed_sum)
             lag_sum.add_metric(labels, total.lag_sum)
-        per_topic: dict[tuple[str, str], list[tuple[int | None, int | None, float | None, int | None]]] = defaultdict(list)
+        per_topic: dict[tuple[str, str], list[tuple[int | None, int | None, float | None, int | None, int | None]]] = (
+            defaultdict(list))
         for g in findings.lags:
             labels = (name, g.group_id, g.tp.topic, int_label(g.tp.partition))  # shared by the four families
             commit_s = None if g.last_commit_ms is None else g.last_commit_ms / 1000
-            per_topic[(g.group_id, g.tp.topic)].append((g.lag_lso, g.lag_hwm, g.lag_seconds, g.last_commit_ms))
+            per_topic[(g.group_id, g.tp.topic)].append((g.lag_lso, g.lag_hwm, g.lag_seconds, g.last_commit_ms,
+                                                         g.lag_records))
             if not by_partition:
                 continue
             if g.lag_seconds_unknown is not None:
                 lag_unknown.add_metric((*labels, g.lag_seconds_unknown.reason.value), 1)
             for family, value in ((lag_lso, g.lag_lso), (lag_hwm, g.lag_hwm), (lag_seconds, g.lag_seconds),
-                                  (last_commit, commit_s)):
+                                  (last_commit, commit_s), (lag_records, g.lag_records)):
                 if value is not None:
                     family.add_metric(labels, value)
         for (group_id, topic), values in sorted(per_topic.items()):
             labels = (name, group_id, topic)
-            lsos, hwms, seconds, commits = zip(*values, strict=True)
+            lsos, hwms, seconds, commits, counts = zip(*values, strict=True)
             if None not in lsos:
                 topic_lso.add_metric(labels, sum(v for v in lsos if v is not None))
+            if None not in counts:
+                topic_records.add_metric(labels, sum(v for v in counts if v is not None))
             if None not in hwms:
                 topic_hwm.add_metric(labels, sum(v for v in hwms if v is not None))
             if None not in seconds:
@@ -157,5 +167,5 @@ def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Ite
             known = [v for v in commits if v is not None]
             if known:
                 topic_commit.add_metric(labels, max(known) / 1000)
-    yield from (hwm, log_start, committed, lag, committed_sum, lag_sum, lag_lso, lag_hwm, lag_seconds, lag_unknown,
-                last_commit, topic_lso, topic_hwm, topic_seconds, topic_commit)
+    yield from (hwm, log_start, committed, lag, committed_sum, lag_sum, lag_lso, lag_hwm, lag_records, lag_seconds,
+                lag_unknown, last_commit, topic_lso, topic_hwm, topic_records, topic_seconds, topic_commit)

@@ -58,10 +58,12 @@ def light(view: ClusterView) -> ClusterView:
     snapshot = view.snapshot
     if snapshot is not None:
         snapshot = replace(snapshot, listed=(), transactions={}, partitions={}, groups={}, first_unconsumed_ms={},
-                           unreadable_records={})
+                           unreadable_records={}, committed_records={})
     findings = view.findings
-    if findings is not None:  # only what the caps left out (GET /api/v1/clusters/{name}), none of the rows
-        findings = Findings(findings.cluster, findings.now_ms, omitted=dict(findings.omitted))
+    if findings is not None:  # what the caps left out (GET /api/v1/clusters/{name}) and the record lags (kept in
+        # memory only, no column: GET /api/v1/consumer-groups/{cluster}/{group}); none of the other rows
+        findings = Findings(findings.cluster, findings.now_ms, omitted=dict(findings.omitted),
+                            lags=tuple(g for g in findings.lags if g.lag_records is not None))
     return replace(view, snapshot=snapshot, findings=findings,
                    history=replace(view.history, states={}) if view.history.states else view.history)
 

@@ -41,6 +41,7 @@ from sqlalchemy import Engine, delete, literal, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import ColumnElement
 
+from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.store import models as m
 
 MANIFEST = "_manifest.json"
@@ -306,7 +307,7 @@ def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Mani
 
     spec = TABLES["transitions"]
     book, state = manifest.table(STREAM_BOOKKEEPING), manifest.table("transitions")
-    cutoff_ms = int((datetime.now(timezone.utc) - settle).timestamp() * 1000)
+    cutoff_ms = to_ms(datetime.now(timezone.utc) - settle)
     rows = files = 0
     while True:
         with engine.connect() as conn:
@@ -322,9 +323,9 @@ def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Mani
         recent = next((i for i, r in enumerate(chunk) if r.staged_at_ms >= cutoff_ms), None)
         settled = chunk if recent is None else chunk[:recent]
         if settled:
-            converted = [(r.name, r.id, r.transactional_id, _from_ms(r.at_ms), r.from_state, r.to_state,
+            converted = [(r.name, r.id, r.transactional_id, from_ms(r.at_ms), r.from_state, r.to_state,
                           r.producer_id, r.producer_epoch, r.prev_producer_id, r.prev_producer_epoch, r.timeout_ms,
-                          _from_ms(r.start_ms), r.partitions.split(",") if r.partitions else [],
+                          from_ms(r.start_ms), r.partitions.split(",") if r.partitions else [],
                           r.events.split(",") if r.events else [], r.duration_ms, r.log_partition, r.log_offset,
                           r.client_transaction_version) for r in settled]
             files += _write_chunk(fs, root, spec, converted, state, prefix="log-part")
@@ -334,10 +335,6 @@ def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Mani
         if recent is not None:
             break
     return ExportResult(STREAM_BOOKKEEPING, rows, files, 0)
-
-
-def _from_ms(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=timezone.utc)
 
 
 def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session], archive_uri: str,
@@ -350,7 +347,7 @@ def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session
     export_history(engine, archive_uri, tables={"transitions": TABLES["transitions"]}, settle=settle)
     fs, root = open_archive(archive_uri)
     archived = read_manifest(fs, root).table(STREAM_BOOKKEEPING).last_id
-    cutoff_ms = int((datetime.now(timezone.utc) - hot).timestamp() * 1000)
+    cutoff_ms = to_ms(datetime.now(timezone.utc) - hot)
     purged = 0
     while True:
         with sessions.begin() as session:

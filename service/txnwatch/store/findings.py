@@ -11,24 +11,16 @@ could not be decided this poll is neither refreshed nor closed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import ClusterSnapshot, incident_key
 from txnwatch.detect import Findings
 from txnwatch.store import models as m
-
-
-def ms(at: datetime) -> int:
-    """The inverse of :func:`ts`: epoch milliseconds, as the detectors count time."""
-    return round(at.timestamp() * 1000)
-
-
-def ts(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 @dataclass
@@ -52,7 +44,7 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
         transactional_id=t.transactional_id, observed_at=at, from_state=t.from_state.value if t.from_state else None,
         to_state=t.to_state.value, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
         prev_producer_id=t.prev_producer_id, prev_producer_epoch=t.prev_producer_epoch, timeout_ms=t.timeout_ms,
-        txn_started_at=ts(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions), events=list(t.events),
+        txn_started_at=from_ms(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions), events=list(t.events),
         duration_ms=t.duration_ms) for t in findings.transitions]
     verification = [dict(topic=v.tp.topic, partition=v.tp.partition, producer_id=v.producer_id,
                          transactional_id=v.transactional_id, observed_at=at, verification_ms=v.verification_ms,
@@ -64,12 +56,12 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
     hanging = EpisodeSync(m.HangingEpisode, {h.incident_key: dict(
         incident_key=h.incident_key, topic=h.tp.topic, partition=h.tp.partition, producer_id=h.producer_id,
         producer_epoch=h.producer_epoch, transactional_id=h.transactional_id, coordinator_id=h.coordinator_id,
-        reason=h.reason.value, txn_start_offset=h.txn_start_offset, last_write_at=ts(h.last_timestamp_ms),
+        reason=h.reason.value, txn_start_offset=h.txn_start_offset, last_write_at=from_ms(h.last_timestamp_ms),
         first_seen_at=at, last_seen_at=at) for h in findings.hanging},
         undecided={incident_key(snapshot.cluster, u.tp, u.producer_id) for u in findings.undetermined
                    if u.producer_id is not None})  # a leader that did not answer names no producer: no episode
     stalls = EpisodeSync(m.LsoStallEpisode, {_stall_key(s.tp.topic, s.tp.partition): dict(
-        topic=s.tp.topic, partition=s.tp.partition, started_at=ts(s.started_ms), last_seen_at=at,
+        topic=s.tp.topic, partition=s.tp.partition, started_at=from_ms(s.started_ms), last_seen_at=at,
         stalled_lso=s.stalled_lso, max_gap=s.max_gap, blocking_producer_id=s.blocking_producer_id,
         blocking_producer_epoch=s.blocking_producer_epoch, blocking_transactional_id=s.blocking_transactional_id)
         for s in findings.lso_stalls},

@@ -401,7 +401,7 @@ def list_partitions(session: Session, clusters: Collection[str], *, topic: str |
 
 
 @dataclass(frozen=True)
-class GroupLag:
+class GroupSummaryRow:
     cluster_id: int
     cluster: str
     group_id: str
@@ -415,7 +415,7 @@ class GroupLag:
     lag_seconds_unknown: int = 0
 
 
-def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | None, limit: int) -> list[GroupLag]:
+def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | None, limit: int) -> list[GroupSummaryRow]:
     """Each group's lag in its cluster's latest lag sample, in (cluster id, group) order."""
     L = m.ConsumerLagSample
     latest = latest_sampled_at(session, L, clusters)
@@ -428,7 +428,7 @@ def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | 
             .where(_latest_condition(L, latest), _after(key, after, False))
             .group_by(L.cluster_id, m.Cluster.name, L.group_id)
             .order_by(*key).limit(limit))
-    groups = [GroupLag(cid, name, gid, at, int(n), _int(lso), _int(hwm), secs, lag_seconds_unknown=int(unknown))
+    groups = [GroupSummaryRow(cid, name, gid, at, int(n), _int(lso), _int(hwm), secs, lag_seconds_unknown=int(unknown))
               for cid, name, gid, at, n, lso, hwm, secs, unknown in session.execute(stmt)]
     if not groups:
         return groups
@@ -437,7 +437,7 @@ def list_groups(session: Session, clusters: Collection[str], *, after: Keyset | 
             select(L.cluster_id, L.group_id, L.topic).distinct()
             .where(_latest_condition(L, latest), L.group_id.in_({g.group_id for g in groups}))):
         topics.setdefault((cid, gid), set()).add(topic)
-    return [GroupLag(**{**g.__dict__, "topics": tuple(sorted(topics.get((g.cluster_id, g.group_id), ())))})
+    return [GroupSummaryRow(**{**g.__dict__, "topics": tuple(sorted(topics.get((g.cluster_id, g.group_id), ())))})
             for g in groups]
 
 

@@ -32,10 +32,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
-from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes, ts
+from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
@@ -81,7 +82,7 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
         dict(source=m.POLL, transactional_id=t.transactional_id, id_hash=m.id_hash(t.transactional_id),
              coordinator_id=t.coordinator_id, state=t.state.value,
              producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
-             txn_started_at=ts(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions),
+             txn_started_at=from_ms(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions),
              first_seen_at=at, last_seen_at=at, gone_at=None)
         for t in snapshot.transactions.values()
     ]
@@ -133,7 +134,7 @@ class Recorder:
 
     def build(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None,
               now_ms: int) -> PollRecord:
-        at = ts(snapshot.taken_at_ms if snapshot else now_ms)
+        at = from_ms(snapshot.taken_at_ms if snapshot else now_ms)
         assert at is not None
         record = PollRecord(cluster=cluster, at=at,
                             ok=snapshot is not None, duration_ms=snapshot.duration_ms if snapshot else 0,

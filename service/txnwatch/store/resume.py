@@ -10,11 +10,11 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.core.model import LsoStall, TopicPartition, TxnState
 from txnwatch.detect.hanging import PrepareKey
 from txnwatch.detect.verification import OpenKey
 from txnwatch.store import models as m
-from txnwatch.store.findings import ms
 
 PREPARE_STATES = [s.value for s in TxnState if s.is_prepare]
 
@@ -22,8 +22,8 @@ PREPARE_STATES = [s.value for s in TxnState if s.is_prepare]
 def open_stalls(session: Session, cluster_id: int, cluster: str) -> list[LsoStall]:
     rows = session.scalars(select(m.LsoStallEpisode).where(m.LsoStallEpisode.cluster_id == cluster_id,
                                                            m.LsoStallEpisode.ended_at.is_(None)))
-    return [LsoStall(cluster, TopicPartition(r.topic, r.partition), started_ms=ms(r.started_at),
-                     last_seen_ms=ms(r.last_seen_at), stalled_lso=r.stalled_lso, max_gap=r.max_gap,
+    return [LsoStall(cluster, TopicPartition(r.topic, r.partition), started_ms=to_ms(r.started_at),
+                     last_seen_ms=to_ms(r.last_seen_at), stalled_lso=r.stalled_lso, max_gap=r.max_gap,
                      gap=r.max_gap, blocking_producer_id=r.blocking_producer_id,
                      blocking_producer_epoch=r.blocking_producer_epoch,
                      blocking_transactional_id=r.blocking_transactional_id) for r in rows]
@@ -47,9 +47,9 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
     since: dict[str, tuple[PrepareKey, int]] = {}
     for state, entered_at in rows:
         if entered_at is not None:
-            started = ms(state.txn_started_at) if state.txn_started_at is not None else None
+            started = to_ms(state.txn_started_at) if state.txn_started_at is not None else None
             key: PrepareKey = (TxnState(state.state), state.producer_id, state.producer_epoch, started)
-            since[state.transactional_id] = (key, ms(entered_at))
+            since[state.transactional_id] = (key, to_ms(entered_at))
     return since
 
 
@@ -59,5 +59,5 @@ def unlisted_open(session: Session, cluster_id: int) -> dict[OpenKey, int]:
     rows = session.scalars(select(m.HangingEpisode).where(m.HangingEpisode.cluster_id == cluster_id,
                                                           m.HangingEpisode.resolved_at.is_(None)))
     return {(TopicPartition(r.topic, r.partition), r.producer_id, r.txn_start_offset):
-            min(ms(r.first_seen_at), ms(r.last_write_at or r.first_seen_at))
+            min(to_ms(r.first_seen_at), to_ms(r.last_write_at or r.first_seen_at))
             for r in rows if r.txn_start_offset is not None}

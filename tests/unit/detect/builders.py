@@ -40,11 +40,11 @@ def txn(txn_id: str = "app-1", pid: int = 7, epoch: int = 0, state: TxnState = T
 def snapshot(*, partitions: tuple[PartitionSnapshot, ...] = (), txns: tuple[TransactionDescription, ...] = (),
              listed: tuple[ListedTransaction, ...] | None = None, at: int = 0, complete: bool = True,
              unreachable: frozenset[int] = frozenset(), errors: tuple[RequestError, ...] = (),
-             groups: tuple[GroupSnapshot, ...] = ()) -> ClusterSnapshot:
+             groups: tuple[GroupSnapshot, ...] = (), pattern: str | None = None) -> ClusterSnapshot:
     if listed is None:
         listed = tuple(ListedTransaction(t.transactional_id, t.producer_id, t.state, t.coordinator_id) for t in txns)
     return ClusterSnapshot(cluster="c", taken_at_ms=at, duration_ms=5,
                            listed=listed, transactions={t.transactional_id: t for t in txns},
                            partitions={p.tp: p for p in partitions}, groups={g.group_id: g for g in groups},
                            errors=errors, listing_complete=complete, unreachable_coordinators=unreachable,
-                           max_transaction_timeout_ms=MAX_TIMEOUT)
+                           max_transaction_timeout_ms=MAX_TIMEOUT, transactional_id_pattern=pattern)

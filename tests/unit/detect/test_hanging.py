@@ -19,6 +19,24 @@ def test_open_txn_unknown_to_every_coordinator_hangs() -> None:
     assert found[0].incident_key == "c/orders-0/7" and found[0].age_ms == OLD and not undetermined
 
 
+def test_under_an_id_pattern_an_unlisted_producer_is_undetermined_not_hanging() -> None:
+    """With transactional_id_pattern the listing names only the tenant's ids: another tenant's open
+    transaction on a watched partition would otherwise be "no transactional id" and page."""
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), pattern="team-a-.*")
+    found, undetermined = hanging.find_hanging(snap, OLD, S)
+    assert found == []
+    assert [(u.tp, u.producer_id) for u in undetermined] == [(TP, 7)]
+    assert "team-a-.*" in undetermined[0].why
+
+
+def test_under_an_id_pattern_a_listed_id_is_judged_as_always() -> None:
+    listed = (ListedTransaction("team-a-1", 7, TxnState.ONGOING, 1),)
+    snap = snapshot(partitions=(partition(producers=(producer(),)),), txns=(txn("team-a-1", partitions=()),),
+                    listed=listed, pattern="team-a-.*")
+    found, _ = hanging.find_hanging(snap, OLD, S)
+    assert [h.reason for h in found] == [HangingReason.PARTITION_NOT_LISTED]
+
+
 def test_young_open_txn_is_not_a_candidate() -> None:
     snap = snapshot(partitions=(partition(producers=(producer(),)),))
     assert hanging.find_hanging(snap, MAX_TIMEOUT, S) == ([], [])

@@ -27,6 +27,16 @@ class Page(_Out, Generic[T]):
 # --- clusters ----------------------------------------------------------------------------------------------
 
 
+class HistoryGapOut(_Out):
+    log_partition: int = Field(description="The __transaction_state partition (a coordinator's).")
+    first_offset: int = Field(description="First offset the tail expected and did not get.")
+    last_offset: int = Field(description="Last missing offset: the next record read is just past it.")
+    records: int = Field(description="Records removed (the topic's offsets are dense as written).")
+    after: datetime | None = Field(description="Coordinator time of the last record read before the gap; null "
+                                               "when unknown.")
+    before: datetime | None = Field(description="Coordinator time of the first record read after the gap.")
+
+
 class ClusterSummary(_Out):
     name: str
     bootstrap_servers: list[str]
@@ -43,6 +53,10 @@ class ClusterSummary(_Out):
                                      "that denies reading __transaction_state.")
     txnlog_lag_records: int | None = Field(default=None, description="Transaction log records not yet applied "
                                            "(exact mode).")
+    history_gaps: list[HistoryGapOut] = Field(default_factory=list, description=(
+        "Runs of __transaction_state offsets compacted away before this replica's tail read them (the newest 20 "
+        "since it started): their transitions are lost, so the log-derived counters are lower bounds between "
+        "`after` and `before`. Empty when none."))
 
 
 class RequestErrorOut(_Out):
@@ -109,7 +123,7 @@ class TransactionPage(Page[TransactionSummary]):
     pass
 
 
-class Transition(_Out):
+class TransitionOut(_Out):
     observed_at: datetime
     from_state: str | None
     to_state: str
@@ -233,7 +247,7 @@ class TransactionDetail(TransactionSummary):
                                                               "offsets: an LSO at the transaction's first offset "
                                                               "blocks read_committed consumers.")
     hanging_episodes: list[HangingEpisodeOut] = Field(description="Open hanging episodes of this transactional id.")
-    timeline: list[Transition] = Field(description="Observed state changes, newest first.")
+    timeline: list[TransitionOut] = Field(description="Observed state changes, newest first.")
     timeline_truncated: bool = Field(description="More transitions exist than `timeline_limit` returned.")
 
 
@@ -326,9 +340,16 @@ class GroupPartitionLag(_Out):
         default=None, description="Why lag_seconds is unknown: record_over_budget (the first unconsumed record lies "
                                   "past the decompression budget of its batch, e.g. a compression bomb) or "
                                   "record_unreadable (a damaged batch), then which record and batch.")
+    lag_records: int | None = Field(
+        default=None, description="Records a read_committed consumer still reads before the LSO: lag_lso without "
+                                  "control markers and aborted transactions' records. From the collector's latest "
+                                  "poll (not stored); null until counted, or when the poll's committed offset is "
+                                  "not this sample's.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):
+    lag_records: int | None = Field(default=None, description="Sum of partition_lags[].lag_records; null unless "
+                                                              "every partition's is known.")
     partition_lags: list[GroupPartitionLag]
 
 
@@ -407,11 +428,19 @@ class VerificationReport(_Out):
 class AlertOut(_Out):
     id: int
     cluster: str | None
-    rule: str
+    rule: str = Field(description="The rule that opened the incident and keeps its key (and PagerDuty dedup key) "
+                                  "while it is open; see `root_cause` for what the incident is about.")
+    root_cause: str = Field(description="The rule the incident is about: its most telling finding. An incident "
+                                        "opened as an LSO stall becomes `hanging_transaction` once Kafka calls "
+                                        "the blocking transaction hanging; its key does not change.")
+    title: str = Field(description="The root cause's title in words (e.g. \"Hanging transaction\").")
     incident_key: str = Field(description="Stable per incident; the PagerDuty dedup_key derives from it.")
     state: str = Field(description="pending (condition true, `for:` not elapsed), firing, or resolved.")
     severity: Severity
-    summary: str
+    summary: str = Field(description="The root cause's summary, with the related findings by title.")
+    since: datetime = Field(description="The incident's one clock: when its earliest finding began (the LSO's "
+                                        "first poll at the pinned offset), else `started_at`. The console's "
+                                        "\"since\" is this moment too.")
     labels: dict[str, Any]
     details: dict[str, Any]
     started_at: datetime

@@ -65,9 +65,33 @@ def register(app: FastAPI, *, console_enabled: bool = True) -> None:
     register_docs(app)
     if not console_enabled:
         return
-    from txnwatch.serve.console.router import router
+    from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from txnwatch.serve.console.router import error_page, router
 
     app.include_router(router)
+
+    def _for_a_browser(request: Request) -> bool:
+        """A console address asked by a browser gets a page; the API and scripts keep the one JSON shape."""
+        path = request.url.path
+        return (path == "/console" or path.startswith("/console/")) and not path.startswith(STATIC + "/") \
+            and "text/html" in request.headers.get("accept", "")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code in (404, 422) and _for_a_browser(request):
+            return error_page(request, exc.status_code, exc.detail)
+        return await http_exception_handler(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        if _for_a_browser(request):
+            return error_page(request, 422, exc.errors())
+        return await request_validation_exception_handler(request, exc)
 
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:

@@ -13,6 +13,7 @@ import json
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
 
@@ -24,17 +25,21 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
+from txnwatch.core.epoch import from_ms
+from txnwatch.core.model import BrokerTxnSignals
 from txnwatch.core.redact import redact_optional
+from txnwatch.core.views import ClusterView
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api import sessions
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
+from txnwatch.serve.api.routers.alerts import alert_view
 from txnwatch.serve.api.security import require_reader, token_matches, too_many
 from txnwatch.serve.api.sessions import COOKIE
 from txnwatch.serve.api.throttle import AuthThrottle, client_key
-from txnwatch.serve.console import assets, charts, runbooks
+from txnwatch.serve.console import assets, cards, charts, runbooks
 from txnwatch.store import context, queries, txnlog_queries
 
 HERE = Path(__file__).resolve().parent
@@ -68,6 +73,25 @@ def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
     return HTMLResponse(html)
 
 
+HEADINGS = {404: "Not found", 422: "Not a valid address"}
+
+
+def error_page(request: Request, status_code: int, detail: Any) -> HTMLResponse:
+    """What a browser gets instead of the API's JSON when a console address names nothing: the reason in words
+    and a way back (the Now page; the cluster's section when the address names a configured cluster)."""
+    if isinstance(detail, list):  # a 422's validation errors: the first one, as a sentence
+        first = detail[0] if detail else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) if isinstance(first, dict) else ""
+        detail = f"{where}: {first.get('msg', 'invalid')}" if isinstance(first, dict) else str(first)
+    parts = request.url.path.split("/")
+    names = {c.name for c in runtime_of(request).settings.clusters}
+    cluster = parts[3] if len(parts) > 3 and parts[2] in ("partitions", "transactions") and parts[3] in names else None
+    html = _env.get_template("error.html").render(
+        assets_ok=False, title=HEADINGS.get(status_code, "Error"), heading=HEADINGS.get(status_code, "Error"),
+        detail=str(detail), status=status_code, cluster=cluster, generated_at=now())
+    return HTMLResponse(html, status_code=status_code)
+
+
 PANELS: dict[str, dict[str, int]] = json.loads((HERE / "grafana_panels.json").read_text())
 
 
@@ -97,26 +121,50 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
         session, clusters=names, include_resolved=False, after=None, limit=200)])
     stalls = incidents.stall_all([(r, r.cluster_name) for r in queries.list_lso_stalls(
         session, clusters=names, since=at, after=None, limit=200)])
-    alerts = queries.list_alerts(session, clusters=names, with_unscoped=True, states=["firing", "pending"],
-                                 after=None, limit=200)
+    alerts = [SimpleNamespace(**r._mapping, **alert_view(r)) for r in queries.list_alerts(
+        session, clusters=names, with_unscoped=True, states=["firing", "pending"], after=None, limit=200)]
+    incident_cards, other_alerts = cards.build(hanging, stalls, alerts)
     clusters = []
     for name in names:
         view = runtime.state.get(name)
         record = records.get(name)
         # This process's view when it polls the cluster; otherwise what the polling replica recorded.
         if view is not None and view.last_poll_at_ms is not None:
-            up, error, last = view.up, redact_optional(view.last_error), humanize.from_ms(view.last_success_at_ms)
+            up, error, last = view.up, redact_optional(view.last_error), from_ms(view.last_success_at_ms)
         else:
             up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
+        gaps = view.history.gaps if view is not None else ()
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
-            hanging=[h for h in hanging if h["cluster"] == name], stalls=[s for s in stalls if s["cluster"] == name],
-            alerts=[a for a in alerts if a.cluster_name == name]))
-    unscoped = [a for a in alerts if a.cluster_name is None]
+            history_gaps=[dict(partition=g.log_partition, first=g.first_offset, last=g.last_offset, records=g.records,
+                               after=from_ms(g.after_ms), before=from_ms(g.before_ms))
+                          for g in reversed(gaps)],
+            cards=[card for card in incident_cards if card.cluster == name],
+            alerts=[a for a in other_alerts if a.cluster_name == name], brokers=_broker_signals(view)))
+    unscoped = [a for a in other_alerts if a.cluster_name is None]
     return _page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
                  reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),
                  stall_runbook=runbook_href(runtime.settings, LSO_STALL))
+
+
+def _broker_signals(view: ClusterView | None) -> list[dict[str, Any]]:
+    """The brokers' own transaction signals from this process's latest poll (their JMX exporters), one row per
+    broker whose exporter answered; None where the broker did not report the signal."""
+    snapshot = view.snapshot if view is not None else None
+    rows = []
+    for b in snapshot.broker_verification if snapshot is not None else ():
+        s = b.signals
+        if b.error is not None and s == BrokerTxnSignals():
+            continue
+        worst = max(s.lso_lag, key=lambda t: t[2]) if s.lso_lag else None
+        rows.append(dict(broker=b.broker, late=s.late_transaction_partitions,
+                         lso_lag=None if worst is None else worst[2],
+                         lso_lag_partition=None if worst is None or worst[2] == 0 else f"{worst[0]}-{worst[1]}",
+                         unknown_destination=s.marker_unknown_destination_queue,
+                         append_retry=s.marker_log_append_retry_queue,
+                         load_max_ms=s.coordinator_load_ms_max))
+    return rows
 
 
 def _cluster_id(session: Session, runtime: Runtime, cluster: str) -> int:
@@ -163,6 +211,9 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     since = at - timedelta(hours=hours)
     samples = context.history(session, key, since)
     stall_rows, hanging_rows = context.episodes(session, key, since)
+    if not samples and not stall_rows and not hanging_rows and key not in context.latest_samples(session, [key]):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no offsets are recorded for partition {topic}-{partition} "
+                                                       f"on cluster {cluster!r}: check the topic and partition")
     incidents = IncidentBuilder(session, runtime.settings, at)
     stalls = incidents.stall_all([(s, cluster) for s in stall_rows])
     hanging = incidents.hanging_all([(h, cluster) for h in hanging_rows])

@@ -1,9 +1,13 @@
 """docs/runbooks.md as the console serves it at /console/runbooks, when no ``console.runbook_url`` is set.
 
-A small Markdown subset (headings, fenced code, paragraphs, lists, inline code, bold, tables as text)
-is all the runbooks use; anchors are GitHub's (lower-cased heading), the ones
-:mod:`txnwatch.core.vocabulary` links to.  The file is read from the source tree, or from the copy
-``python -m txnwatch.serve.console.assets`` puts beside the vendored assets for installed wheels.
+Rendered by markdown-it-py (CommonMark plus tables, raw HTML escaped, never passed through), the
+parser rich already brings: the page once showed literal ``[metrics.md](metrics.md)`` and ``---``
+from a home-grown subset.  Sections are cut at the level-2 headings of the token stream (a ``#``
+inside a code block is code, not a heading); anchors are GitHub's (lower-cased heading), the ones
+:mod:`txnwatch.core.vocabulary` links to.  A link to another file of docs/ goes to the project's
+rendered copy, since the console serves only this one.  The file is read from the source tree, or
+from the copy ``python -m txnwatch.serve.console.assets`` puts beside the vendored assets for
+installed wheels.
 """
 
 from __future__ import annotations
@@ -11,12 +15,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from markupsafe import Markup, escape
+from markdown_it import MarkdownIt
+from markupsafe import Markup
 
+from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL
 from txnwatch.serve.console.assets import VENDOR
 
 CANDIDATES = (Path(__file__).resolve().parents[4] / "docs" / "runbooks.md", VENDOR / "runbooks.md")
+DOCS_URL = DEFAULT_RUNBOOK_URL.rsplit("/", 1)[0] + "/"  # where the project's docs/ are rendered
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 @dataclass(frozen=True)
@@ -26,40 +35,32 @@ class Section:
     html: Markup
 
 
-def _inline(text: str) -> str:
-    out = str(escape(text))
-    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
-    out = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"\[([^\]]+)\]\(#([a-z0-9-]+)\)", r'<a href="#\2">\1</a>', out)
+def _anchor(title: str) -> str:
+    return re.sub(r"[^a-z0-9 -]", "", title.strip().lower()).replace(" ", "-")
 
 
-def _blocks(body: str) -> Markup:
-    html: list[str] = []
-    for chunk in re.split(r"(```[a-z]*\n.*?```)", body, flags=re.S):
-        if chunk.startswith("```"):
-            code = chunk.split("\n", 1)[1].rsplit("```", 1)[0]
-            html.append(f"<pre>{escape(code)}</pre>")
-            continue
-        for para in (p.strip() for p in chunk.split("\n\n")):
-            if not para:
-                continue
-            lines = para.splitlines()
-            if all(line.startswith("|") for line in lines):
-                html.append(f"<pre>{escape(para)}</pre>")
-            elif all(line.startswith(("* ", "- ", "  ")) for line in lines):
-                items = re.split(r"\n(?=[*-] )", para)
-                html.append("<ul>" + "".join(f"<li>{_inline(i[2:])}</li>" for i in items) + "</ul>")
-            else:
-                html.append(f"<p>{_inline(para)}</p>")
-    return Markup("\n".join(html))
+def _relink(tokens: list[Any]) -> None:
+    """Relative links to other docs files point at the project's rendered docs; anchors stay on this page."""
+    for token in tokens:
+        for child in token.children or ():
+            href = child.attrGet("href") if child.type == "link_open" else None
+            if isinstance(href, str) and not href.startswith("#") and not re.match(r"^[a-z][a-z0-9+.-]*:", href):
+                child.attrSet("href", DOCS_URL + href)
 
 
 def parse(text: str) -> list[Section]:
-    parts = re.split(r"^## (.+)$", text, flags=re.M)
-    sections = [Section("Runbooks", "top", _blocks(re.sub(r"^# .*\n", "", parts[0])))]
-    for title, body in zip(parts[1::2], parts[2::2], strict=False):
-        anchor = re.sub(r"[^a-z0-9 -]", "", title.strip().lower()).replace(" ", "-")
-        sections.append(Section(title.strip(), anchor, _blocks(body)))
+    tokens = _MD.parse(text)
+    _relink(tokens)
+    cuts = [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
+    first = next((i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1"), None)
+    intro = tokens[:cuts[0] if cuts else len(tokens)]
+    if first is not None and first < len(intro):  # the page has its own title: drop the document's
+        intro = intro[:first] + intro[first + 3:]
+    sections = [Section("Runbooks", "top", Markup(_MD.renderer.render(intro, _MD.options, {})))]
+    for n, cut in enumerate(cuts):
+        title = tokens[cut + 1].content
+        body = tokens[cut + 3:cuts[n + 1] if n + 1 < len(cuts) else len(tokens)]
+        sections.append(Section(title.strip(), _anchor(title), Markup(_MD.renderer.render(body, _MD.options, {}))))
     return sections
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.alerting.grouping import incident_since, root_cause
+from txnwatch.core.vocabulary import BY_RULE
 from txnwatch.serve.api.convert import from_row
 from txnwatch.serve.api.deps import ClusterFilter, ReadSession
 from txnwatch.serve.api.params import CursorParam, Limit, decode_cursor, json_response, next_cursor
@@ -40,5 +42,12 @@ def list_alerts(
     rows = queries.list_alerts(session, clusters=clusters.names, with_unscoped=not clusters.explicit,
                                states=[s.value for s in state or ()], after=after, limit=limit)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
-    return json_response(AlertPage, {"items": [from_row(AlertOut, r, cluster=r.cluster_name) for r in rows],
+    return json_response(AlertPage, {"items": [from_row(AlertOut, r, **alert_view(r)) for r in rows],
                                      "next_cursor": cursor_out})
+
+
+def alert_view(row: Any) -> dict[str, Any]:
+    """What a person reads of an alert: its root cause and title, and the incident's one clock."""
+    cause = root_cause(row.details, row.rule)
+    return dict(cluster=row.cluster_name, root_cause=cause, title=BY_RULE[cause].title if cause in BY_RULE else cause,
+                since=incident_since(row.details, row.started_at))

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 
 from fastapi import APIRouter, Response
 
 from txnwatch.core.config import ClusterConfig
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.redact import redact, redact_optional
 from txnwatch.core.views import ClusterView
 from txnwatch.serve.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
 from txnwatch.serve.api.params import json_response
-from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut
+from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut, HistoryGapOut
 from txnwatch.store import models as m
 from txnwatch.store import queries
 
@@ -19,15 +20,13 @@ router = APIRouter(prefix="/clusters", tags=["clusters"])
 MAX_ERRORS_SHOWN = 50
 
 
-def _ms(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=timezone.utc)
 
 
 def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.PollCounts,
              view: ClusterView | None) -> ClusterSummary:
     """The database knows every replica's polls; this process's view may be fresher than its last write
     (e.g. while the database is down), so the newer of the two decides the status."""
-    view_at = _ms(view.last_poll_at_ms) if view is not None else None
+    view_at = from_ms(view.last_poll_at_ms) if view is not None else None
     db_at = record.last_poll_at if record is not None else None
     if view is not None and view_at is not None and (db_at is None or view_at >= db_at):
         last_poll: datetime | None
@@ -37,14 +36,18 @@ def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.Po
     else:
         up, last_poll, last_error = False, None, None
     successes = [t for t in (record.last_success_at if record else None,
-                             _ms(view.last_success_at_ms) if view else None) if t is not None]
+                             from_ms(view.last_success_at_ms) if view else None) if t is not None]
     history = view.history if view is not None else None
     return ClusterSummary(name=config.name, bootstrap_servers=list(config.bootstrap_servers), up=up,
                           last_poll_at=last_poll, last_success_at=max(successes, default=None),
                           last_error=redact_optional(last_error), polls=counts.total, failed_polls=counts.failed,
                           history_mode=history.mode if history else "polling",
                           history_mode_reason=history.reason if history else "",
-                          txnlog_lag_records=history.lag_records if history else None)
+                          txnlog_lag_records=history.lag_records if history else None,
+                          history_gaps=[HistoryGapOut(log_partition=g.log_partition, first_offset=g.first_offset,
+                                                      last_offset=g.last_offset, records=g.records,
+                                                      after=from_ms(g.after_ms), before=from_ms(g.before_ms))
+                                        for g in (history.gaps if history else ())])
 
 
 @router.get("", response_model=list[ClusterSummary], summary="Watched Kafka clusters and their poll status",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import select, text
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.core.redact import redact
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api.deps import RuntimeDep
@@ -16,13 +19,30 @@ from txnwatch.store.models import Cluster
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="The process is alive")
+class Alive(BaseModel):
+    """The one answer of /healthz; a real example, not a placeholder (ReDoc and Swagger show it)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+    status: Literal["ok"]
+
+
+READY_EXAMPLE = {"status": "ready", "role": "leader", "clusters_held": ["prod"], "reasons": [],
+                 "history": {"prod": {"mode": "exact", "reason": None}}}
+NOT_READY_EXAMPLE = {"status": "not ready", "role": "leader", "clusters_held": ["prod"],
+                     "reasons": ["cluster prod: last successful poll 95s ago (NoBrokersAvailable)"],
+                     "history": {"prod": {"mode": "polling", "reason": "the transaction log is not readable"}}}
+
+
+@router.get("/healthz", summary="The process is alive", response_model=Alive)
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
 @router.get("/readyz", summary="DB reachable and every cluster polled successfully recently",
-            responses={503: {"description": "Not ready; `reasons` says why"}})
+            responses={200: {"description": "Ready",
+                             "content": {"application/json": {"example": READY_EXAMPLE}}},
+                       503: {"description": "Not ready; `reasons` says why",
+                             "content": {"application/json": {"example": NOT_READY_EXAMPLE}}}})
 def readyz(runtime: RuntimeDep) -> JSONResponse:
     reasons: list[str] = []
     try:
@@ -66,4 +86,4 @@ def _last_polls_from_db(runtime: Runtime) -> dict[str, tuple[int | None, str | N
             rows = session.execute(select(Cluster.name, Cluster.last_success_at, Cluster.last_error)).all()
     except Exception:
         return {}
-    return {name: (int(at.timestamp() * 1000) if at else None, error) for name, at, error in rows}
+    return {name: (to_ms(at) if at else None, error) for name, at, error in rows}

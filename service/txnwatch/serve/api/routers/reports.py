@@ -75,7 +75,7 @@ class OffenderOut(_Row):
     value: float
 
 
-class Window:
+class ReportWindow:
     """`since`/`until` as whole UTC days (until inclusive), as the pipeline computes them."""
 
     def __init__(self, since: Annotated[date | None, Query(description="First UTC day; default 7 days ago.")] = None,
@@ -90,7 +90,7 @@ class Window:
                     else datetime.max.replace(tzinfo=timezone.utc))
 
 
-WindowDep = Annotated[Window, Depends()]
+WindowDep = Annotated[ReportWindow, Depends()]
 
 
 @router.get("/{cluster}/transactions", response_model=list[TransactionRollupOut],

@@ -22,7 +22,7 @@ from txnwatch.serve.api.params import (
     next_cursor,
     now,
 )
-from txnwatch.serve.api.schemas import ErrorOut, TransactionDetail, TransactionPage, Transition, TxnLogHistory
+from txnwatch.serve.api.schemas import ErrorOut, TransactionDetail, TransactionPage, TransitionOut, TxnLogHistory
 from txnwatch.store import queries, txnlog_queries
 from txnwatch.store.queries import TxnSort
 
@@ -126,7 +126,7 @@ def get_transaction(
         partition_offsets=partitions,
         hanging_episodes=IncidentBuilder(session, runtime.settings, at).hanging_all(
             [(e, cluster.name) for e in queries.open_hanging_of(session, cluster.id, transactional_id)]),
-        timeline=[from_row(Transition, t) for t in timeline[:timeline_limit]],
+        timeline=[from_row(TransitionOut, t) for t in timeline[:timeline_limit]],
         history=None if logged is None else from_row(TxnLogHistory, logged, source="transaction_log"),
         timeline_truncated=len(timeline) > timeline_limit,
     ))

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import BrokerVerification
 from txnwatch.core.redact import redact, redact_optional
 from txnwatch.core.views import ClusterView
@@ -74,7 +75,7 @@ def broker_summary(view: ClusterView | None) -> BrokerVerificationSummary:
     p99s = [dict(b.time_ms_quantiles)[0.99] for b in answered if 0.99 in dict(b.time_ms_quantiles)]
     assert snapshot is not None
     return BrokerVerificationSummary(
-        configured=True, as_of=datetime.fromtimestamp(snapshot.taken_at_ms / 1000, timezone.utc),
+        configured=True, as_of=from_ms(snapshot.taken_at_ms),
         brokers_up=len(answered), verifications=verifications, failures=failures,
         failure_ratio=failures / verifications if failures is not None and verifications else None,
         time_ms_p99_max=max(p99s, default=None), brokers=brokers)
