@@ -27,3 +27,40 @@ def test_failed_poll_logs_cluster_and_poll_id_as_json(capsys) -> None:
         assert not [line for line in lines if "exc" in line]  # an unreachable cluster is no bug: no traceback
     finally:
         logging.getLogger().handlers.clear()
+
+
+class _Client:
+    """Like kafka-python's clients: a __str__ that names it, a __del__ that can fail."""
+
+    def __str__(self) -> str:
+        return "<KafkaProducer client_id=demo-1 transactional_id=demo-txn>"
+
+    def __del__(self) -> None:
+        raise RuntimeError("closing after the interpreter's logging shut down\nsecond line")
+
+
+class _Nameless:
+    def __del__(self) -> None:
+        raise ValueError("gone")
+
+
+def test_an_ignored_exception_is_one_line_naming_the_object(capsys) -> None:
+    """Issue 27 item 7: the demo's log printed `<kafka.producer.kafka.KafkaProducer object at 0x…>`."""
+    import gc
+    import sys
+
+    logs.configure("INFO", "text")
+    try:
+        _Client()
+        _Nameless()
+        gc.collect()
+        err = capsys.readouterr().err
+        assert "ignored during _Client.__del__: RuntimeError: closing after the interpreter's logging shut down" in err
+        assert "ignored during _Nameless.__del__: ValueError: gone" in err
+        assert " object at 0x" not in err and "Traceback" not in err and "second line" not in err
+        # An object that can name itself is named so; one that cannot, by its class, never by its address.
+        assert logs.describe(_Client.__new__(_Client)) == "KafkaProducer client_id=demo-1 transactional_id=demo-txn"
+        assert logs.describe(_Nameless.__new__(_Nameless)) == "_Nameless"
+    finally:
+        logging.getLogger().handlers.clear()
+        sys.unraisablehook = sys.__unraisablehook__

@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 from txnwatch.core.redact import redact
 
@@ -37,7 +38,34 @@ class TextFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
+def describe(obj: object) -> str:
+    """An object as a person reads it: its own ``__str__`` when its class has one (kafka-python's clients name
+    their client and transactional ids), else its class name; never ``<module.Class object at 0x…>``."""
+    kind = type(obj)
+    if kind.__str__ is not object.__str__ and not isinstance(obj, type):
+        try:
+            text = str(obj)
+        except Exception:  # a half-built object (its constructor failed) cannot always say who it is
+            text = ""
+        if text and " object at 0x" not in text:
+            return text.strip("<>")
+    owner = getattr(obj, "__self__", None) or getattr(obj, "__qualname__", None)
+    if isinstance(owner, str):
+        return owner
+    return kind.__qualname__ if owner is None else describe(owner)
+
+
+def _unraisable(hook: Any) -> None:
+    """An exception nobody can catch (a ``__del__`` at exit, a dying thread's cleanup): one log line naming the
+    object, instead of Python's "Exception ignored in: <… object at 0x…>" and a traceback on stderr."""
+    exc = hook.exc_value
+    what = describe(hook.object) if hook.object is not None else "cleanup"
+    logging.getLogger("txnwatch").warning("ignored during %s: %s: %s", what, type(exc).__name__ if exc else "error",
+                                          str(exc).splitlines()[0] if exc and str(exc) else "no detail")
+
+
 def configure(level: str = "INFO", fmt: str = "text") -> None:
+    sys.unraisablehook = _unraisable
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
