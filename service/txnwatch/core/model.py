@@ -30,6 +30,14 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+def split_topic_partition(text: str) -> tuple[str, int]:
+    """The inverse of ``str(TopicPartition)`` for stored values: a topic may itself hold dashes, so the partition
+    is what follows the last one. Text without a numeric partition keeps its whole self as the topic and
+    partition -1: shown as read, never dropped, never an exception in the reader."""
+    topic, _, partition = text.rpartition("-")
+    return (topic, int(partition)) if partition.isdigit() and topic else (text, -1)
+
+
 class ErrorClass(StrEnum):
     """KIP-1050 error classes, plus the cases KIP-1050 does not cover."""
 
