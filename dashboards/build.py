@@ -364,6 +364,12 @@ def partitions() -> dict[str, Any]:
                           "properties": [{"id": "mappings", "value": REASON_MAPPINGS}]}]),
         ts("HWM − LSO by topic", "Records not yet visible to read_committed consumers, per topic.",
            target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{CT}}})", "{{cluster}} {{topic}}")),
+        ts("HWM − LSO by topic: brokers vs txnwatch", "The brokers' own LastStableOffsetLag (from their JMX "
+           "exporters, partition leaders only) beside txnwatch's polled HWM − LSO. The same quantity: the broker's "
+           "is current to its scrape, txnwatch's to its poll. Empty broker line: no exporter configured, or it "
+           "drops kafka.cluster:type=Partition,name=LastStableOffsetLag.",
+           target(f"sum by (cluster, topic) (txnwatch_broker_partition_lso_lag{{{CT}}})", "{{cluster}} {{topic}} brokers"),
+           target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{CT}}})", "{{cluster}} {{topic}} txnwatch")),
         ts("Open transactions per partition (top 10)", "Producers with an open transaction on a partition.",
            target(stable_top(10, "txnwatch_partition_open_transactions", CT), "{{cluster}} {{topic}}-{{partition}}")),
         ts("Produce rate vs LSO progress by topic", "Offsets per second added at the HWM and passed by the LSO. "
@@ -402,10 +408,18 @@ def consumer_lag() -> dict[str, Any]:
         table("Lag per group and topic (vs LSO, top 50)", "Group topics with the most readable lag (per-topic "
               "series exist under both metrics.granularity settings; per partition: txnwatch_consumergroup_lag_lso).",
               f"topk(50, txnwatch_consumergroup_topic_lag_lso{{{CG}}})", value="Lag vs LSO (records)"),
+        ts("Lag in records vs in offsets", "Records a read_committed group will really read before the LSO "
+           "(commit/abort markers and aborted transactions' records left out) beside the offset lag vs the LSO. "
+           "With one-record transactions the offsets are about twice the records. The record line is absent for "
+           "a topic until every partition's count has reached the LSO (bounded reads, docs/metrics.md).",
+           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_records{{{CG}}})",
+                  "{{cluster}} {{consumergroup}} records"),
+           target(f"sum by (cluster, consumergroup) (txnwatch_consumergroup_topic_lag_lso{{{CG}}})",
+                  "{{cluster}} {{consumergroup}} offsets")),
         ts("Committed offset progress by group", "Offsets committed per second. 0 while lag grows: the group is "
            "stuck or down.",
            target(f"sum by (cluster, consumergroup) (rate(kafka_consumergroup_current_offset_sum{{{CG}}}[{RI}]))",
-                  "{{cluster}} {{consumergroup}}"), w=24),
+                  "{{cluster}} {{consumergroup}}")),
     ])
 
 
@@ -436,6 +450,29 @@ def verification() -> dict[str, Any]:
              f"sum(increase(txnwatch_broker_verifications_total{{{C}}}[$__range])) or vector(0)", w=8),
         stat("Broker verification failures (range)", "Writes the brokers refused in the selected range.",
              f"sum(increase(txnwatch_broker_verification_failures_total{{{C}}}[$__range])) or vector(0)", w=8),
+        ts("Late transactions (brokers) vs hanging (txnwatch)", "The brokers' ReplicaManager "
+           "PartitionsWithLateTransactionsCount (open longer than transaction.max.timeout.ms, the broker's only "
+           "threshold) beside txnwatch's hanging transactions (Kafka's find-hanging rule at the configured "
+           "threshold, checked against the coordinator). Late but not hanging: a long transaction the coordinator "
+           "still tracks. Empty broker line: the exporter does not export the MBean (txnwatch_broker_signal_up).",
+           target(f"sum by (cluster) (txnwatch_broker_partitions_with_late_transactions{{{C}}})",
+                  "{{cluster}} late (brokers)"),
+           target(f"sum by (cluster) (txnwatch_hanging_transactions{{{C}}})", "{{cluster}} hanging (txnwatch)")),
+        ts("Transaction marker queues (brokers)", "The coordinators' TransactionMarkerChannelManager queues: "
+           "markers waiting for a partition leader to be known (UnknownDestinationQueueSize) and completed marker "
+           "writes waiting to be logged again (LogAppendRetryQueueSize). Non-zero for long: transactions stay in "
+           "PrepareCommit/PrepareAbort (txnwatch_txnlog_stuck_prepare).",
+           target(f"txnwatch_broker_txn_marker_unknown_destination_queue{{{C}}}", "{{cluster}} {{broker}} unknown leader"),
+           target(f"txnwatch_broker_txn_marker_log_append_retry_queue{{{C}}}", "{{cluster}} {{broker}} log append retry")),
+        ts("Transaction coordinator load time (brokers)", "How long the broker took to load a __transaction_state "
+           "partition after becoming its coordinator (partition-load-time-max/-avg); meanwhile its transactional "
+           "ids answer COORDINATOR_LOAD_IN_PROGRESS.",
+           target(f"txnwatch_broker_txn_coordinator_load_time_max_seconds{{{C}}}", "{{cluster}} {{broker}} max"),
+           target(f"txnwatch_broker_txn_coordinator_load_time_avg_seconds{{{C}}}", "{{cluster}} {{broker}} avg"),
+           unit="s"),
+        stat("Broker transaction signals reported", "Signals (late transactions, LSO lag, marker queues, load "
+             "time) the brokers' exporters reported in the latest poll, of those they could.",
+             f"sum by (cluster) (txnwatch_broker_signal_up{{{C}}})", w=12),
         ts("Coordinator listing delay (polled by txnwatch)", "From a partition first showing a producer's open "
            "transaction until its coordinator lists the partition, as polling sees it (resolution: the poll "
            "interval). Not KIP-890's VerificationTimeMs. Red p99 above 30 s: coordinators are slow "

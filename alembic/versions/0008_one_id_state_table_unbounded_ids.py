@@ -8,8 +8,12 @@ hold only the id's first 200 characters (a PostgreSQL btree entry holds ~2.7 KB)
 on ``id_hash``, the hex MD5 of the id's UTF-8 (PostgreSQL's ``md5()``; SQLite gets the same function
 from Python for the copy).
 
+The pipeline's rollup tables follow the same rule: ``rollup_transactions.txn_prefix``,
+``rollup_lag.group_id`` and ``rollup_offenders.subject`` become TEXT, and the two unique keys that held
+an id hold its hash instead (``txn_prefix_hash``, ``group_id_hash``).
+
 Downgrade moves the rows back; it fails on PostgreSQL if an id longer than the old column
-(512 characters, 255 for group ids) was stored since.
+(512 characters, 255 for group ids, 700 for offender subjects) was stored since.
 
 Revision ID: 0008
 Revises: 0007
@@ -40,6 +44,14 @@ _TENANT_COLUMNS = (
     ("hanging_txns", "transactional_id", 512, None),
     ("lso_stalls", "blocking_transactional_id", 512, None),
     ("verification_samples", "transactional_id", 512, None),
+)
+#: (table, tenant column, old length, hash column of the unique key or None, unique key name, key columns)
+_ROLLUP_COLUMNS = (
+    ("rollup_transactions", "txn_prefix", 512, "txn_prefix_hash", "uq_rollup_transactions_key",
+     ["cluster", "period", "period_start", None, "topic"]),
+    ("rollup_lag", "group_id", 255, "group_id_hash", "uq_rollup_lag_key",
+     ["cluster", "period", "period_start", None, "topic"]),
+    ("rollup_offenders", "subject", 700, None, None, None),
 )
 _COMMON = ("cluster_id", "transactional_id", "state", "producer_id", "producer_epoch", "timeout_ms", "txn_started_at",
            "partitions")
@@ -127,10 +139,38 @@ def upgrade() -> None:
             name, columns = index
             op.create_index(name, table, [c if c is not None else sa.text(_PREFIX.format(column)) for c in columns],
                             unique=False)
+    _upgrade_rollups()
+
+
+def _upgrade_rollups() -> None:
+    for table, column, length, hash_column, key, key_columns in _ROLLUP_COLUMNS:
+        if hash_column is not None:
+            op.add_column(table, sa.Column(hash_column, sa.String(length=32), nullable=True))
+            op.execute(f"UPDATE {table} SET {hash_column} = md5({column})")
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            batch_op.alter_column(column, existing_type=sa.String(length=length), type_=sa.Text(),
+                                  existing_nullable=False)
+            if hash_column is not None and key is not None and key_columns is not None:
+                batch_op.alter_column(hash_column, existing_type=sa.String(length=32), nullable=False)
+                batch_op.drop_constraint(key, type_='unique')
+                batch_op.create_unique_constraint(key, [c if c is not None else hash_column for c in key_columns])
+
+
+def _downgrade_rollups() -> None:
+    for table, column, length, hash_column, key, key_columns in _ROLLUP_COLUMNS:
+        with op.batch_alter_table(table, schema=None) as batch_op:
+            if hash_column is not None and key is not None and key_columns is not None:
+                batch_op.drop_constraint(key, type_='unique')
+                batch_op.drop_column(hash_column)
+            batch_op.alter_column(column, existing_type=sa.Text(), type_=sa.String(length=length),
+                                  existing_nullable=False)
+            if hash_column is not None and key is not None and key_columns is not None:
+                batch_op.create_unique_constraint(key, [c if c is not None else column for c in key_columns])
 
 
 def downgrade() -> None:
     dialect = op.get_bind().dialect.name
+    _downgrade_rollups()
     for table, column, length, index in _TENANT_COLUMNS:
         if index is not None:
             op.drop_index(index[0], table_name=table)

@@ -213,3 +213,30 @@ def test_a_hanging_ids_page_says_the_coordinator_does_not_know_it(client: TestCl
     notice = re.search(r'data-testid="coordinator-unaware">(.*?)</p>', html, re.S)
     assert notice is not None and "The coordinator does not know this transaction" in notice.group(1)
     assert "orders-0" in notice.group(1)
+
+
+def test_now_page_shows_the_brokers_transaction_signals_beside_txnwatchs(client: TestClient) -> None:
+    from txnwatch.core.model import BrokerTxnSignals, BrokerVerification, ClusterSnapshot
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+    before = runtime.state.get("prod")
+    assert 'data-testid="broker-signals"' not in client.get("/console").text  # no exporter configured: no table
+    figures = (BrokerVerification("1", "u", verifications=3, signals=BrokerTxnSignals(
+                   late_transaction_partitions=2, lso_lag=(("orders", 0, 1500), ("orders", 1, 0)),
+                   marker_unknown_destination_queue=4, marker_log_append_retry_queue=0, coordinator_load_ms_max=89.0)),
+               BrokerVerification("2", "u", error="no AddPartitionsToTxnManager ...", signals=BrokerTxnSignals(
+                   lso_lag=(("orders", 2, 0),))),
+               BrokerVerification("3", "u", error="ConnectError"))
+    runtime.state.update("prod", snapshot=ClusterSnapshot(cluster="prod", taken_at_ms=1, duration_ms=1,
+                                                          broker_verification=figures))
+    try:
+        html = client.get("/console").text
+    finally:
+        if before is not None:
+            runtime.state.publish(before)
+    table = html[html.index('data-testid="broker-signals"'):html.index("</table>", html.index('data-testid="broker-signals"'))]
+    rows = [re.sub(r"<[^>]+>", " ", r).split() for r in table.split("<tr>")[2:]]
+    assert rows[0] == ["1", "2", "1,500", "(orders-0)", "4", "0", "89", "ms"]
+    assert rows[1] == ["2", "not", "reported", "0", "not", "reported", "not", "reported", "not", "reported"]
+    assert len(rows) == 2  # broker 3's exporter did not answer: nothing to show beside txnwatch's figures
+    assert "txnwatch: 2 hanging" in html

@@ -107,3 +107,40 @@ def test_scrape_keeps_going_past_brokers_that_fail(exporter):
     assert "Connect" in (by["4"].error or "")
     assert not by["5"].ok
     assert scrape({}, 500) == ()
+
+
+# --- the brokers' other transaction signals (issue 26) -----------------------------------------------------
+
+
+def test_the_other_transaction_signals_as_a_kafka_4_4_broker_exports_them():
+    """Captured from a 4.4.0 lab broker running the lab's rules, with one transaction left open on sig-0."""
+    text = (DATA / "jmx-exporter-kafka-rules-4.4.0-signals.txt").read_text()
+    s = parse_exporter_text("1", "u", text).signals
+    assert s.late_transaction_partitions == _sample(text, "kafka_server_replicamanager_partitionswithlatetransactionscount") == 0
+    assert s.lso_lag is not None and ("sig", 0, 1) in s.lso_lag and ("__transaction_state", 0, 0) in s.lso_lag
+    assert len(s.lso_lag) == len([ln for ln in text.splitlines() if ln.startswith("kafka_cluster_partition_laststableoffsetlag{")])
+    assert (s.marker_unknown_destination_queue, s.marker_log_append_retry_queue) == (0, 0)
+    assert s.coordinator_load_ms_max == _sample(text, "kafka_server_transaction_coordinator_metrics_partition_load_time_max") == 89.0
+    assert s.coordinator_load_ms_avg == pytest.approx(77.8)
+
+
+def test_the_signals_in_the_exporters_default_naming_and_each_one_optional():
+    text = "\n".join([
+        '# TYPE kafka_server_ReplicaManager_Value untyped',
+        'kafka_server_ReplicaManager_Value{name="PartitionsWithLateTransactionsCount",} 2.0',
+        'kafka_server_ReplicaManager_Value{name="UnderReplicatedPartitions",} 5.0',
+        '# TYPE kafka_cluster_Partition_Value untyped',
+        'kafka_cluster_Partition_Value{name="LastStableOffsetLag",topic="orders",partition="3",} 42.0',
+        'kafka_cluster_Partition_Value{name="UnderReplicated",topic="orders",partition="3",} 0.0',
+        '# TYPE kafka_coordinator_transaction_TransactionMarkerChannelManager_Value untyped',
+        'kafka_coordinator_transaction_TransactionMarkerChannelManager_Value{name="LogAppendRetryQueueSize",} 7.0',
+        '# TYPE kafka_server_group_coordinator_metrics_partition_load_time_max untyped',
+        'kafka_server_group_coordinator_metrics_partition_load_time_max 999.0',
+        '# TYPE kafka_server_transaction_coordinator_metrics_partition_load_time_max untyped',
+        'kafka_server_transaction_coordinator_metrics_partition_load_time_max -Inf', ""])
+    figures = parse_exporter_text("b-1", "u", text)
+    assert not figures.ok  # no verification MBeans: still an error for verification ...
+    s = figures.signals  # ... but the signals that are there are read
+    assert (s.late_transaction_partitions, s.lso_lag, s.marker_log_append_retry_queue) == (2, (("orders", 3, 42),), 7)
+    assert s.marker_unknown_destination_queue is None  # not reported: absent, not 0
+    assert s.coordinator_load_ms_max is None  # -Inf before any load; the group coordinator's 999 is not ours

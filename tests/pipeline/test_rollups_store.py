@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.rollups import daily_rollups, lag_rollups, replace_window, top_offenders, topic_rollups
@@ -52,3 +54,38 @@ def test_replace_window_and_queries(engine: Engine) -> None:
         assert [(r.txn_prefix, r.txn_count) for r in daily_rollups(s, "c1", DAY, DAY + timedelta(days=2))] == [
             ("appA", 6), ("appA", 9)]
         assert top_offenders(s, "c1", DAY, DAY + timedelta(days=1)) == []
+
+
+def _kafka_max_id(head: str) -> str:
+    """An id of Kafka's maximum, 32,767 UTF-8 bytes (multi-byte characters included: Kafka counts bytes)."""
+    body = head + "é" * ((32_767 - len(head.encode())) // 2)
+    return body + "x" * (32_767 - len(body.encode()))
+
+
+def test_replace_window_keeps_ids_of_kafkas_maximum_length(engine: Engine) -> None:
+    """Issue 23 item 1 for the rollups: a 32,767-byte group id, transactional-id prefix or offender subject is
+    written whole beside every other tenant's rows (bounded columns failed the whole write on PostgreSQL), and two
+    ids that share their first thousands of characters stay two rows."""
+    sessions = make_sessionmaker(engine)
+    group_a, group_b = "é" * 16_383 + "a", "é" * 16_383 + "b"  # 32,767 bytes each, one last character apart
+    prefix = _kafka_max_id("prefix")
+    lag = [{"cluster": "c1", "period": "day", "period_start": DAY, "group_id": g, "topic": "orders", "samples": 1,
+            "lag_lso_max": n} for g, n in ((group_a, 1), (group_b, 2), ("small", 3))]
+    rows: dict[str, Any] = {
+        "transactions": [_txn(DAY, prefix, 4), _txn(DAY, "appA", 5)],
+        "lag": lag,
+        "offenders": [{"cluster": "c1", "period": "day", "period_start": DAY, "kind": "lag_lso_max", "rank": 1,
+                       "subject": group_b, "value": 2.0}],
+    }
+    with sessions.begin() as s:
+        loaded = replace_window(s, DAY, DAY + timedelta(days=1), rows)
+    assert (loaded["transactions"], loaded["lag"], loaded["offenders"]) == (2, 3, 1)
+    with sessions() as s:
+        until = DAY + timedelta(days=1)
+        assert {(r.txn_prefix, r.txn_count) for r in daily_rollups(s, "c1", DAY, until)} == {(prefix, 4), ("appA", 5)}
+        assert lag_rollups(s, "c1", DAY, until, group_id=group_b)[0].lag_lso_max == 2
+        assert sorted(len(r.group_id.encode()) for r in lag_rollups(s, "c1", DAY, until)) == [5, 32_767, 32_767]
+        assert top_offenders(s, "c1", DAY, until)[0].subject == group_b
+    # The unique key still refuses the same group twice in one period.
+    with pytest.raises(IntegrityError), sessions.begin() as s:
+        replace_window(s, DAY, DAY + timedelta(days=1), {"lag": [lag[0], dict(lag[0])]})

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from txnwatch.core.model import TxnState
 from txnwatch.store import models as m
-from txnwatch.store import queries
+from txnwatch.store import queries, rollups
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store.db import make_engine, make_sessionmaker
 from txnwatch.store.migrate import current, downgrade, upgrade
@@ -42,6 +42,19 @@ TXNLOG_IDS = _table("txnlog_ids", ("cluster_id", sa.Integer), ("transactional_id
 LAG = _table("lag_samples", ("cluster_id", sa.Integer), ("group_id", sa.String), ("topic", sa.String),
              ("partition", sa.Integer), ("sampled_at", _TS), ("committed_offset", sa.BigInteger),
              ("lag_hwm", sa.BigInteger), ("lag_lso", sa.BigInteger), ("lag_seconds", sa.Float))
+ROLLUP_LAG = _table("rollup_lag", ("cluster", sa.String), ("period", sa.String), ("period_start", _TS),
+                    ("computed_at", _TS), ("group_id", sa.String), ("topic", sa.String), ("samples", sa.BigInteger),
+                    ("lag_lso_max", sa.BigInteger))
+ROLLUP_TXNS = _table("rollup_transactions", ("cluster", sa.String), ("period", sa.String), ("period_start", _TS),
+                     ("computed_at", _TS), ("txn_prefix", sa.String), ("topic", sa.String),
+                     ("txn_count", sa.BigInteger), ("commits", sa.BigInteger), ("aborts", sa.BigInteger),
+                     ("timeout_aborts", sa.BigInteger), ("fences", sa.BigInteger))
+OFFENDERS = _table("rollup_offenders", ("cluster", sa.String), ("period", sa.String), ("period_start", _TS),
+                   ("computed_at", _TS), ("kind", sa.String), ("rank", sa.Integer), ("subject", sa.String),
+                   ("value", sa.Float))
+#: The longest ids release 0007's rollup columns held.
+LONG_GROUP, LONG_PREFIX, LONG_SUBJECT = "g" * 255, "p" * 512, "s" * 700
+DAY = datetime(2026, 11, 25, tzinfo=UTC)
 
 POLLED = 40  # ids only polling saw (one gone), the first LOGGED of them also in the log
 LOGGED = 25
@@ -70,6 +83,15 @@ def _fill_release_0007(url: str) -> None:
             conn.execute(LAG.insert(), [dict(cluster_id=1, group_id=f"g-{i}", topic="orders", partition=0,
                                              sampled_at=NOW, committed_offset=5, lag_hwm=2, lag_lso=1,
                                              lag_seconds=0.5) for i in range(5)])
+            conn.execute(ROLLUP_LAG.insert(), [dict(cluster="c", period="day", period_start=DAY, computed_at=NOW,
+                                                    group_id=g, topic="orders", samples=3, lag_lso_max=n)
+                                               for n, g in enumerate((LONG_GROUP, "g-0"))])
+            conn.execute(ROLLUP_TXNS.insert(), [dict(cluster="c", period="day", period_start=DAY, computed_at=NOW,
+                                                     txn_prefix=p, topic="*", txn_count=n, commits=n, aborts=0,
+                                                     timeout_aborts=0, fences=0)
+                                                for n, p in enumerate((LONG_PREFIX, "app"))])
+            conn.execute(OFFENDERS.insert(), [dict(cluster="c", period="day", period_start=DAY, computed_at=NOW,
+                                                   kind="lag_lso_max", rank=1, subject=LONG_SUBJECT, value=1.0)])
     finally:
         engine.dispose()
 
@@ -91,6 +113,12 @@ def test_upgrade_moves_every_row_and_reads_the_same(db_url: str) -> None:
             assert conn.execute(sa.select(sa.func.count()).select_from(TXNLOG_IDS)).scalar() == LOGGED
             assert conn.execute(sa.select(TXNLOG_IDS.c.commits).where(
                 TXNLOG_IDS.c.transactional_id == "app-07")).scalar() == 7
+            assert sorted(conn.execute(sa.select(ROLLUP_LAG.c.group_id, ROLLUP_LAG.c.lag_lso_max))) == [
+                ("g-0", 1), (LONG_GROUP, 0)]
+            assert sorted(conn.execute(sa.select(ROLLUP_TXNS.c.txn_prefix, ROLLUP_TXNS.c.txn_count))) == [
+                ("app", 1), (LONG_PREFIX, 0)]
+            assert conn.execute(sa.select(OFFENDERS.c.subject)).scalar() == LONG_SUBJECT
+            assert "group_id_hash" not in {c["name"] for c in sa.inspect(conn).get_columns("rollup_lag")}
     finally:
         engine.dispose()
     upgrade(db_url)  # and up again, with the rows
@@ -138,3 +166,10 @@ def _check_upgraded(engine: Engine) -> None:
         assert len(resumed.state.ids) == LOGGED
         assert resumed.state.ids["app-07"].state is TxnState.COMPLETE_COMMIT
         assert resumed.state.ids["app-07"].commits == 7
+        # The rollups, through the reports' queries, keyed by the hashes of their ids.
+        until = DAY + timedelta(days=1)
+        assert [(r.group_id, r.group_id_hash, r.lag_lso_max) for r in rollups.lag_rollups(session, "c", DAY, until)] == [
+            ("g-0", m.id_hash("g-0"), 1), (LONG_GROUP, m.id_hash(LONG_GROUP), 0)]
+        assert [(r.txn_prefix, r.txn_prefix_hash) for r in rollups.daily_rollups(session, "c", DAY, until)] == [
+            ("app", m.id_hash("app")), (LONG_PREFIX, m.id_hash(LONG_PREFIX))]
+        assert rollups.top_offenders(session, "c", DAY, until)[0].subject == LONG_SUBJECT

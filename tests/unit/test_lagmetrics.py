@@ -18,7 +18,8 @@ from txnwatch.metrics.registry import LagCollector
 def _registry(options: LagMetricOptions) -> CollectorRegistry:
     snap = snapshot(partitions=(partition(hwm=100, lso=90), partition(tp=TP1, hwm=50, lso=50)),
                     groups=(GroupSnapshot("g", "Stable", "consumer", {TP: 80}),))
-    snap = replace(snap, first_unconsumed_ms={(TP, 80): -5_000})  # the first unconsumed record is 5 s old
+    snap = replace(snap, first_unconsumed_ms={(TP, 80): -5_000},  # the first unconsumed record is 5 s old
+                   committed_records={(TP, 80): 6})  # 10 offsets to the LSO, 6 of them records
     _, findings = detect.evaluate(detect.INITIAL, snap, 0)
     state = LatestState(["c"])
     state.publish(ClusterView(name="c", up=True, snapshot=snap, findings=findings))

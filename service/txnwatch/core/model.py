@@ -30,6 +30,14 @@ class TopicPartition:
         return f"{self.topic}-{self.partition}"
 
 
+def split_topic_partition(text: str) -> tuple[str, int]:
+    """The inverse of ``str(TopicPartition)`` for stored values: a topic may itself hold dashes, so the partition
+    is what follows the last one. Text without a numeric partition keeps its whole self as the topic and
+    partition -1: shown as read, never dropped, never an exception in the reader."""
+    topic, _, partition = text.rpartition("-")
+    return (topic, int(partition)) if partition.isdigit() and topic else (text, -1)
+
+
 class ErrorClass(StrEnum):
     """KIP-1050 error classes, plus the cases KIP-1050 does not cover."""
 
@@ -88,6 +96,34 @@ class AbortOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerTxnSignals:
+    """A broker's other transaction figures, from the same JMX exporter as its verification figures.
+
+    None means the exporter did not report the MBean (an older Kafka, the exporter's rules or
+    ``includeObjectNames`` leave it out): each is optional on its own.
+
+    * ``late_transaction_partitions``: ``kafka.server:type=ReplicaManager,name=PartitionsWithLateTransactionsCount``,
+      partitions led here with a transaction open longer than ``transaction.max.timeout.ms`` (the broker's
+      only threshold; txnwatch's own hanging detection adds the coordinator's view and per-id timeouts).
+    * ``lso_lag``: ``kafka.cluster:type=Partition,name=LastStableOffsetLag`` per (topic, partition): the
+      broker's high watermark minus its LSO, in offsets.
+    * ``marker_unknown_destination_queue`` / ``marker_log_append_retry_queue``:
+      ``kafka.coordinator.transaction:type=TransactionMarkerChannelManager``, markers waiting for a partition
+      leader to be known, and completed marker writes waiting to be logged again by the coordinator.
+    * ``coordinator_load_ms_max`` / ``_avg``: ``kafka.server:type=transaction-coordinator-metrics``
+      ``partition-load-time-max``/``-avg``, how long loading a ``__transaction_state`` partition took on
+      this broker (its coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+    """
+
+    late_transaction_partitions: int | None = None
+    lso_lag: tuple[tuple[str, int, int], ...] | None = None
+    marker_unknown_destination_queue: int | None = None
+    marker_log_append_retry_queue: int | None = None
+    coordinator_load_ms_max: float | None = None
+    coordinator_load_ms_avg: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerVerification:
     """One broker's own KIP-890 verification figures, read from its Prometheus JMX exporter.
 
@@ -110,6 +146,8 @@ class BrokerVerification:
     time_ms_quantiles: tuple[tuple[float, float], ...] = ()
     failures: int | None = None
     failures_per_second_1m: float | None = None
+    #: The broker's other transaction signals, parsed even when the verification MBeans are absent.
+    signals: BrokerTxnSignals = BrokerTxnSignals()
 
     @property
     def ok(self) -> bool:

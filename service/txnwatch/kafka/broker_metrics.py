@@ -27,6 +27,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from txnwatch.core.model import BrokerInfo, BrokerVerification
+from txnwatch.kafka.broker_signals import parse_signals
 
 _MANAGER = "addpartitionstotxnmanager"
 _TIME, _FAILURE = "verificationtimems", "verificationfailurerate"
@@ -47,7 +48,8 @@ def expand_urls(template: str | None, explicit: Mapping[str, str],
 
 
 def parse_exporter_text(broker: str, url: str, text: str) -> BrokerVerification:
-    """The two MBeans' figures from an exporter's text exposition; an error when neither is in it."""
+    """The two MBeans' figures from an exporter's text exposition, an error when neither is in it; the other
+    transaction signals (kafka.broker_signals) either way."""
     found: dict[str, float] = {}
     quantiles: dict[float, float] = {}
     try:
@@ -69,8 +71,9 @@ def parse_exporter_text(broker: str, url: str, text: str) -> BrokerVerification:
                 quantiles[attribute] = float(sample.value)
         elif attribute is not None:
             found[f"{mbean}:{attribute}"] = float(sample.value)
+    signals = parse_signals((s.name, s.labels, float(s.value)) for s in samples)
     if not found and not quantiles:
-        return BrokerVerification(broker, url, error="no AddPartitionsToTxnManager VerificationTimeMs / "
+        return BrokerVerification(broker, url, signals=signals, error="no AddPartitionsToTxnManager VerificationTimeMs / "
                                                      "VerificationFailureRate in the exporter's output (Kafka < 3.6, "
                                                      "or the exporter's rules or includeObjectNames drop them)")
     count, failures = found.get(f"{_TIME}:count"), found.get(f"{_FAILURE}:count")
@@ -80,7 +83,7 @@ def parse_exporter_text(broker: str, url: str, text: str) -> BrokerVerification:
         time_ms_mean=found.get(f"{_TIME}:mean"), time_ms_max=found.get(f"{_TIME}:max"),
         time_ms_quantiles=tuple(sorted(quantiles.items())),
         failures=int(failures) if failures is not None else None,
-        failures_per_second_1m=found.get(f"{_FAILURE}:oneminuterate"))
+        failures_per_second_1m=found.get(f"{_FAILURE}:oneminuterate"), signals=signals)
 
 
 def _attribute(name: str, labels: Mapping[str, str], mbean: str) -> str | float | None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from txnwatch.core.model import split_topic_partition
 from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
@@ -85,8 +86,7 @@ class CoordinatorRecord:
 def _partitions_v3(cell: str) -> tuple[tuple[str, int], ...]:
     out = []
     for item in filter(None, (c.strip() for c in cell.split(","))):
-        topic, _, partition = item.rpartition("-")
-        out.append((topic, int(partition)))
+        out.append(split_topic_partition(item))
     return tuple(sorted(out))
 
 

@@ -13,6 +13,7 @@ import re
 import subprocess
 from typing import Any
 
+from txnwatch.core.model import split_topic_partition
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
     DEFAULT_KAFKA_VERSION,
@@ -137,8 +138,7 @@ def _topic_partitions(cell: Any) -> list[tuple[str, int]]:
         return []
     out = []
     for item in str(cell).split(","):
-        topic, _, partition = item.strip().rpartition("-")
-        out.append((topic, int(partition)))
+        out.append(split_topic_partition(item.strip()))
     return sorted(out)
 
 

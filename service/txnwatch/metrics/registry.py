@@ -22,6 +22,7 @@ from txnwatch.core.model import ClusterSnapshot, TransactionDescription
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.core.vocabulary import OPEN_STATES, TxnEvent, TxnState
 from txnwatch.detect.cardinality import GROUP_PARTITIONS_OVER_CAP, GROUPS_FILTERED, GROUPS_OVER_CAP
+from txnwatch.metrics.broker_signals import BrokerSignalsCollector
 from txnwatch.metrics.lag import LagMetricOptions, lag_families
 from txnwatch.metrics.render import LeanGauge, int_label
 from txnwatch.metrics.verification import BrokerVerificationCollector
@@ -145,6 +146,7 @@ def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_option
     registry.register(FindingsCollector(state, describe_findings))
     registry.register(LagCollector(state, lag_options or LagMetricOptions()))
     registry.register(BrokerVerificationCollector(state))
+    registry.register(BrokerSignalsCollector(state))
     from txnwatch.metrics.history import HistoryCollector
 
     registry.register(HistoryCollector(state))

@@ -20,7 +20,8 @@ from sqlalchemy import Table, case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from txnwatch.core.model import TxnState
+from txnwatch.core.epoch import from_ms, to_ms
+from txnwatch.core.model import TxnState, split_topic_partition
 from txnwatch.detect.txnlog import (
     ABORT,
     ANOMALIES,
@@ -49,8 +50,6 @@ _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeou
                       "duration_count": "duration_count", "duration_ms_max": "duration_ms_max"}
 
 
-def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=_UTC)
 
 
 def _tp(partitions: Iterable[tuple[str, int]]) -> list[str]:
@@ -112,10 +111,10 @@ def _stream_insert(session: Session) -> str:
 
 def anomaly_row(x: LogTransition) -> dict[str, Any]:
     kind = next((e for e in x.events if e in ANOMALIES), x.events[0] if x.events else "unknown")
-    return dict(transactional_id=x.transactional_id, at=_ts(x.at_ms), kind=kind, events=list(x.events),
+    return dict(transactional_id=x.transactional_id, at=from_ms(x.at_ms), kind=kind, events=list(x.events),
                 from_state=x.from_state, to_state=x.to_state, producer_id=x.producer_id,
                 producer_epoch=x.producer_epoch, prev_producer_id=x.prev_producer_id,
-                prev_producer_epoch=x.prev_producer_epoch, timeout_ms=x.timeout_ms, txn_started_at=_ts(x.start_ms),
+                prev_producer_epoch=x.prev_producer_epoch, timeout_ms=x.timeout_ms, txn_started_at=from_ms(x.start_ms),
                 duration_ms=x.duration_ms, log_partition=x.log_partition, log_offset=x.offset, detail=x.detail)
 
 
@@ -132,7 +131,7 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
     """As SQLAlchemy's UtcDateTime stores it: an aware datetime for PostgreSQL, its text form on SQLite."""
     if ms is None:
         return None
-    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    at = from_ms(ms)
     return at.strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite_text else at
 
 
@@ -188,7 +187,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
         session.execute(delete(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG,
                                         T.id_hash.in_([m.id_hash(tid) for tid in gone])))
     if stage_transitions and findings.transitions:
-        rows = stream_rows(cluster_id, int(now.timestamp() * 1000), findings.transitions)
+        rows = stream_rows(cluster_id, to_ms(now), findings.transitions)
         _stage(session, rows)
     anomalies = [anomaly_row(x) for x in (*findings.anomalies, *extra_anomalies)]
     if anomalies:
@@ -201,7 +200,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
         buckets = []
         for bucket_ms, values in sorted(findings.buckets.items()):
             bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
-            bucket.update(cluster_id=cluster_id, bucket_start=_ts(bucket_ms))
+            bucket.update(cluster_id=cluster_id, bucket_start=from_ms(bucket_ms))
             for key, value in values.items():
                 if key in _AGGREGATE_COLUMNS:
                     bucket[_AGGREGATE_COLUMNS[key]] = value
@@ -242,15 +241,6 @@ def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTr
         session.execute(_table(t.TxnLogAnomaly).insert(), rows)
 
 
-def _ms(at: datetime | None) -> int | None:
-    return None if at is None else round(at.timestamp() * 1000)
-
-
-def _split(tp: str) -> tuple[str, int]:
-    topic, _, partition = tp.rpartition("-")
-    return topic, int(partition)
-
-
 def load(session: Session, cluster_id: int) -> Resumed:
     """The committed positions, per-id states and counters of a cluster (empty on a first start)."""
     positions = dict(session.execute(
@@ -263,8 +253,8 @@ def load(session: Session, cluster_id: int) -> Resumed:
     T = m.TransactionState
     for r in session.scalars(select(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG)):
         ids[r.transactional_id] = IdState(
-            TxnState.parse(r.state), r.producer_id, r.producer_epoch, r.timeout_ms, _ms(r.txn_started_at),
-            _ms(r.last_update_at) or 0, tuple(_split(tp) for tp in r.partitions or ()), r.client_transaction_version,
+            TxnState.parse(r.state), r.producer_id, r.producer_epoch, r.timeout_ms, (to_ms(r.txn_started_at) if r.txn_started_at is not None else None),
+            (to_ms(r.last_update_at) if r.last_update_at is not None else 0), tuple(split_topic_partition(tp) for tp in r.partitions or ()), r.client_transaction_version,
             r.client_tv, r.abort_origin, r.log_partition or 0, r.log_offset or 0, r.commits, r.aborts, r.epoch_bumps,
             r.fences, r.timeout_aborts)
     reported = set()

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from txnwatch.core.epoch import from_ms
 from txnwatch.store import models as m
 from txnwatch.store import queries
 from txnwatch.store import txnlog_models as t
@@ -45,17 +46,15 @@ class TimelineEntry:
     client_transaction_version: int | None = None
 
 
-def _ts(ms: int | None) -> datetime | None:
-    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
 def _from_stream(r: t.TxnLogStream) -> TimelineEntry:
-    observed = _ts(r.at_ms)
+    observed = from_ms(r.at_ms)
     assert observed is not None
     return TimelineEntry(
         id=r.id, observed_at=observed, from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
         producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
-        timeout_ms=r.timeout_ms, txn_started_at=_ts(r.start_ms), partitions=r.partitions.split(",") if r.partitions
+        timeout_ms=r.timeout_ms, txn_started_at=from_ms(r.start_ms), partitions=r.partitions.split(",") if r.partitions
         else [], events=r.events.split(",") if r.events else [], duration_ms=r.duration_ms,
         log_partition=r.log_partition, log_offset=r.log_offset, client_transaction_version=r.client_transaction_version)
 

@@ -26,7 +26,9 @@ from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
 from txnwatch.core.epoch import from_ms
+from txnwatch.core.model import BrokerTxnSignals
 from txnwatch.core.redact import redact_optional
+from txnwatch.core.views import ClusterView
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api import sessions
@@ -139,11 +141,30 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
                                after=from_ms(g.after_ms), before=from_ms(g.before_ms))
                           for g in reversed(gaps)],
             cards=[card for card in incident_cards if card.cluster == name],
-            alerts=[a for a in other_alerts if a.cluster_name == name]))
+            alerts=[a for a in other_alerts if a.cluster_name == name], brokers=_broker_signals(view)))
     unscoped = [a for a in other_alerts if a.cluster_name is None]
     return _page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
                  reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),
                  stall_runbook=runbook_href(runtime.settings, LSO_STALL))
+
+
+def _broker_signals(view: ClusterView | None) -> list[dict[str, Any]]:
+    """The brokers' own transaction signals from this process's latest poll (their JMX exporters), one row per
+    broker whose exporter answered; None where the broker did not report the signal."""
+    snapshot = view.snapshot if view is not None else None
+    rows = []
+    for b in snapshot.broker_verification if snapshot is not None else ():
+        s = b.signals
+        if b.error is not None and s == BrokerTxnSignals():
+            continue
+        worst = max(s.lso_lag, key=lambda t: t[2]) if s.lso_lag else None
+        rows.append(dict(broker=b.broker, late=s.late_transaction_partitions,
+                         lso_lag=None if worst is None else worst[2],
+                         lso_lag_partition=None if worst is None or worst[2] == 0 else f"{worst[0]}-{worst[1]}",
+                         unknown_destination=s.marker_unknown_destination_queue,
+                         append_retry=s.marker_log_append_retry_queue,
+                         load_max_ms=s.coordinator_load_ms_max))
+    return rows
 
 
 def _cluster_id(session: Session, runtime: Runtime, cluster: str) -> int:

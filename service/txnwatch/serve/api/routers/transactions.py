@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from txnwatch.core.model import TxnState
+from txnwatch.core.model import TxnState, split_topic_partition
 from txnwatch.serve.api.convert import from_row, gap
 from txnwatch.serve.api.deps import ClusterFilter, PathCluster, ReadSession, RuntimeDep, cluster_ref, not_found
 from txnwatch.serve.api.incidents import IncidentBuilder
@@ -110,7 +110,7 @@ def get_transaction(
     at = now()
     timeline = txnlog_queries.timeline(session, cluster.id, cluster.name, transactional_id, timeline_limit + 1,
                                        runtime.settings.retention.archive_dir)
-    topics_partitions = [_split(tp) for tp in row.txn.partitions or []]
+    topics_partitions = [split_topic_partition(tp) for tp in row.txn.partitions or []]
     samples = {(s.topic, s.partition): s for s in
                queries.partition_samples(session, cluster.id, {t for t, _ in topics_partitions})}
     partitions = []
@@ -132,6 +132,3 @@ def get_transaction(
     ))
 
 
-def _split(tp: str) -> tuple[str, int]:
-    topic, _, partition = tp.rpartition("-")
-    return (topic, int(partition)) if partition.isdigit() and topic else (tp, -1)
