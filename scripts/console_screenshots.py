@@ -6,6 +6,9 @@ of what was rendered (HTML, CSS, JS, library versions).  tests/console/test_scre
 when the hashes no longer match what the console renders: run this script and commit the result.
 
     .venv/bin/python scripts/console_screenshots.py
+
+docs/console/demo-*.png are captures of the live `make run` demo, not rendered here: the test lists them
+(DEMO_CAPTURES) so that a stray PNG still fails it.
 """
 
 from __future__ import annotations

@@ -227,3 +227,17 @@ touch "$out/kafka_2.13-0.0.1.jar" "$out/kafka-clients-0.0.1.jar"
     assert calls.read_text().count("run") == 1
     assert sorted(p.name for p in (tmp_path / "cache" / "0.0.1").glob("*.jar")) == [
         "kafka-clients-0.0.1.jar", "kafka_2.13-0.0.1.jar"]
+
+
+def test_the_demo_logs_the_lso_stall_fault_by_its_facts_not_a_client_object():
+    from txnwatch.lab.faults import LsoStallFault
+
+    class Client:  # stands in for the KafkaProducer: only its default repr matters here
+        pass
+
+    fault = LsoStallFault(producer=Client(), transactional_id="txnwatch-demo-stalled",
+                          topic="t", partition=1, producer_id=2001, producer_epoch=0, first_offset=12,
+                          transaction_timeout_ms=60_000)
+    text = repr(fault)
+    assert " object at 0x" not in text
+    assert "transactional_id='txnwatch-demo-stalled'" in text and "first_offset=12" in text

@@ -194,7 +194,8 @@ class LsoStallFault(Fault):
     """A real producer opened a transaction and went silent: the LSO stays at `first_offset` until the
     coordinator times it out (`transaction_timeout_ms`) or `clear()` aborts it."""
 
-    producer: KafkaProducer
+    # Out of the repr: the demo logs the fault, and a client object's repr names a memory address, not the fault.
+    producer: KafkaProducer = field(repr=False)
     transactional_id: str
     topic: str
     partition: int
