@@ -8,7 +8,10 @@ queueing).  Prints p50/p99 latency and the achieved rate (target: p99 ≤ 50 ms 
 the closed-loop capacity and the CPU each request costs the API server, PostgreSQL and the load
 generator, so a miss can be told apart from a machine busy with other work.
 
-    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20] [--workers 0,2] [--no-vegeta]
+    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20] [--workers 0,2] [--cache off,on] [--no-vegeta]
+
+``--cache off,on`` measures every server without and then with the list endpoints' answer cache
+(txnwatch/serve/answer_cache.py), one after the other in the same run on the same seed.
 
 When vegeta (a maintained constant-rate load generator, github.com/tsenart/vegeta, installed with
 ``go install github.com/tsenart/vegeta/v12@v12.12.0`` through the Go module proxy; the script does
@@ -129,9 +132,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(url: str, port: int, workers: int) -> None:
+def serve(url: str, port: int, workers: int, cache: bool) -> None:
     """Runs in the server subprocess: uvicorn in this process (``api.workers: 0``) or ``workers`` API worker
-    processes fed by this one's publication (``api.workers: N``, as txnwatch.serve.workers runs them)."""
+    processes fed by this one's publication (``api.workers: N``, as txnwatch.serve.workers runs them); with
+    the list endpoints' answer cache at its default size, or without it (``api.answer_cache_bytes: 0``)."""
     import gc
     import signal
     import threading
@@ -145,7 +149,8 @@ def serve(url: str, port: int, workers: int) -> None:
     from txnwatch.serve.server import bind
     from txnwatch.serve.workers import WorkerPool
 
-    settings = Settings(database_url=url, api={"port": port, "workers": workers},
+    api: dict[str, int] = {"port": port, "workers": workers} | ({} if cache else {"answer_cache_bytes": 0})
+    settings = Settings(database_url=url, api=api,
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9092"]}])
     if not workers:
         app = create_app(build_runtime(settings, collect=False))
@@ -378,11 +383,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=200)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--workers", default="0,2", help="api.workers values measured one after the other, same run")
+    parser.add_argument("--cache", default="off,on", help="the answer cache (api.answer_cache_bytes 0 or its "
+                                                              "default), each measured with every --workers value")
     parser.add_argument("--no-vegeta", action="store_true", help="only the home-made generator")
-    parser.add_argument("--serve", nargs=3, metavar=("URL", "PORT", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=4, metavar=("URL", "PORT", "WORKERS", "CACHE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], int(args.serve[1]), int(args.serve[2]))
+        serve(args.serve[0], int(args.serve[1]), int(args.serve[2]), args.serve[3] == "on")
         return 0
 
     server = start_postgres()
@@ -396,10 +403,12 @@ def main() -> int:
         print(f"seeded {TRANSACTIONS} transactions, {TOPICS * PARTITIONS_PER_TOPIC} partitions, "
               f"{GROUPS} groups in {time.perf_counter() - t:.1f}s")
         postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
-        for workers in (int(w) for w in args.workers.split(",")):
-            print(f"\n=== api.workers: {workers} " + ("(uvicorn in the daemon's process)" if not workers else
-                                                      f"({workers} API worker processes)"))
-            ok = measure(url, workers, args.rate, args.seconds, vegeta, postmaster) and ok
+        for cache in args.cache.split(","):
+            for workers in (int(w) for w in args.workers.split(",")):
+                print(f"\n=== api.workers: {workers} " + ("(uvicorn in the daemon's process)" if not workers else
+                                                          f"({workers} API worker processes)")
+                      + f", answer cache {cache}")
+                ok = measure(url, workers, cache, args.rate, args.seconds, vegeta, postmaster) and ok
     finally:
         server.stop()
         shutil.rmtree(server.root, ignore_errors=True)
@@ -408,11 +417,12 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def measure(url: str, workers: int, rate: float, seconds: float, vegeta: str | None, postmaster: int) -> bool:
+def measure(url: str, workers: int, cache: str, rate: float, seconds: float, vegeta: str | None,
+            postmaster: int) -> bool:
     """One server (``workers`` as api.workers) under the home-made generator, then vegeta: floor, then lists."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "service")]))
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", url, str(port), str(workers)], env=env)
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", url, str(port), str(workers), cache], env=env)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

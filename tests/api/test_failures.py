@@ -76,7 +76,8 @@ def outage_server() -> Iterator[PostgresServer]:
 def test_database_down_is_503_and_recovers(outage_server: PostgresServer) -> None:
     url = outage_server.create_database("outage")
     seed(url)
-    runtime = build_runtime(make_settings(url), collect=False)
+    # A list answer kept by the answer cache (serve/answer_cache.py) is served until its max age, then 503.
+    runtime = build_runtime(make_settings(url, answer_cache_max_age_seconds=0.05), collect=False)
     now_ms = int(time.time() * 1000)
     for name in (PROD, STAGING):
         runtime.state.update(name, up=True, polls=1, last_poll_at_ms=now_ms, last_success_at_ms=now_ms)
@@ -86,6 +87,7 @@ def test_database_down_is_503_and_recovers(outage_server: PostgresServer) -> Non
             assert all(client.get(u).status_code == 200 for u in READ_URLS)
 
             outage_server.stop("fast")
+            time.sleep(0.1)
             for u in READ_URLS:
                 response = client.get(u)
                 assert response.status_code == 503, (u, response.text)
@@ -112,6 +114,7 @@ def test_broken_sqlite_database_is_503(tmp_path) -> None:
     try:
         with make_client(runtime) as client:
             assert client.get("/api/v1/transactions").status_code == 200
+            runtime.state.changed()  # a poll came (and failed to write): the kept answer is no longer served
             runtime.engine.dispose()
             shutil.rmtree(folder)
             folder.write_text("not a directory")

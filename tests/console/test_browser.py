@@ -49,6 +49,7 @@ def scene(lab_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     db = tmp_path_factory.mktemp("console") / "txnwatch.db"
     daemon = start_daemon(database_url=f"sqlite:///{db}", poll_interval_seconds=1,
                           console=dict(cli_command=commands.program()),  # as `txnwatch demo` sets it
+                          lag_sample_interval_seconds=0,  # every poll's lag rows: the cards name the groups now
                           clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=4000)],
                           detection=dict(lso_stall_seconds=3))
     admin = lab_cluster.admin()
@@ -148,6 +149,26 @@ def test_docs_render_offline(scene: Scene, browser: Browser, path: str, ready: s
         visit.page.wait_for_selector(ready, timeout=30_000)
         assert "txnwatch" in visit.page.content()
         visit.assert_clean()
+
+
+def test_a_hanging_ids_page_says_the_coordinator_does_not_know_it(scene: Scene, browser: Browser) -> None:
+    api = next(h for h in scene.daemon.get("/api/v1/hanging").json()["items"] if h["topic"] == scene.topic)
+    assert api["transactional_id"], "the lab's hanging transaction keeps its id (partition_not_listed)"
+    url = f"{scene.daemon.url}/console/transactions/lab/{quote(api['transactional_id'], safe='')}"
+    with browser.open(url) as visit:
+        visit.assert_clean()
+        notice = visit.page.locator("[data-testid=coordinator-unaware]")
+        assert "The coordinator does not know this transaction" in notice.inner_text()
+        assert f"{scene.topic}-0" in notice.inner_text()
+
+
+def test_an_unknown_partition_is_a_page_with_a_way_back(scene: Scene, browser: Browser) -> None:
+    with browser.open(f"{scene.daemon.url}/console/partitions/lab/{scene.topic}/99") as visit:
+        page = visit.page
+        assert "no offsets are recorded for partition" in page.locator("[data-testid=error-detail]").inner_text()
+        page.locator("[data-testid=way-back] a", has_text="Back to Now").click()
+        page.wait_for_url("**/console")
+        assert page.locator("[data-testid=hanging]").count() >= 1
 
 
 def test_the_printed_abort_command_run_as_printed_ends_the_hanging_transaction(scene: Scene, lab_cluster: Any) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.structs import OffsetAndMetadata
 from prometheus_client.core import Metric
 
+from tests.kafka.groups import commit_offsets
 from txnwatch import detect
 from txnwatch.core.model import ClusterSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView
@@ -29,14 +29,6 @@ from txnwatch.metrics.lag import LagMetricOptions, lag_families
 
 pytestmark = [pytest.mark.lab]
 POLL_INTERVAL_S = 1.0
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        consumer.commit({KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
-    finally:
-        consumer.close()
 
 
 def _consumer_group_command(bootstrap: str, group: str, kafka_version: str) -> dict[tuple[str, int], tuple[int, int]]:
@@ -80,7 +72,7 @@ def test_kafka_consumergroup_lag_equals_kafka_exporters_on_partitions_ending_on_
     group = f"lag-exporter-{topic}"
     # Partition 0: read everything, committed last record + 1 (the marker residual kafka_exporter counts as 1);
     # partition 1: two records behind; partition 2: nothing committed (kafka_exporter: -1).
-    _commit(bootstrap, group, {(topic, 0): 4, (topic, 1): 5})
+    commit_offsets(bootstrap, group, {(topic, 0): 4, (topic, 1): 5})
     settings = ClusterConnectionSettings(name="lab", bootstrap_servers=bootstrap, topics_include=(topic,))
     with ClusterConnection(settings) as connection:
         deadline = time.monotonic() + 60
@@ -116,7 +108,7 @@ def test_time_lag_is_exact_through_an_lso_stall(lab_cluster: Any, new_topic: Cal
     stall = start_lso_stall(bootstrap, topic, transaction_timeout_ms=15_000)
     try:
         # The group has read everything before the open transaction: a read_committed consumer waits at the LSO.
-        _commit(bootstrap, group, {(topic, 0): stall.first_offset})
+        commit_offsets(bootstrap, group, {(topic, 0): stall.first_offset})
         first_record_ms = _first_record_timestamp(bootstrap, topic, stall.first_offset)
         settings = ClusterConnectionSettings(name="lab", bootstrap_servers=bootstrap, topics_include=(topic,))
         state, seen = detect.INITIAL, []

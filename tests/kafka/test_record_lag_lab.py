@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.structs import OffsetAndMetadata
 
+from tests.kafka.groups import commit_offsets
 from txnwatch import detect
 from txnwatch.core.model import GroupLag, TopicPartition
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
@@ -40,14 +40,6 @@ def _write(bootstrap: str, topic: str) -> None:
             producer.abort_transaction() if index in (1, 3) else producer.commit_transaction()
     finally:
         producer.close(timeout=5)
-
-
-def _commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    try:
-        consumer.commit({KafkaTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
-    finally:
-        consumer.close()
 
 
 def _read_committed(bootstrap: str, topic: str, partition: int, start: int, end: int) -> int:
@@ -76,7 +68,7 @@ def test_record_lag_is_what_a_read_committed_consumer_reads(kafka4_lab: Any,
     # Partition 0: 60 offsets (record + marker each); offset 13 is a record's.  Partition 1: 505 offsets; offset
     # 150 lies inside the second (aborted) transaction, 250 is past its marker, inside the third.
     committed = {0: 13, 1: 150}
-    _commit(bootstrap, group, {(topic, p): o for p, o in committed.items()})
+    commit_offsets(bootstrap, group, {(topic, p): o for p, o in committed.items()})
     settings = ClusterConnectionSettings(name="lab", bootstrap_servers=bootstrap, topics_include=(topic,))
     rows: dict[int, GroupLag] = {}
     with ClusterConnection(settings) as connection:

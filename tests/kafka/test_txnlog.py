@@ -128,6 +128,17 @@ def test_known_tags_fill_their_fields(tags: list[bytes], expected: tuple[Any, ..
     assert value.state is TxnState.EMPTY and value.producer_epoch == 0
 
 
+def test_a_value_without_tags_has_every_tag_unset() -> None:
+    """The decoder starts a record's tagged fields at TxnLogRecord's defaults: they must be VALUE_TAGS' unset
+    values, or a tag added to the table would read differently absent and written as "not set"."""
+    from txnwatch.kafka.txnlog import VALUE_TAGS
+
+    value = value_of(KEY, EMPTY)
+    assert {t.field: getattr(value, t.field) for t in VALUE_TAGS.values()} == {
+        t.field: TxnLogRecord._field_defaults[t.field] for t in VALUE_TAGS.values()} == {
+        t.field: t.unset for t in VALUE_TAGS.values()}
+
+
 def test_next_producer_epoch_of_kafka_4_3_is_not_an_unknown_field() -> None:
     """Kafka 4.3 and 4.4 define tag 3 (NextProducerEpoch, int16): it used to be reported as an unknown field."""
     value = value_of(KEY, _tagged(_tag(1, struct.pack(">q", 12)), _tag(3, struct.pack(">h", 5))))

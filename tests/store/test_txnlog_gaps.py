@@ -113,3 +113,22 @@ def test_a_first_start_on_a_compacted_log_is_not_a_gap_but_a_later_hole_is(engin
     view = state.get("c")
     assert view is not None
     assert [(g.first_offset, g.last_offset, g.records) for g in view.history.gaps] == [(25, 27, 3)]
+
+
+def test_under_an_id_pattern_the_tail_keeps_only_the_tenants_ids_and_still_advances(engine: Engine) -> None:
+    """transactional_id_pattern scopes exact history too: other tenants' records move the positions (and are
+    checked for gaps) but are neither applied nor stored."""
+    from txnwatch.collect.txnlog_tail import cluster_id_for
+    from txnwatch.store import txnlog as store_txnlog
+
+    log = the_log(ids=4, transactions=3)  # app-0 .. app-3 on partitions 0 and 1
+    sessions = registered(engine)
+    clock = [1_000.0]
+    tail = ClusterTail("c", "h", lambda p: OffsetTail(log, p), sessions, LatestState(["c"]), clock=lambda: clock[0],
+                       read_timeout_ms=0, keeps=lambda tid: tid in {"app-1", "app-2"})
+    drain(tail, clock)
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cluster_id_for(sessions, "c"))
+    assert set(resumed.state.ids) == {"app-1", "app-2"}
+    assert resumed.positions == {p: len(records) for p, records in log.items()}
+    assert resumed.counters["commit"] == 2 * 3

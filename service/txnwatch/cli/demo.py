@@ -30,6 +30,7 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path,
     return dict(
         database_url=f"sqlite:///{var_dir / 'demo.db'}",
         poll_interval_seconds=5,
+        lag_sample_interval_seconds=0,  # every poll's lag rows: the console's cards name the blocked groups now
         clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=5000, broker_metrics_urls=urls)],
         detection=dict(timeout_grace_seconds=10, prepare_stuck_seconds=20, lso_stall_seconds=20,
                        verification_grace_seconds=10),

@@ -235,6 +235,8 @@ class ClusterPollLoop:
                 streak.failed(exc, extra=self._log_context())
             else:
                 streak.ok(extra=self._log_context())
+        # The sinks have written this poll's rows: answers cached from before (serve/answer_cache.py) are stale.
+        self._state.changed()
 
     def _sink_streak(self, sink: object) -> FailureStreak:
         name = type(sink).__name__

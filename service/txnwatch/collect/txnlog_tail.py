@@ -87,10 +87,13 @@ class ClusterTail:
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
                  commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS,
-                 health: StoreHealth | None = None) -> None:
-        """``health``: the store's health, where objects the database refuses are counted."""
+                 health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None) -> None:
+        """``health``: the store's health, where objects the database refuses are counted.  ``keeps``: the
+        cluster's transactional_id_pattern (tenancy); other ids' records advance the positions and are checked
+        for gaps, but are neither applied nor stored (undecodable records, which name no id, are kept)."""
         self.name = name
         self._rejections = Rejections(health or StoreHealth())
+        self._keeps = keeps
         self._bootstrap = bootstrap_servers
         self._open_tail = open_tail
         self._sessions = sessions
@@ -162,10 +165,12 @@ class ClusterTail:
             log.warning("cluster %s: %s %s: %s", self.name, problem.api, problem.target, problem.message)
         self._gap_watch, gaps = txnlog_gaps.find_gaps(self._gap_watch, records)
         self._pending_gaps.extend(gaps)
+        keeps = self._keeps
+        kept = records if keeps is None else [r for r in records if not r.transactional_id or keeps(r.transactional_id)]
         if records:
             if not self._pending:
                 self._pending_since = now
-            self._applied, findings = detect_txnlog.apply(self._applied or self._log_state, records)
+            self._applied, findings = detect_txnlog.apply(self._applied or self._log_state, kept)
             self._pending.append(findings)
             self._pending_positions = dict(positions)
             self._pending_records += len(records)

@@ -367,6 +367,12 @@ class ApiConfig(_Strict):
         "0: the API and /metrics are served by the daemon's own process (the lean default). N >= 1: by N worker "
         "processes of their own on the same port, so scrapes and requests never wait on a poll; each worker "
         "adds ~85 MB (see docs/performance.md)."))
+    answer_cache_bytes: int = Field(default=8 * 1024 * 1024, ge=0, le=1024 * 1024 * 1024, description=(
+        "Memory per serving process for answers of the list endpoints, kept until the next poll publishes "
+        "(LRU; 0: no cache). Filled only by requests, so an idle daemon does not pay for it."))
+    answer_cache_max_age_seconds: float = Field(default=1.0, gt=0, le=60, description=(
+        "A cached list answer is also recomputed after this long: its age fields and what a transaction-log "
+        "tail wrote since are never older than this."))
     max_connections: int = Field(default=1000, ge=1, le=1_000_000, description=(
         "Open HTTP connections per serving process. At the cap, the connection that waited longest without a "
         "request in progress is closed for the new one, so probes and scrapes get in during a flood of idle "

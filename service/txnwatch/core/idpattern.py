@@ -59,11 +59,9 @@ def pattern_problem(pattern: str) -> str | None:
         elif c in "*+?":
             if not previous_quantifiable:
                 return f"has a quantifier {c!r} with nothing to repeat"
-            i += 1
-            if i < n and pattern[i] == "+":
-                return "uses a possessive quantifier, which RE2/J (the broker) refuses"
-            if i < n and pattern[i] == "?":
-                i += 1
+            i, problem = _quantifier_suffix(pattern, i + 1)
+            if problem:
+                return problem
             previous_quantifiable = False
         elif c == "{":
             repeat = _REPEAT.match(pattern, i)
@@ -74,11 +72,9 @@ def pattern_problem(pattern: str) -> str | None:
                 return f"repeats more than {MAX_REPEAT} times, RE2/J's limit"
             if not previous_quantifiable:
                 return "has a repeat with nothing to repeat"
-            i = repeat.end()
-            if i < n and pattern[i] == "+":
-                return "uses a possessive quantifier, which RE2/J (the broker) refuses"
-            if i < n and pattern[i] == "?":
-                i += 1
+            i, problem = _quantifier_suffix(pattern, repeat.end())
+            if problem:
+                return problem
             previous_quantifiable = False
         elif c == "^":
             if i != 0:
@@ -96,6 +92,13 @@ def pattern_problem(pattern: str) -> str | None:
     except re.error as exc:
         return f"is not a valid regular expression: {exc}"
     return None
+
+
+def _quantifier_suffix(pattern: str, i: int) -> tuple[int, str | None]:
+    """Past a quantifier's lazy '?'; a possessive '+' is refused (RE2/J has none, Python 3.11+ does)."""
+    if i < len(pattern) and pattern[i] == "+":
+        return i, "uses a possessive quantifier, which RE2/J (the broker) refuses"
+    return (i + 1 if i < len(pattern) and pattern[i] == "?" else i), None
 
 
 def _class_end(pattern: str, start: int) -> tuple[int, str | None]:

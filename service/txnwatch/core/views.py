@@ -114,15 +114,31 @@ class LatestState:
     def __init__(self, cluster_names: list[str] | tuple[str, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._views: dict[str, ClusterView] = {name: ClusterView(name=name) for name in cluster_names}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every change of a view (a poll's publication, a tail's update, a worker's reload).
+
+        The API's answer cache (serve/answer_cache.py) keys on it: an answer computed before a change is never
+        served after it."""
+        return self._generation
 
     def publish(self, view: ClusterView) -> None:
         with self._lock:
             self._views[view.name] = view
+            self._generation += 1
+
+    def changed(self) -> None:
+        """Something the views stand for changed without a new view (a poll's sinks have written its rows)."""
+        with self._lock:
+            self._generation += 1
 
     def update(self, name: str, **changes: Any) -> ClusterView:
         with self._lock:
             view = replace(self._views.get(name) or ClusterView(name=name), **changes)
             self._views[name] = view
+            self._generation += 1
             return view
 
     def get(self, name: str) -> ClusterView | None:

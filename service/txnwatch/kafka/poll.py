@@ -41,7 +41,7 @@ from txnwatch.core.model import (
     TransactionDescription,
 )
 from txnwatch.kafka import batches, errors, parse, record_count, records
-from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG
+from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG, Call
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
@@ -178,14 +178,9 @@ async def _first_unconsumed(wire: Wire, partitions: Mapping[TopicPartition, Part
     answers = dates.known(wanted, partitions)
     keys = dates.to_fetch(wanted, answers)
     calls = records.fetch_calls(keys, {tp: partitions[tp].leader for tp, _ in keys})
-    failures: list[RequestError] = []
-    for reply in await wire.exchange(calls) if calls else []:
-        if reply.failure is not None:
-            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
-            continue
-        asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
-                 for t in reply.call.request.topics for p in t.partitions}
-        found, problems = records.parse_fetch(reply.response, asked)
+    replies, failures = await _fetch(wire, calls)
+    for reply in replies:
+        found, problems = records.parse_fetch(reply.response, records.fetched_offsets(reply.call))
         failures.extend(problems)
         dates.remember(found)
         answers.update(found)
@@ -203,13 +198,9 @@ async def _records_to_lso(wire: Wire, partitions: Mapping[TopicPartition, Partit
     lsos = {tp: lso for tp, _ in keys if (lso := partitions[tp].last_stable_offset) is not None}
     answers, reads = counts.plan(keys, lsos)
     calls = record_count.fetch_calls(reads, {tp: partitions[tp].leader for tp, _ in reads})
-    failures: list[RequestError] = []
-    for reply in await wire.exchange(calls) if calls else []:
-        if reply.failure is not None:
-            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
-            continue
-        asked = {TopicPartition(t.topic, p.partition): p.fetch_offset
-                 for t in reply.call.request.topics for p in t.partitions}
+    replies, failures = await _fetch(wire, calls)
+    for reply in replies:
+        asked = records.fetched_offsets(reply.call)
         by_tp = {tp: key for key in reads if (tp := key[0]) in asked and reads[key] == asked[tp]}
         found, problems = record_count.parse_fetch(reply.response, {tp: lsos[tp] for tp in by_tp},
                                                    {tp: key[1] for tp, key in by_tp.items()})
@@ -219,6 +210,18 @@ async def _records_to_lso(wire: Wire, partitions: Mapping[TopicPartition, Partit
             if total.problem is None and total.through == lsos[tp]:
                 answers[by_tp[tp]] = total.records
     return answers, failures
+
+
+async def _fetch(wire: Wire, calls: list[Call]) -> tuple[list[Reply], list[RequestError]]:
+    """The answered Fetch calls, and the failed ones as errors."""
+    answered: list[Reply] = []
+    failures: list[RequestError] = []
+    for reply in await wire.exchange(calls) if calls else []:
+        if reply.failure is not None:
+            failures.append(errors.from_exception("Fetch", errors.broker_target(reply.call.node_id), reply.failure))
+        else:
+            answered.append(reply)
+    return answered, failures
 
 
 async def _layout(wire: Wire, cluster: str) -> tuple[parse.ClusterLayout, tuple[RequestError, ...]]:

@@ -34,19 +34,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest
 from kafka.record.util import decode_varint
 
 from txnwatch.core.model import GroupSnapshot, PartitionSnapshot, RequestError, TopicPartition
-from txnwatch.kafka import decompress, errors
-from txnwatch.kafka.batches import Call, by_node
+from txnwatch.kafka import decompress, errors, records
+from txnwatch.kafka.batches import Call
 from txnwatch.kafka.records import RECORD_BUDGET_BYTES
 
-_FETCH_VERSION = 12  # the last that names topics
 _READ_COMMITTED = 1
 #: One producer batch fits (max.message.bytes defaults to 1 MiB + 12); a larger backlog takes several polls.
 PARTITION_MAX_BYTES = 1024 * 1024 + 64
-RESPONSE_MAX_BYTES = 8 * 1024 * 1024
 _CACHE_SIZE = 50_000
 
 Key = tuple[TopicPartition, int]  # (partition, committed offset)
@@ -128,29 +125,9 @@ class RecordCounts:
 
 def fetch_calls(reads: Mapping[Key, int], leaders: Mapping[TopicPartition, int | None]) -> list[Call]:
     """One read_committed Fetch per leader (and per round: two groups on one partition need two requests)."""
-    rounds: list[dict[TopicPartition, int]] = []
-    for (tp, _), offset in reads.items():
-        for batch in rounds:
-            if tp not in batch:
-                batch[tp] = offset
-                break
-        else:
-            rounds.append({tp: offset})
-    topic, partition = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition
-    calls = []
-    for index, offsets in enumerate(rounds):
-        led = {tp: leader for tp in offsets if (leader := leaders.get(tp)) is not None}
-        for node, topics in by_node(led).items():
-            request = FetchRequest(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_MAX_BYTES,
-                isolation_level=_READ_COMMITTED, session_id=0, session_epoch=-1,
-                topics=[topic(topic=name, partitions=[partition(
-                    partition=p, current_leader_epoch=-1, fetch_offset=offsets[TopicPartition(name, p)],
-                    last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES)
-                    for p in parts]) for name, parts in topics.items()],
-                forgotten_topics_data=[], rack_id="", max_version=_FETCH_VERSION)
-            calls.append(Call("Fetch", node, request, f"count-{index}"))
-    return calls
+    return records.fetch_calls([(tp, offset) for (tp, _), offset in reads.items()], leaders,
+                               isolation_level=_READ_COMMITTED, partition_max_bytes=PARTITION_MAX_BYTES,
+                               variant="count-")
 
 
 def parse_fetch(response: Any, lsos: Mapping[TopicPartition, int], committed: Mapping[TopicPartition, int],

@@ -144,8 +144,12 @@ class RecordDates:
             self._known.popitem(last=False)
 
 
-def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None]) -> list[Call]:
-    """One Fetch per leader for the first record at each committed offset (one offset per partition and call)."""
+def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None], *, isolation_level: int = 0,
+                partition_max_bytes: int = PARTITION_MAX_BYTES, variant: str = "") -> list[Call]:
+    """One Fetch per leader from each (partition, offset) (one offset per partition and call), no waiting.
+
+    The time lag reads read_uncommitted, 64 KiB; the record count (kafka.record_count) read_committed, 1 MiB.
+    """
     rounds: list[dict[TopicPartition, int]] = []
     for tp, offset in keys:  # two groups at different offsets of one partition need two requests
         for batch in rounds:
@@ -160,15 +164,20 @@ def fetch_calls(keys: Sequence[Key], leaders: Mapping[TopicPartition, int | None
         led = {tp: leader for tp in offsets if (leader := leaders.get(tp)) is not None}
         for node, topics in by_node(led).items():
             request = FetchRequest(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_MAX_BYTES, isolation_level=0,
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=RESPONSE_MAX_BYTES, isolation_level=isolation_level,
                 session_id=0, session_epoch=-1,
                 topics=[topic(topic=name, partitions=[partition(
                     partition=p, current_leader_epoch=-1, fetch_offset=offsets[TopicPartition(name, p)],
-                    last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=PARTITION_MAX_BYTES)
+                    last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=partition_max_bytes)
                     for p in parts]) for name, parts in topics.items()],
                 forgotten_topics_data=[], rack_id="", max_version=_FETCH_VERSION)
-            calls.append(Call("Fetch", node, request, str(index)))
+            calls.append(Call("Fetch", node, request, f"{variant}{index}"))
     return calls
+
+
+def fetched_offsets(call: Call) -> dict[TopicPartition, int]:
+    """The offset each partition of a Fetch call was read from."""
+    return {TopicPartition(t.topic, p.partition): p.fetch_offset for t in call.request.topics for p in t.partitions}
 
 
 def parse_fetch(response: Any, offsets: Mapping[TopicPartition, int],

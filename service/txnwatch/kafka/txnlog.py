@@ -77,8 +77,9 @@ VALUE_TAGS: Mapping[int, ValueTag] = {
     3: ValueTag("next_producer_epoch", _I16),
 }
 # Where each known tag's value goes in the record's tuple, and its layout: bound once, read per tag.
-_TAG_SLOTS = {tag: (TxnLogRecord._fields.index(t.field), t.layout, t.unset) for tag, t in VALUE_TAGS.items()}
-_UNSET_TAGS = tuple((TxnLogRecord._fields.index(t.field), t.unset) for t in VALUE_TAGS.values())
+_TAG_SLOTS = {tag: (TxnLogRecord._fields.index(t.field), t.layout.size, t.layout.unpack_from, t.unset)
+              for tag, t in VALUE_TAGS.items()}
+_UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
 
 
 class TxnLogUnavailable(Exception):
@@ -165,27 +166,22 @@ def decode_value(tid: str, value: bytes, log_partition: int, offset: int, timest
         pos = _topic_partitions(value, pos, flexible, partitions)
     last_update_ms, start_ms = _TIMES.unpack_from(value, pos)
     pos += 16
-    unknown: tuple[tuple[int, bytes], ...] = ()
-    tagged: list[tuple[int, int | None]] = []
-    if flexible:
-        unknown, pos = _value_tags(value, pos, tagged)
-    if pos != len(value):
-        raise ValueError("trailing bytes after transaction log value")
     known = 0 <= status < _STATE_COUNT
     problem = None
     if flexible_guess:
         problem = f"value version {version} is newer than this txnwatch knows; read with the version 1 layout"
     # Every field, in TxnLogRecord's order, as a plain list then tuple: this runs per record (a test reads the
     # fields back by name), and skipping the NamedTuple's own __new__ saves a Python call each time.  The tagged
-    # fields start unset and take what the record carries (VALUE_TAGS).
+    # fields start at their unset values (TxnLogRecord's defaults, the same as VALUE_TAGS' by a test) and
+    # :func:`_value_tags` puts what the record carries in their slots.
     fields = [tid, log_partition, offset, timestamp_ms, TxnLogKind.VALUE,
               _STATES[status] if known else TxnState.UNKNOWN, None if known else status,
               producer_id, epoch, timeout_ms, tuple(partitions), last_update_ms,
-              start_ms if start_ms >= 0 else None, None, None, 0, version, unknown, problem, None, None]
-    for slot, unset in _UNSET_TAGS:
-        fields[slot] = unset
-    for slot, tag_value in tagged:
-        fields[slot] = tag_value
+              start_ms if start_ms >= 0 else None, None, None, 0, version, (), problem, None, None]
+    if flexible:
+        pos = _value_tags(value, pos, fields)
+    if pos != len(value):
+        raise ValueError("trailing bytes after transaction log value")
     return _new_tuple(TxnLogRecord, fields)
 
 
@@ -217,27 +213,26 @@ def _topic_partitions(value: bytes, pos: int, flexible: bool, into: list[tuple[s
     return pos
 
 
-def _value_tags(value: bytes, pos: int, into: list[tuple[int, int | None]]) -> tuple[tuple[tuple[int, bytes], ...], int]:
-    """The value's tagged fields (v1+): the known ones (VALUE_TAGS) appended to ``into`` as (record slot, value),
-    the others returned raw; and where they end."""
-    unknown: list[tuple[int, bytes]] = []
+def _value_tags(value: bytes, pos: int, fields: list[object]) -> int:
+    """The value's tagged fields (v1+) into the record's ``fields``: each known one (VALUE_TAGS) in its slot, the
+    others raw in ``unknown_tags``; returns where they end."""
     # Counts, tags and sizes are one-byte varints but for tags Kafka has not defined yet: read inline.
     count, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
     for _ in range(count):
         tag, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
         size, pos = (value[pos], pos + 1) if value[pos] < 0x80 else _uvarint(value, pos)
-        raw = value[pos:pos + size]
-        pos += size
-        if len(raw) != size:
+        end = pos + size
+        if end > len(value):
             raise ValueError("record ends early")
         known = _TAG_SLOTS.get(tag)
-        if known is not None and known[1].size == size:
-            slot, layout, unset = known
-            number = layout.unpack(raw)[0]
-            into.append((slot, number if number >= 0 else unset))
+        if known is not None and known[1] == size:
+            slot, _, unpack, unset = known
+            number = unpack(value, pos)[0]
+            fields[slot] = number if number >= 0 else unset
         else:
-            unknown.append((tag, raw))
-    return tuple(unknown), pos
+            fields[_UNKNOWN_TAGS_SLOT] = (*fields[_UNKNOWN_TAGS_SLOT], (tag, value[pos:end]))  # type: ignore[misc]  # always a tuple
+        pos = end
+    return pos
 
 
 def decode_record(key: bytes | None, value: bytes | None, log_partition: int, offset: int,

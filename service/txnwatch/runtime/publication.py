@@ -164,6 +164,7 @@ class PublishedState(LatestState):
     def replace_all(self, views: Sequence[ClusterView]) -> None:
         with self._lock:
             self._views = {**{name: ClusterView(name=name) for name in self._views}, **{v.name: v for v in views}}
+            self._generation += 1
 
 
 class PublishedLeadership:

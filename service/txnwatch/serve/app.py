@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from txnwatch import __version__
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve import console
+from txnwatch.serve.answer_cache import AnswerCache, AnswerCacheMiddleware
 from txnwatch.serve.api.middleware import SecurityHeaders
 from txnwatch.serve.api.routers import health, metrics
 from txnwatch.serve.api.security import OPEN_PATHS, ReadTokenGuard
@@ -48,9 +49,14 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
                                            window_s=api.auth_failure_window_seconds, metrics=runtime.auth_failures)
 
     # Added last = runs first: the body limit (413) comes before the token check (401), which comes before
-    # routing and parsing.  The guard covers every path but the probes; see serve/api/security.py.
+    # the answer cache, routing and parsing.  The guard covers every path but the probes; see serve/api/security.py.
     # The console's login page and its static assets (public libraries, no data) are open; a browser without
     # the token is sent to the login page instead of a 401.
+    # Inside the guard (added before it = runs after it): only requests the guard let through read the cache.
+    app.state.answer_cache = None
+    if api.answer_cache_bytes:
+        app.state.answer_cache = AnswerCache(api.answer_cache_bytes, api.answer_cache_max_age_seconds)
+        app.add_middleware(AnswerCacheMiddleware, cache=app.state.answer_cache)
     app.add_middleware(ReadTokenGuard, open_paths=OPEN_PATHS | {console.LOGIN}, open_prefixes=(console.STATIC + "/",),
                        login_path=console.LOGIN)
     app.add_middleware(SecurityHeaders)

@@ -1,0 +1,150 @@
+"""Answers of the list endpoints cached per published generation, as plain ASGI (issue 25: cheap API reads).
+
+A list page costs 4–5 ms of API CPU (routing, dependencies, SQL, rows to JSON) although what it shows only
+changes when a poll publishes: the collector's views and the rows its sinks write.  So a GET of a list endpoint
+is answered from memory when the same question was answered under the same *generation*
+(``LatestState.generation``, bumped by every poll's publication, again once its sinks have written, by a
+transaction-log tail's update and, in an API worker, by every reload of the collector's publication).
+
+The key is ``(path, normalised query, auth scope, generation)``:
+
+* the query is normalised by sorting on parameter names only, so ``a=1&b=2`` and ``b=2&a=1`` share an entry
+  while repeated values (``state=Ongoing&state=Empty``) and a repeated single-valued parameter (FastAPI takes
+  the last) keep their order;
+* the auth scope: this middleware sits *inside* the read-token guard (serve/api/security.py), so only requests
+  the guard let through get here, and every reader shares one scope (one read token; the admin routes are not
+  cached at all).  A future per-reader scope goes into :func:`auth_scope`.
+
+Also bounded in time: an entry older than ``max_age_s`` (``api.answer_cache_max_age_seconds``, 1 s) is not
+served.  That bounds what no generation sees: ``age_seconds`` fields computed at the answer's time, rows a
+transaction-log tail wrote between two publications an API worker reloads, a recorder that commits after the
+poll's sinks returned.
+
+Only what polls write is cached: transactions (the list, not one id's page), hanging, LSO stalls, partitions,
+consumer groups and clusters.  Alerts (the outbox records deliveries between polls), verification, reports
+(written by the pipeline), the admin routes and the console are always computed.  Only whole 200 answers of at
+most ``max_entry_bytes`` are kept; memory is an LRU under a byte budget (``api.answer_cache_bytes``; 0 turns the
+cache off).  One cache per serving process, used on its event loop only (no lock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from txnwatch.runtime.lifecycle import Runtime
+
+#: Exact paths whose answers depend only on what polls write (see the module docstring for the others).
+CACHED_PATHS = frozenset({
+    "/api/v1/transactions", "/api/v1/hanging", "/api/v1/lso-stalls", "/api/v1/partitions",
+    "/api/v1/consumer-groups", "/api/v1/clusters",
+})
+#: Bytes an entry costs beyond its key and body (the tuple, the headers list, the dict slot): an estimate that
+#: keeps the budget honest for many small answers.
+ENTRY_OVERHEAD_BYTES = 512
+
+Key = tuple[str, str, str, int]
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    body: bytes
+    created_s: float
+    size: int
+
+
+class AnswerCache:
+    """An LRU of answers under a byte budget; :meth:`get` refuses an entry older than ``max_age_s``."""
+
+    def __init__(self, budget_bytes: int, max_age_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget_bytes = budget_bytes
+        self.max_entry_bytes = budget_bytes // 8  # one huge page never empties the cache for the rest
+        self.max_age_s = max_age_s
+        self._clock = clock
+        self._entries: OrderedDict[Key, Answer] = OrderedDict()
+        self.used_bytes = 0
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: Key) -> Answer | None:
+        answer = self._entries.get(key)
+        if answer is None or self._clock() - answer.created_s > self.max_age_s:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return answer
+
+    def put(self, key: Key, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+        size = len(body) + sum(len(k) + len(v) for k, v in headers) + len(key[0]) + len(key[1]) + ENTRY_OVERHEAD_BYTES
+        if size > self.max_entry_bytes:
+            return False
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.used_bytes -= old.size
+        self._entries[key] = Answer(status, tuple(headers), body, self._clock(), size)
+        self.used_bytes += size
+        while self.used_bytes > self.budget_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self.used_bytes -= evicted.size
+        return True
+
+
+def normalised_query(raw: bytes) -> str:
+    """The query string with parameters ordered by name; values of one name keep their order (sort is stable)."""
+    if not raw:
+        return ""
+    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    return urlencode(sorted(pairs, key=lambda pair: pair[0]))
+
+
+def auth_scope(scope: Scope) -> str:
+    """Every request that passed the read-token guard reads the same data (one read token)."""
+    return "reader"
+
+
+class AnswerCacheMiddleware:
+    """Serves cached answers of :data:`CACHED_PATHS`; computes and keeps them otherwise."""
+
+    def __init__(self, app: ASGIApp, *, cache: AnswerCache, paths: frozenset[str] = CACHED_PATHS) -> None:
+        self.app = app
+        self.cache = cache
+        self.paths = paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+        runtime: Runtime = scope["app"].state.runtime
+        runtime.refresh()  # an API worker reloads the collector's publication here (one stat)
+        key = (scope["path"], normalised_query(scope.get("query_string", b"")), auth_scope(scope),
+               runtime.state.generation)
+        answer = self.cache.get(key)
+        if answer is not None:
+            await send({"type": "http.response.start", "status": answer.status, "headers": list(answer.headers)})
+            await send({"type": "http.response.body", "body": answer.body})
+            return
+
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def keep(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False) and start is not None and start["status"] == 200:
+                    self.cache.put(key, 200, list(start.get("headers", [])), b"".join(chunks))
+            await send(message)
+
+        await self.app(scope, receive, keep)

@@ -1,0 +1,216 @@
+"""The list endpoints' answer cache (serve/answer_cache.py): equal to the route's answer, gone with a new
+generation or after its max age, bounded, behind the read-token guard, and never over the uncached routes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from tests.api.conftest import Seeded, make_client, make_settings
+from tests.api.factory import PROD, Factory, seed_scenario
+from txnwatch.core.views import ClusterView
+from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.answer_cache import CACHED_PATHS, ENTRY_OVERHEAD_BYTES, AnswerCache, normalised_query
+from txnwatch.store import models as m
+from txnwatch.store.db import make_engine
+from txnwatch.store.migrate import upgrade
+
+LISTS = [
+    "/api/v1/transactions",
+    "/api/v1/transactions?min_age_seconds=20&sort=transactional_id",
+    "/api/v1/transactions?state=Ongoing&state=PrepareCommit&limit=3",
+    f"/api/v1/transactions?cluster={PROD}&hanging=true",
+    "/api/v1/hanging",
+    "/api/v1/lso-stalls",
+    "/api/v1/partitions",
+    "/api/v1/consumer-groups",
+    "/api/v1/clusters",
+]
+
+
+def _timeless(value: Any) -> Any:
+    """The answer without fields computed from the request's clock (ages, durations): two requests a few
+    milliseconds apart differ there and nowhere else."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if "seconds" not in k and not k.endswith("_ago")}
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def clients(seeded: Seeded) -> Iterator[tuple[TestClient, TestClient]]:
+    cached = build_runtime(make_settings(seeded.url), collect=False)
+    uncached = build_runtime(make_settings(seeded.url, answer_cache_bytes=0), collect=False)
+    with make_client(cached) as a, make_client(uncached) as b:
+        yield a, b
+    cached.engine.dispose()
+    uncached.engine.dispose()
+
+
+@pytest.mark.parametrize("path", LISTS)
+def test_a_cached_answer_equals_an_uncached_one(clients: tuple[TestClient, TestClient], path: str) -> None:
+    cached, uncached = clients
+    first, again, plain = cached.get(path), cached.get(path), uncached.get(path)
+    assert first.status_code == again.status_code == plain.status_code == 200
+    assert again.content == first.content  # the second one is the kept bytes, age fields included
+    assert _timeless(again.json()) == _timeless(plain.json())
+    assert again.headers["content-type"] == plain.headers["content-type"]
+    assert again.headers["x-content-type-options"] == "nosniff"  # the outer middleware still runs
+
+
+@pytest.fixture
+def own(tmp_path: Path) -> Iterator[tuple[Runtime, TestClient, str]]:
+    """A database of its own: these tests write to it between requests."""
+    url = f"sqlite:///{tmp_path / 'txnwatch.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as session:
+        seed_scenario(session)
+        session.commit()
+    engine.dispose()
+    runtime = build_runtime(make_settings(url, answer_cache_max_age_seconds=60), collect=False)
+    with make_client(runtime) as client:
+        yield runtime, client, url
+    runtime.engine.dispose()
+
+
+def _add_transaction(url: str, transactional_id: str) -> None:
+    engine = make_engine(url)
+    with Session(engine) as session:
+        prod = session.scalars(select(m.Cluster).where(m.Cluster.name == PROD)).one()
+        f = Factory(session, datetime.now(timezone.utc))
+        f.txn(prod, transactional_id, age=7, partitions=["orders-0"], producer_id=9999)
+        session.commit()
+    engine.dispose()
+
+
+def _ids(client: TestClient) -> set[str]:
+    body = client.get("/api/v1/transactions?limit=1000").json()
+    return {item["transactional_id"] for item in body["items"]}
+
+
+def test_a_new_generation_invalidates(own: tuple[Runtime, TestClient, str]) -> None:
+    runtime, client, url = own
+    before = _ids(client)
+    _add_transaction(url, "late-writer")
+    assert "late-writer" not in _ids(client)  # same generation, within the max age: the kept answer
+    runtime.state.publish(ClusterView(name=PROD))  # a poll published
+    assert "late-writer" in _ids(client)
+    assert _ids(client) == before | {"late-writer"}
+
+
+def test_the_sinks_having_written_invalidates(own: tuple[Runtime, TestClient, str]) -> None:
+    runtime, client, url = own
+    _ids(client)
+    _add_transaction(url, "written-by-a-sink")
+    runtime.state.changed()  # what the poll loop calls once its sinks are done
+    assert "written-by-a-sink" in _ids(client)
+
+
+def test_an_answer_older_than_the_max_age_is_recomputed(own: tuple[Runtime, TestClient, str]) -> None:
+    _, client, url = own
+    cache = client.app.state.answer_cache  # type: ignore[attr-defined]  # TestClient.app is a plain ASGI app
+    _ids(client)
+    _add_transaction(url, "after-a-while")
+    assert "after-a-while" not in _ids(client)
+    cache.max_age_s = 0.0  # every kept answer is now too old
+    assert "after-a-while" in _ids(client)
+
+
+def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]) -> None:
+    """Alerts change between polls (the outbox records deliveries): never kept."""
+    _, client, url = own
+    assert "/api/v1/alerts" not in CACHED_PATHS
+    count = len(client.get("/api/v1/alerts?limit=500").json()["items"])
+    engine = make_engine(url)
+    with Session(engine) as session:
+        session.execute(delete(m.Alert))
+        session.commit()
+    engine.dispose()
+    assert count > 0
+    assert client.get("/api/v1/alerts?limit=500").json()["items"] == []
+
+
+def test_the_guard_still_runs_before_a_cached_answer(seeded: Seeded) -> None:
+    runtime = build_runtime(make_settings(seeded.url, read_token="s3cret-token-of-enough-length"), collect=False)
+    with make_client(runtime) as client:
+        ok = client.get("/api/v1/transactions", headers={"Authorization": "Bearer s3cret-token-of-enough-length"})
+        assert ok.status_code == 200
+        assert client.get("/api/v1/transactions").status_code == 401
+        assert client.get("/api/v1/transactions", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    runtime.engine.dispose()
+
+
+def test_errors_are_not_kept(own: tuple[Runtime, TestClient, str]) -> None:
+    _, client, _ = own
+    cache = client.app.state.answer_cache  # type: ignore[attr-defined]  # TestClient.app is a plain ASGI app
+    assert client.get("/api/v1/transactions?cluster=nope").status_code == 404
+    assert client.get("/api/v1/transactions?limit=0").status_code == 422
+    assert len(cache) == 0
+
+
+# --- the cache itself -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    pytest.param(b"", "", id="empty"),
+    pytest.param(b"b=2&a=1", "a=1&b=2", id="names-sorted"),
+    pytest.param(b"state=Ongoing&state=Empty", "state=Ongoing&state=Empty", id="repeated-values-keep-order"),
+    pytest.param(b"limit=5&cluster=x&limit=10", "cluster=x&limit=5&limit=10", id="last-wins-kept-last"),
+    pytest.param(b"id_prefix=a%2Fb&x=", "id_prefix=a%2Fb&x=", id="escapes-and-blanks"),
+])
+def test_normalised_query(raw: bytes, expected: str) -> None:
+    assert normalised_query(raw) == expected
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_cache_stays_under_its_byte_budget_and_evicts_the_least_recently_used() -> None:
+    clock = Clock()
+    body = b"x" * 1000
+    cache = AnswerCache(budget_bytes=8 * (1000 + ENTRY_OVERHEAD_BYTES + 100), max_age_s=1, clock=clock)
+    keys = [(f"/p{i}", "", "reader", 1) for i in range(40)]
+    for i, key in enumerate(keys):
+        assert cache.put(key, 200, [], body)
+        if i == 5:
+            assert cache.get(keys[0]) is not None  # used recently: survives the next evictions
+        assert cache.used_bytes <= cache.budget_bytes
+    assert len(cache) == 8
+    assert cache.get(keys[-1]) is not None
+    assert cache.get(keys[1]) is None  # evicted
+    assert cache.get(keys[0]) is None  # evicted too, once 8 newer ones came
+
+
+def test_an_entry_bigger_than_an_eighth_of_the_budget_is_not_kept() -> None:
+    cache = AnswerCache(budget_bytes=80_000, max_age_s=1, clock=Clock())
+    assert not cache.put(("/p", "", "reader", 1), 200, [], b"x" * 10_001)
+    assert len(cache) == 0 and cache.used_bytes == 0
+
+
+def test_max_age_and_generation_are_part_of_what_is_served() -> None:
+    clock = Clock()
+    cache = AnswerCache(budget_bytes=1 << 20, max_age_s=1.0, clock=clock)
+    cache.put(("/p", "", "reader", 1), 200, [(b"content-type", b"application/json")], b"{}")
+    assert cache.get(("/p", "", "reader", 2)) is None
+    clock.now += 1.0
+    answer = cache.get(("/p", "", "reader", 1))
+    assert answer is not None and answer.body == b"{}"
+    clock.now += 0.001
+    assert cache.get(("/p", "", "reader", 1)) is None
+    assert json.loads(answer.body) == {}
