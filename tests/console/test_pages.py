@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.console.scenario import PAGES, console_client
+from tests.console.scenario import FROZEN, PAGES, console_client
 from txnwatch.core.config import ApiConfig, ConsoleConfig
 
 
@@ -240,3 +241,18 @@ def test_now_page_shows_the_brokers_transaction_signals_beside_txnwatchs(client:
     assert rows[1] == ["2", "not", "reported", "0", "not", "reported", "not", "reported", "not", "reported"]
     assert len(rows) == 2  # broker 3's exporter did not answer: nothing to show beside txnwatch's figures
     assert "txnwatch: 2 hanging" in html
+
+
+def test_the_partition_page_prints_the_incidents_since_as_the_now_card_and_the_alert_do(client: TestClient) -> None:
+    def since(html: str, after: str) -> str:
+        match = re.search(re.escape(after) + r'.*?data-testid="since">since ([^(<]+?) \(', html, re.S)
+        assert match is not None, f"no since after {after!r}"
+        return match.group(1)
+
+    now_html = client.get("/console").text
+    on_card = since(now_html, 'href="/console/partitions/prod/orders/0"')
+    on_page = since(client.get(PAGES["partition"]).text, 'data-testid="hanging"')
+    # The seed (tests/api/factory.py): orders-0's hanging transaction was first seen 100 s before FROZEN and
+    # last wrote 900 s before that, the earliest moment anything knows of it; its stall started 90 s before FROZEN.
+    first_known = FROZEN - timedelta(seconds=100 + 900)
+    assert on_page == on_card == first_known.strftime("%Y-%m-%d %H:%M:%S UTC"), (on_page, on_card)

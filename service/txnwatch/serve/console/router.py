@@ -224,9 +224,16 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
          for h in hanging if h["resolved_at"] is None and h["txn_start_offset"] is not None],
         window=(since, at))
     latest = samples[-1] if samples else None
+    # The open incident's one clock, built as the Now page builds its card (same findings, same alerts), so
+    # the "since" printed here is the card's and /api/v1/alerts' moment, not the stall episode's own start.
+    alerts = [SimpleNamespace(**r._mapping, **alert_view(r)) for r in queries.list_alerts(
+        session, clusters=[cluster], with_unscoped=False, states=["firing", "pending"], after=None, limit=200)]
+    open_cards, _ = cards.build([h for h in hanging if h["resolved_at"] is None],
+                                [s for s in stalls if s["ended_at"] is None], alerts)
+    incident = open_cards[0] if open_cards else None
     return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
-                 option=option)
+                 option=option, incident=incident)
 
 
 def _blocker(stall: dict[str, Any]) -> str:
