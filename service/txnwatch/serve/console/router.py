@@ -228,8 +228,8 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     # the "since" printed here is the card's and /api/v1/alerts' moment, not the stall episode's own start.
     alerts = [SimpleNamespace(**r._mapping, **alert_view(r)) for r in queries.list_alerts(
         session, clusters=[cluster], with_unscoped=False, states=["firing", "pending"], after=None, limit=200)]
-    open_cards, _ = cards.build([h for h in hanging if h["resolved_at"] is None],
-                                [s for s in stalls if s["ended_at"] is None], alerts)
+    open_cards, _elsewhere = cards.build([h for h in hanging if h["resolved_at"] is None],
+                                        [s for s in stalls if s["ended_at"] is None], alerts)
     incident = open_cards[0] if open_cards else None
     return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
