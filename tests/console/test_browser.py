@@ -9,10 +9,12 @@ past it, and a transactional id fenced by a second producer instance.  Each page
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 from urllib.parse import quote
 
 import pytest
@@ -38,6 +40,14 @@ class Scene:
     fenced_id: str
 
 
+def _demo_program() -> str:
+    """What `txnwatch demo` prints as the program when `make run` started it: make does not put the virtualenv on
+    PATH, so the line names the script by its path. (Under `make test` the virtualenv is on PATH, and
+    commands.program() would then rightly say `txnwatch`, which the bare-PATH shell below cannot find.)"""
+    with mock.patch.dict(os.environ, {"PATH": "/usr/bin:/bin"}):
+        return commands.program()
+
+
 def _events(d: Daemon, txn_id: str) -> set[str]:
     r = d.get(f"/api/v1/transactions/lab/{quote(txn_id, safe='')}", params={"timeline_limit": 200})
     return {e for t in r.json()["timeline"] for e in t["events"]} if r.status_code == 200 else set()
@@ -48,7 +58,7 @@ def scene(lab_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     bootstrap = lab_cluster.bootstrap_servers
     db = tmp_path_factory.mktemp("console") / "txnwatch.db"
     daemon = start_daemon(database_url=f"sqlite:///{db}", poll_interval_seconds=1,
-                          console=dict(cli_command=commands.program()),  # as `txnwatch demo` sets it
+                          console=dict(cli_command=_demo_program()),
                           lag_sample_interval_seconds=0,  # every poll's lag rows: the cards name the groups now
                           clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=4000)],
                           detection=dict(lso_stall_seconds=3))

@@ -130,8 +130,9 @@ def test_round_trips_do_not_grow_with_transactional_ids(lab_cluster: Any, new_to
         assert len(open_ids) >= 12
         # Round three (DescribeTransactions, OffsetFetch) is skipped when nothing is listed.  Round four dates the
         # first unconsumed record of lagging group partitions (other tests on the shared lab leave some); it
-        # depends on groups, never on how many transactional ids there are.
-        assert baseline in (2, 3, 4) and connection.last_poll_round_trips in (3, 4)
+        # depends on groups, never on how many transactional ids there are; so does round five, which counts the
+        # records of lagging read_committed group partitions up to the LSO where the kept count is behind it.
+        assert baseline in (2, 3, 4, 5) and connection.last_poll_round_trips in (3, 4, 5)
         assert all(s.state is TxnState.ONGOING for tid, s in snap.transactions.items() if tid in open_ids)
         for p in producers:
             p.abort_transaction()

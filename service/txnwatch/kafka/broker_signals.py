@@ -61,5 +61,7 @@ def _int(value: float | None) -> int | None:
 
 
 def _finite(value: float | None) -> float | None:
-    """Kafka reports a load time of NaN (avg) or -Infinity (max) before any partition was loaded: not a figure."""
+    """Kafka reports a load time of NaN (avg) or -Infinity (max) when no __transaction_state partition loaded within
+    its metrics window (2 samples of 30 s by default: before the first load, and again about a minute after the last
+    one): not a figure."""
     return None if value is None or value != value or value in (float("inf"), float("-inf")) else value
