@@ -239,10 +239,11 @@ def poll_windows(db: Path) -> list[tuple[float, float]]:
     return windows
 
 
-def storage_bytes(work: Path) -> int:
-    files = [p for p in work.glob("txnwatch.db*") if p.is_file()]
-    files += [p for p in (work / "archive").rglob("*") if p.is_file()] if (work / "archive").exists() else []
-    return sum(p.stat().st_size for p in files)
+def storage_bytes(work: Path) -> tuple[int, int]:
+    """(SQLite files, archive) bytes under the run's directory."""
+    db = sum(p.stat().st_size for p in work.glob("txnwatch.db*") if p.is_file())
+    archive = sum(p.stat().st_size for p in (work / "archive").rglob("*") if p.is_file())
+    return db, archive
 
 
 # -- scraping ---------------------------------------------------------------------------------------------
@@ -413,6 +414,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     print(f"lab: {built['brokers']} brokers, {scale['partitions']:,} partitions in {scale['topics']} topics + the "
           f"workload's 9, {scale['groups']} groups x {scale['offsets_per_group']} committed partitions + the "
           f"workload's 3 groups, the 'steady' workload (3 transactional producers); set up in {built['setup_s']:.0f} s")
+    print(f"peers: kafka_exporter {KAFKA_EXPORTER.version} (--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}), KMinion "
+          f"{KMINION.version}, built from source (Go); txnwatch on its defaults (15 s polls, the log tail, SQLite)")
     print(f"window: {result['window_s']:.0f} s wall, scrapes every {args.scrape_every:g} s; wall since start "
           f"{time.monotonic() - started:.0f} s")
     print()
@@ -470,11 +473,13 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
             print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
                   f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
     if "txnwatch" in by:
-        s0, s1 = result["storage"]
+        (db0, ar0), (db1, ar1) = result["storage"]
+        s0, s1, mb = db0 + ar0, db1 + ar1, 2**20
         per_day = (s1 - s0) / result["window_s"] * 86400
-        print(f"txnwatch storage (SQLite files + archive): {s0 / 2**20:.1f} MB at the window's start, "
-              f"{s1 / 2**20:.1f} MB at its end: +{(s1 - s0) / 2**20:.1f} MB in {result['window_s']:.0f} s = "
-              f"{per_day / 2**20:,.0f} MB/day extrapolated (retention and archiving rounds not in a short window)")
+        print(f"txnwatch storage: SQLite {db0 / mb:.1f} -> {db1 / mb:.1f} MB, archive {ar0 / mb:.1f} -> {ar1 / mb:.1f} MB "
+              f"over the window: +{(s1 - s0) / mb:.1f} MB in {result['window_s']:.0f} s = {per_day / mb:,.0f} MB/day "
+              f"extrapolated (lag rows every lag_sample_interval_seconds; retention and archiving rounds are not in a "
+              f"window this short)")
     print("=" * 110)
 
 
@@ -539,9 +544,9 @@ def main() -> None:
     parser.add_argument("--skip-peers", action="store_true", help="txnwatch alone")
     parser.add_argument("--keep-lab", action="store_true", help="leave the lab up and the run's files in place")
     parser.add_argument("--scrape-every", type=float, default=15.0, help="seconds between scrape rounds")
-    parser.add_argument("--probe-seconds", type=float, default=60.0,
+    parser.add_argument("--probe-seconds", type=float, default=90.0,
                         help="after the window, scrape txnwatch alone this long (latency quiet and during polls)")
-    parser.add_argument("--probe-every", type=float, default=0.5)
+    parser.add_argument("--probe-every", type=float, default=0.25)
     parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
     parser.add_argument("--brokers", type=int, default=3)
     args = parser.parse_args()
