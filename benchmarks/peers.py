@@ -522,6 +522,35 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
                 print(f"    e.g. {key}: txnwatch {mine_v:g}, {peer} {theirs_v:g}")
 
 
+def txnwatch_ports(free_ports: Any) -> tuple[int, int, int]:
+    """The API's port with the next one free too (txnwatch's metrics port defaults to api.port + 1), and two
+    more for the peers, none of them that next one."""
+    import socket
+
+    for _ in range(50):
+        api, exporter, kminion = free_ports(3)
+        if api + 1 in (exporter, kminion):
+            continue
+        with socket.socket() as probe_socket:
+            try:
+                probe_socket.bind(("127.0.0.1", api + 1))
+            except OSError:
+                continue
+        return api, exporter, kminion
+    raise RuntimeError("no free pair of ports for txnwatch's API and metrics port")
+
+
+def metrics_url(api_port: int) -> str:
+    """Where a user's Prometheus scrapes txnwatch by default: its metrics port when it serves, else the API."""
+    url = f"http://127.0.0.1:{api_port + 1}/metrics"
+    try:
+        if httpx.get(url, timeout=30).status_code == 200:
+            return url
+    except httpx.HTTPError:
+        pass
+    return f"http://127.0.0.1:{api_port}/metrics"
+
+
 def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
     txnwatch = Path(sys.executable).with_name("txnwatch")
     log = open(work / "workload.log", "w")  # noqa: SIM115 - held by the child for its life
@@ -572,12 +601,13 @@ def main() -> None:
         bootstrap = built["bootstrap"]
         workload = start_workload(bootstrap, work)
         built["live_topics"] = [f"txnwatch-steady-{s}" for s in ("input", "output", "java")]
-        port_t, port_e, port_m = free_ports(3)
+        port_t, port_e, port_m = txnwatch_ports(free_ports)
         config = work / "txnwatch.yaml"
         write_txnwatch_config(config, bootstrap, port_t)
         print(f"run directory {work}", flush=True)
         targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                           str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
+        api_metrics = targets[0].url
         if "kafka_exporter" in peers:
             targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
                                                     *[f"--kafka.server={b}" for b in bootstrap.split(",")],
@@ -591,6 +621,9 @@ def main() -> None:
                                  env=env))
         print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
         wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
+        targets[0].url = metrics_url(port_t)
+        print(f"  txnwatch's /metrics scraped at {targets[0].url}"
+              f"{' (its metrics port, api.port + 1 by default)' if targets[0].url != api_metrics else ''}", flush=True)
         print(f"measuring for {args.minutes:g} min", flush=True)
         result = measure(targets, args, work)
         if args.probe_seconds > 0:
