@@ -57,6 +57,7 @@ from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.lag_sampling import LagSampling
+from txnwatch.store.offset_pictures import OffsetPictures
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 
@@ -140,7 +141,9 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
                         exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact,
-                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}))
+                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}),
+                        offset_pictures=OffsetPictures({c.name: settings.offset_sample_interval_for(c)
+                                                        for c in settings.clusters}))
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
