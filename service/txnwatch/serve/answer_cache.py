@@ -21,8 +21,9 @@ transaction-log tail wrote between two publications an API worker reloads, a rec
 poll's sinks returned.
 
 Only what polls write is cached: transactions (the list, not one id's page), hanging, LSO stalls, partitions,
-consumer groups and clusters.  Alerts (the outbox records deliveries between polls), verification, reports
-(written by the pipeline), the admin routes and the console are always computed.  Only whole 200 answers of at
+consumer groups, clusters and alerts (alert rows are written by the evaluator, one of a poll's sinks, before the
+poll loop bumps the generation; the outbox writes its own table, which no alert answer shows).  Verification,
+reports (written by the pipeline), one id's page, the admin routes and the console are always computed.  Only whole 200 answers of at
 most ``max_entry_bytes`` are kept; memory is an LRU under a byte budget (``api.answer_cache_bytes``; 0 turns the
 cache off).  One cache per serving process, used on its event loop only (no lock).
 """
@@ -42,7 +43,7 @@ from txnwatch.runtime.lifecycle import Runtime
 #: Exact paths whose answers depend only on what polls write (see the module docstring for the others).
 CACHED_PATHS = frozenset({
     "/api/v1/transactions", "/api/v1/hanging", "/api/v1/lso-stalls", "/api/v1/partitions",
-    "/api/v1/consumer-groups", "/api/v1/clusters",
+    "/api/v1/consumer-groups", "/api/v1/clusters", "/api/v1/alerts",
 })
 #: Bytes an entry costs beyond its key and body (the tuple, the headers list, the dict slot): an estimate that
 #: keeps the budget honest for many small answers.

@@ -15,6 +15,13 @@ from txnwatch.serve.http_limits import HttpLimits, connection_cap, make_server, 
 
 log = logging.getLogger(__name__)
 
+# The daemon's own API server: the standard asyncio loop (uvloop costs ~11 MB of RSS, and the daemon's
+# requests share the GIL with polls anyway) and httptools' C parser, which costs less RSS than h11's
+# pure-Python one (~0.9 MB against ~2.7 MB imported) and less CPU per request (issue 25: cheap API reads,
+# measured by benchmarks/api.py).  API workers take uvloop and httptools ("auto").
+DAEMON_HTTP = "httptools"
+DAEMON_LOOP = "asyncio"
+
 
 class StartupError(Exception):
     """The daemon cannot start; the command turns it into one line on stderr and ``exit_code`` (URL passwords
@@ -100,9 +107,7 @@ def serve(settings: Settings) -> None:
     gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
              settings.api.host, settings.api.port, len(settings.clusters))
-    # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
-    # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
-    server = make_server(app, http_limits(settings), http="h11", loop="asyncio", **proxy_options(settings))
+    server = make_server(app, http_limits(settings), http=DAEMON_HTTP, loop=DAEMON_LOOP, **proxy_options(settings))
     server.run(sockets=[listener])
     if not server.started:
         raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)
