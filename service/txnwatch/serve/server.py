@@ -81,7 +81,14 @@ def serve(settings: Settings) -> None:
     problems = database_problems(settings.database_url)
     if problems:
         raise StartupError(f"database_url: {problems[0]}", exitcodes.USAGE)
+    from txnwatch.serve.metrics_process import MetricsProcess, bind_metrics
+
     listener = bind(settings.api.host, settings.api.port)
+    try:
+        metrics_listener = bind_metrics(settings)
+    except StartupError:
+        listener.close()
+        raise
     try:
         ensure_schema(settings)
     except SchemaNotReady as exc:
@@ -95,19 +102,33 @@ def serve(settings: Settings) -> None:
         from txnwatch.serve.workers import run_with_workers
 
         try:
-            run_with_workers(settings, listener)
+            run_with_workers(settings, listener, metrics_listener)
         except Exception as exc:
             raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
         return
+    from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
     from txnwatch.serve.app import create_app  # not in the collecting process when API workers serve
 
-    runtime = build_runtime(settings)
+    directory = make_directory() if metrics_listener is not None else None
+    runtime = build_runtime(settings, metrics_to=directory)
     app = create_app(runtime)
     gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
-    log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
-             settings.api.host, settings.api.port, len(settings.clusters))
+    metrics = (MetricsProcess(settings, metrics_listener, directory, runtime.auth_failures)
+               if metrics_listener is not None and directory is not None else None)
+    log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs)%s watching %d cluster(s)",
+             settings.api.host, settings.api.port,
+             f" and /metrics on http://{settings.api.host}:{metrics.port}" if metrics is not None else "",
+             len(settings.clusters))
     server = make_server(app, http_limits(settings), http=DAEMON_HTTP, loop=DAEMON_LOOP, **proxy_options(settings))
-    server.run(sockets=[listener])
+    if metrics is not None:
+        metrics.start()
+    try:
+        server.run(sockets=[listener])
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if directory is not None:
+            remove_directory(directory)
     if not server.started:
         raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)
