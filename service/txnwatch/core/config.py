@@ -309,6 +309,11 @@ class MetricsConfig(_Strict):
                                                        "series per topic only (KMinion's option), for big clusters.")
     cluster_label: str = Field(default="cluster", description="Label carrying the cluster name on the kafka_* "
                                "families; empty for none, as a single-cluster kafka_exporter has.")
+    port: int | None = Field(default=None, ge=0, le=65535, description=(
+        "The metrics port: /metrics served by a small process of its own (the standard library only, ~10 MB) "
+        "from the collector's latest render, so a scrape never waits on a poll. Unset: api.port + 1 (if that "
+        "port is taken, a warning and /metrics on the API port only); 0: no metrics port. /metrics stays on "
+        "the API port as well, with the same read token."))
 
     @field_validator("cluster_label")
     @classmethod
