@@ -163,6 +163,27 @@ def tree_cpu_s(root: int) -> float:
     return total / TICK
 
 
+def per_process_cpu_s(root: int) -> dict[int, tuple[str, float]]:
+    """{pid: (what it runs, utime+stime+reaped children)} over the tree: which of txnwatch's processes pays."""
+    out = {}
+    for pid in tree(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        label = next((w.rsplit("/", 1)[-1] for w in words if "txnwatch" in w and w.rsplit("/", 1)[-1] != "python"),
+                     " ".join(w.rsplit("/", 1)[-1] for w in words[:3]))
+        if (fields := _stat(pid)) is not None:
+            out[pid] = (label[:40], sum(int(x) for x in fields[11:15]) / TICK)
+    return out
+
+
+def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[str, float]]:
+    return [(f"{after[pid][0]} (pid {pid})", after[pid][1] - (before[pid][1] if pid in before else 0.0))
+            for pid in after]
+
+
 def tree_rss_mb(root: int) -> float:
     kb = 0
     for pid in tree(root):
@@ -188,6 +209,8 @@ class Target:
     log: Path
     scrapes: list[tuple[float, float, float]] = field(default_factory=list)  # (started epoch, seconds, wire bytes)
     probes: list[tuple[float, float, float]] = field(default_factory=list)  # txnwatch's fast probe after the window
+    split: list[tuple[str, float]] = field(default_factory=list)  # CPU-s of each process of the tree, window
+    probe_split: list[tuple[str, float]] = field(default_factory=list)  # the same over the probe
     failures: list[str] = field(default_factory=list)
     bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
     series: list[int] = field(default_factory=list)
@@ -347,8 +370,10 @@ def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadli
 def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     window_s = args.minutes * 60
     loads = [os.getloadavg()]
+    splits = {}
     for target in targets:
         target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
+        splits[target.name] = per_process_cpu_s(target.proc.pid)
     storage0, t0 = storage_bytes(work), time.monotonic()
     next_round, round_no, next_rss = t0, 0, t0
     scraper: threading.Thread | None = None
@@ -367,6 +392,7 @@ def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict
     elapsed = time.monotonic() - t0
     for target in targets:
         target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
+        target.split = cpu_split(splits[target.name], per_process_cpu_s(target.proc.pid))
     storage1 = storage_bytes(work)
     if scraper is not None:
         scraper.join(timeout=180)
@@ -452,6 +478,12 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         print(f"txnwatch alone, scraped every {args.probe_every:g} s for {args.probe_seconds:g} s after the window: "
               f"quiet p50 {pct(q, .5) * 1000:.1f} ms p99 {pct(q, .99) * 1000:.1f} ms (n={len(q)}); during its polls "
               f"p50 {pct(d, .5) * 1000:.1f} ms p99 {pct(d, .99) * 1000:.1f} ms (n={len(d)})")
+        for label, spent in by["txnwatch"].probe_split:
+            print(f"    CPU during the probe: {label} {spent:.2f} s = {spent / len(probes) * 1000:.2f} ms per scrape "
+                  f"if all of it were serving (load-independent)")
+    if "txnwatch" in by and len(by["txnwatch"].split) > 1:
+        print("txnwatch's CPU-s per minute by process: " + ", ".join(f"{label} {spent / minutes:.2f}"
+                                                                    for label, spent in by["txnwatch"].split))
     if "txnwatch" in by:
         polls = [w for w in windows if w[0] >= time.time() - result["window_s"] - 5]
         durations = [end - start for start, end in polls]
@@ -628,7 +660,9 @@ def main() -> None:
         result = measure(targets, args, work)
         if args.probe_seconds > 0:
             print(f"probing txnwatch's /metrics every {args.probe_every:g} s for {args.probe_seconds:g} s", flush=True)
+            before = per_process_cpu_s(targets[0].proc.pid)
             probe(targets[0], args.probe_seconds, args.probe_every)
+            targets[0].probe_split = cpu_split(before, per_process_cpu_s(targets[0].proc.pid))
         report(targets, result, built, args, work / "txnwatch.db", started, commit)
     finally:
         for target in targets:
