@@ -1,29 +1,38 @@
-"""The transaction-log tail's hot path: decode, apply, store, and how far it trails the log.
+"""The transaction-log tail: through kafka-python against a lab broker's real log, and its synthetic hot path.
 
-Figures (printed, never asserted; the issue's goals beside them):
+Default (``--lab``, issue 25's honest figures), in one run on a one-broker lab (Kafka 4.1.1 unless
+``--kafka-version``), the log filled by Kafka's own Java TV2 producers (benchmarks/txnlog_lab.py):
+
+1. **floor**: kafka-python alone reading the whole ``__transaction_state`` with the tail's fetch
+   settings, nothing else (records/s, CPU s);
+2. **tail**: the daemon's ClusterTail over TransactionLogTail (fetch, decode, apply, store in SQLite)
+   on the same log, records/s, CPU s and its ratio to the floor (goal >= 0.9x);
+3. **synthetic**: decode + apply of generated TV2 records in this process, no client (second line);
+4. **trailing**: producers at the highest rate this machine's lab reaches while the tail, pinned to one
+   core (``taskset -c 0``), follows from the log's end: p50/p99/max from the coordinator's append to the
+   stored commit, the producers' transactions/s beside it (goal <= 2 s p99 at 10,000 transactions/s).
+
+``--synthetic`` keeps the earlier figures (generated records fed to the decoder, never through a client):
 
 1. records decoded and applied per second on one core (goal >= 100,000/s, i.e.
    >= 25,000 transaction-version-2 transactions/s at four records each), and the same
    with the database write of each batch (SQLite file, or ``--database-url``);
-2. how far the daemon trails the log at 10,000 transactions/s (goal <= 2 s): the real
-   ClusterTail (decode -> apply -> one database transaction per batch) fed by a log
-   that releases records at their scheduled time; trailing = commit time minus the
-   record's scheduled arrival, p50/p99/max;
+2. how far the daemon trails a simulated log at 10,000 transactions/s: the real
+   ClusterTail fed by a log that releases records at their scheduled time;
 3. RSS against the number of live transactional ids in the tail's state.
 
-Records are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
+Records there are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
 here: a TV2 producer writes Ongoing, Ongoing (second partition), PrepareCommit with a
 bumped epoch and CompleteCommit per transaction.
 
-    python benchmarks/txnlog.py                 # ~1 min
-    python benchmarks/txnlog.py --quick         # smaller, ~15 s
-    python benchmarks/txnlog.py --profile       # plus where decode+apply spend their time
-    python benchmarks/txnlog.py --database-url postgresql+psycopg://...
+    python benchmarks/txnlog.py                 # lab: fill 200,000 records, floor, tail, trailing (~5 min)
+    python benchmarks/txnlog.py --records 50000 --trail-seconds 20
+    python benchmarks/txnlog.py --synthetic [--quick] [--profile] [--database-url URL]
     python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
                                                 # side by side in alternating child processes
 
 ``--baseline REV`` extracts REV's ``service/`` (``git archive``) into a temporary directory and
-runs figure 1's decode+apply there and here in turns (``--rounds``, the order alternating), each
+runs the synthetic decode+apply there and here in turns (``--rounds``, the order alternating), each
 in a fresh process on the same records, printing records/s from CPU time, CPU and wall seconds,
 and the machine's load, then the ratio of the medians (here / REV).
 """
@@ -61,6 +70,7 @@ except ModuleNotFoundError:  # a --baseline older than the move to core/ (issue 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
 RECORDS_PER_TXN = 4
+TOPIC_NAME = "__transaction_state"
 
 
 def _uvarint(n: int) -> bytes:
@@ -368,8 +378,84 @@ def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, b
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
 
 
+def lab_figures(args: argparse.Namespace) -> None:
+    """Floor, tail, synthetic and trailing, on one lab in one run (the module docstring)."""
+    import importlib
+
+    from txnwatch.lab.cluster import start_lab
+    from txnwatch.lab.settings import LabSettings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    lab_bench = importlib.import_module("txnlog_lab")  # benchmarks/ is no package: its sibling, by path
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-txnlog-bench-"))
+    lab = start_lab(LabSettings(brokers=1, proxy=False, kafka_version=args.kafka_version), work / "lab",
+                    die_with_parent=True, quiet=True)
+    bootstrap = lab.bootstrap_servers
+    try:
+        loads = [os.getloadavg()[0]]
+        have, took = lab_bench.fill(bootstrap, args.records, args.producers, work / "producers", args.kafka_version)
+        loads.append(os.getloadavg()[0])
+        print(f"== Kafka {args.kafka_version}, one broker; {TOPIC_NAME} filled by {args.producers} Java TV2 producers "
+              f"(ProducerPerformance, a transaction per ms at most): {have:,} records in {took:.0f} s")
+        print(f"   {'':<44} {'records':>9} {'wall s':>7} {'CPU s':>6} {'records/s':>10} {'per CPU-s':>10} {'load':>5}")
+        rows: dict[str, list[dict[str, float]]] = {"floor": [], "tail": []}
+        for _ in range(args.runs):
+            for side in rows:
+                run = lab_bench.run_child(side, bootstrap, have)
+                run["load"] = os.getloadavg()[0]
+                loads.append(run["load"])
+                rows[side].append(run)
+                label = ("floor: kafka-python alone, whole log" if side == "floor"
+                         else "tail: fetch+decode+apply+store (SQLite)")
+                print(f"   {label:<44} {run['records']:>9,.0f} {run['wall_s']:>7.2f} {run['cpu_s']:>6.2f} "
+                      f"{run['records'] / run['wall_s']:>10,.0f} {run['records'] / run['cpu_s']:>10,.0f} "
+                      f"{run['load']:>5.1f}")
+        best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
+        per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
+        print(f"   tail / floor, best records/s: {best['tail'] / best['floor']:.2f}x   per CPU-s: "
+              f"{per_cpu['tail'] / per_cpu['floor']:.2f}x   (goal >= 0.9x)")
+        raw = list(tv2_stream(5_000, 25_000))
+        synthetic = throughput(raw, args.batch)
+        print(f"   synthetic decode+apply, no client, {len(raw):,} generated records: {synthetic['both']:,.0f} "
+              f"records/s (decode {synthetic['decode']:,.0f}/s, apply {synthetic['apply']:,.0f}/s, CPU time)")
+        producers = lab_bench.start_producers(bootstrap, args.trail_producers, work / "producers", args.kafka_version,
+                                              tag="trail", duration_ms=1)
+        try:
+            time.sleep(10.0)  # the JVMs' start and first transactions
+            before = lab_bench.log_records(bootstrap)
+            run = lab_bench.run_child("trail", bootstrap, args.trail_seconds, pin="0")
+            written = lab_bench.log_records(bootstrap) - before
+        finally:
+            lab_bench.stop_producers(producers)
+        loads.append(os.getloadavg()[0])
+        records_s = written / run["wall_s"]
+        per_txn = 3  # TV2: Ongoing (added by the partition leader), PrepareCommit, CompleteCommit
+        print(f"== trailing: {args.trail_producers} Java TV2 producers wrote {records_s:,.0f} records/s "
+              f"(~{records_s / per_txn:,.0f} transactions/s at {per_txn} records each) for {run['wall_s']:.0f} s; "
+              f"the tail pinned to CPU 0 (taskset -c 0; the broker and producers share both CPUs)")
+        if run.get("stored"):
+            print(f"   append-to-stored p50 {run['p50']:.2f} s, p99 {run['p99']:.2f} s, max {run['max']:.2f} s over "
+                  f"{run['stored']:,} records; tail CPU {run['cpu_s']:.1f} s in {run['wall_s']:.1f} s wall "
+                  f"({run['cpu_s'] / run['wall_s']:.0%} of a core); behind at the end: {run['behind_at_end']:,} "
+                  f"records   (goal p99 <= 2 s at 10,000 transactions/s: shown here at "
+                  f"{records_s / per_txn:,.0f}/s only)")
+        else:
+            print(f"   nothing stored: {run}")
+        print(f"   load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
+    finally:
+        lab.down()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--synthetic", action="store_true", help="the synthetic figures only (no lab)")
+    parser.add_argument("--records", type=int, default=200_000, help="lab: fill the log to this many records")
+    parser.add_argument("--producers", type=int, default=4, help="lab: Java producers filling the log")
+    parser.add_argument("--runs", type=int, default=2, help="lab: reads of each side, alternating")
+    parser.add_argument("--trail-producers", type=int, default=4, help="lab: Java producers while trailing")
+    parser.add_argument("--trail-seconds", type=float, default=30.0)
+    parser.add_argument("--kafka-version", default="4.1.1")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
@@ -388,6 +474,9 @@ def main() -> None:
         compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch)
         if args.compare_only:
             return
+    if not args.synthetic:
+        lab_figures(args)
+        return
     transactions = 25_000 if args.quick else 100_000
     raw = list(tv2_stream(5_000, transactions))
     print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")

@@ -82,6 +82,11 @@ _TAG_SLOTS = {tag: (TxnLogRecord._fields.index(t.field), t.layout.size, t.layout
 _UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
 
 
+#: kafka-python's fetch settings for the tail; ``benchmarks/txnlog.py``'s client floor reads with the same ones.
+FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes": 16 * 1024 * 1024,
+                                   "max_partition_fetch_bytes": 4 * 1024 * 1024}
+
+
 class TxnLogUnavailable(Exception):
     """The topic cannot be read: not visible (Describe denied, or not created yet) or Read denied."""
 
@@ -269,14 +274,14 @@ class TransactionLogTail:
     """
 
     def __init__(self, settings: ClusterConnectionSettings, *, positions: Mapping[int, int] | None = None,
-                 from_beginning: bool = True, topic: str = TOPIC, max_poll_records: int = 10_000) -> None:
+                 from_beginning: bool = True, topic: str = TOPIC,
+                 max_poll_records: int = FETCH_CONFIG["max_poll_records"]) -> None:
         config = settings.client_config()
         self.topic = topic
         self._consumer = KafkaConsumer(
             bootstrap_servers=config["bootstrap_servers"], client_id=f"{settings.client_id}-txnlog",
             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-            max_poll_records=max_poll_records, fetch_max_bytes=16 * 1024 * 1024,
-            max_partition_fetch_bytes=4 * 1024 * 1024,
+            **{**FETCH_CONFIG, "max_poll_records": max_poll_records},
             request_timeout_ms=max(settings.request_timeout_ms, 1_000),
             fetch_max_wait_ms=min(500, max(settings.request_timeout_ms, 1_000) // 2),
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
