@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 CLUSTER = "rotating"
 #: Kafka refuses an epoch of Short.MAX_VALUE - 1 or more to a client (TransactionMetadata.isEpochExhausted).
 EXHAUSTED_EPOCH = 32_766
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS: asked again.
+RETRIABLE = frozenset({14, 15, 16, 51})
 
 
 @pytest.fixture(scope="module")
@@ -54,11 +56,12 @@ def exhaust_epochs(bootstrap: str, tid: str) -> tuple[int, int]:
         node = wait_for(lambda: _coordinator(admin, tid), 60, what=f"the coordinator of {tid}")
         first: int | None = None
         for _ in range(EXHAUSTED_EPOCH + 100):
-            response = send(admin, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000,
+            response = send(admin, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=10_000,
                                                          max_version=4), node_id=node)
-            if response.error_code:  # a retriable answer (coordinator loading, concurrent call): try again
+            if response.error_code in RETRIABLE:
                 time.sleep(0.05)
                 continue
+            assert response.error_code == 0, f"InitProducerId({tid}) answered error {response.error_code}"
             pid = int(response.producer_id)
             if first is None:
                 first = pid
@@ -102,17 +105,18 @@ def test_rotation_history_equals_dump_log_segments(newest_lab: Any, tmp_path: Pa
         seen = wait_for(lambda: (c := counters(daemon)).get("txnwatch_txnlog_records_total", 0)
                         >= len(mine.records) and c.get("txnwatch_producer_id_changes_total") is not None and c,
                         180, what="the rotation read from the log")
-        got = daemon.get(f"/api/v1/transactions/{CLUSTER}/{tid}", params={"timeline_limit": 3}).json()
+        got = daemon.get(f"/api/v1/transactions/{CLUSTER}/{tid}", params={"timeline_limit": 20}).json()
     finally:
         daemon.stop()
     assert seen["txnwatch_producer_id_changes_total"] == totals.producer_id_changes == 1
     assert seen["txnwatch_producer_epoch_bumps_total"] == totals.epoch_bumps
-    newest = got["timeline"][0]
+    logged = [t for t in got["timeline"] if t["log_offset"] is not None]  # the polls' own inferences apart
+    newest = logged[0]
     assert (newest["log_offset"], newest["to_state"]) == (rotation.offset, "Empty")
     assert (newest["prev_producer_id"], newest["prev_producer_epoch"]) == (old_pid, EXHAUSTED_EPOCH)
     assert (newest["producer_id"], newest["producer_epoch"]) == (new_pid, 0)
     assert "producer_id_change" in newest["events"]
-    before = got["timeline"][1]
+    before = logged[1]
     assert (before["producer_id"], before["producer_epoch"]) == (old_pid, EXHAUSTED_EPOCH)
     assert "epoch_bump" in before["events"] and "producer_id_change" not in before["events"]
     assert got["history"]["epoch_bumps"] == EXHAUSTED_EPOCH
