@@ -337,12 +337,13 @@ def logged(session: Session, cluster_id: int, transactional_id: str) -> m.Transa
 
 
 def transitions(session: Session, cluster_id: int, transactional_id: str, limit: int) -> list[m.TransactionTransition]:
-    """Newest first, along the (cluster_id, head of transactional_id, observed_at) index."""
+    """The id's transitions, every source, anomalies left out (each is also its transition): newest first,
+    along the (cluster_id, head of transactional_id, at_ms) index."""
     X = m.TransactionTransition
     return list(session.scalars(
         select(X).where(X.cluster_id == cluster_id, m.id_prefix(X.transactional_id) == transactional_id[:m.ID_INDEX_CHARS],
-                        X.transactional_id == transactional_id)
-        .order_by(X.observed_at.desc(), X.id.desc()).limit(limit)))
+                        X.transactional_id == transactional_id, X.anomaly.is_(None))
+        .order_by(X.at_ms.desc(), X.id.desc()).limit(limit)))
 
 
 def open_hanging_of(session: Session, cluster_id: int, transactional_id: str) -> list[m.HangingEpisode]:
