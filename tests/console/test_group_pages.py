@@ -3,9 +3,12 @@ latest poll, and why the two differ."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from html import unescape
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -29,6 +32,12 @@ def _publish(client: TestClient, counted: dict[int, int]) -> None:
     lags = tuple(GroupLag(PROD, "orders-consumer", TopicPartition("orders", p), committed[p], None, None, None,
                           lag_records=n) for p, n in counted.items())
     client.app.state.runtime.state.publish(ClusterView(name=PROD, up=True, findings=Findings(PROD, 0, lags=lags)))  # type: ignore[attr-defined]  # the app's runtime, as the console reads it
+
+
+def _option(html: str) -> dict[str, Any]:
+    match = re.search(r'data-chart="([^"]+)"', html)
+    assert match is not None, "no chart on the page"
+    return json.loads(unescape(match.group(1)))
 
 
 def _cells(html: str, row: str, testid: str) -> list[str]:
@@ -88,3 +97,37 @@ def test_unknown_group_is_a_404_page_with_a_way_back(client: TestClient, path: s
 
 def test_the_header_links_the_groups_list(client: TestClient) -> None:
     assert '<a href="/console/groups">Groups</a>' in client.get("/console").text
+
+
+def _store(client: TestClient, group: str, samples: list[tuple[float, list[tuple[int, int, int, int | None]]]]) -> None:
+    """Lag samples of ``group`` on prod's orders: (seconds before the frozen time, [(partition, lag vs HWM, lag vs
+    LSO, records)])."""
+    from sqlalchemy.orm import Session
+
+    from tests.console.scenario import FROZEN
+    from txnwatch.store import models as m
+    from txnwatch.store import queries
+
+    with Session(client.app.state.runtime.engine) as session:  # type: ignore[attr-defined]  # the app's runtime
+        cid = queries.cluster_ids(session, [PROD])[PROD]
+        for seconds, rows in samples:
+            session.add_all(m.ConsumerLagSample(
+                cluster_id=cid, group_id=group, topic="orders", partition=p, sampled_at=FROZEN - timedelta(seconds=s),
+                committed_offset=100, lag_hwm=hwm, lag_lso=lso, lag_records=n)
+                for s in (seconds,) for p, hwm, lso, n in rows)
+        session.commit()
+
+
+def test_stored_record_lag_is_listed_and_charted_in_the_groups_history(client: TestClient) -> None:
+    # 5 s before the frozen time is the scenario's latest lag sample of prod: the list shows that one.
+    _store(client, "stored-group", [(600, [(0, 30, 30, 12), (1, 8, 8, None)]),
+                                    (5, [(0, 20, 20, 9), (1, 6, 6, 3)])])
+    html = client.get("/console/groups").text
+    assert _cells(html, 'data-group="stored-group"', "lag-records") == ["12"]
+    assert _cells(html, 'data-group="stored-group"', "lag-lso") == ["26"]
+    page = client.get("/console/groups/prod/stored-group").text
+    assert '<dd data-testid="lag-records">12</dd>' in page
+    option = _option(page)
+    series = {s["name"]: [v for _, v in s["data"]] for s in option["series"]}
+    assert series == {"offset lag vs HWM": [38, 26], "offset lag vs LSO": [38, 26],
+                      "records (read_committed)": [None, 12]}, "a sample with an uncounted partition has no total"

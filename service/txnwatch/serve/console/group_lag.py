@@ -1,10 +1,11 @@
-"""The console's consumer group rows: offset lag from the stored sample, record lag from the latest poll.
+"""The console's consumer group rows: offset lag and record lag from the stored samples.
 
-Offset lag (against the LSO and the high watermark) is what the lag samples store. Lag in records (what a
-read_committed consumer still receives: no commit/abort markers, no aborted transaction's records) is counted by
-the collector's bounded read each poll (``kafka/record_count.py``) and kept only in the live view, as the API's
-``lag_records``: a partition's count is shown when it belongs to the same committed offset as the stored sample,
-and a group's total only when every partition's is known, so a half-counted group never shows a low number.
+Offset lag (against the LSO and the high watermark) and, since migration 0009, lag in records (what a
+read_committed consumer still receives: no commit/abort markers, no aborted transaction's records, counted by the
+collector's bounded read, ``kafka/record_count.py``) are what the lag samples store. A sample stored without a
+record count falls back, as the API's ``lag_records`` does, to the collector's latest count for the same
+committed offset. A group's total shows only when every partition's is known, so a half-counted group never shows
+a low number.
 """
 
 from __future__ import annotations
@@ -68,9 +69,15 @@ def _group_total(counted: RecordLags, group_id: str, partitions: int) -> int | N
 def groups(session: Session, state: LatestState, clusters: list[str]) -> list[GroupRow]:
     """Each group of the clusters' latest lag samples, by cluster and group id."""
     counted = {name: record_lags(state, name) for name in clusters}
-    return [GroupRow(g.cluster, g.group_id, g.topics, g.partitions, g.sampled_at, g.lag_lso, g.lag_hwm,
-                     _group_total(counted.get(g.cluster, {}), g.group_id, g.partitions), g.max_lag_seconds)
-            for g in queries.list_groups(session, clusters, after=None, limit=LIST_LIMIT)]
+    stored = queries.group_record_lags(session, clusters)
+    rows = []
+    for g in queries.list_groups(session, clusters, after=None, limit=LIST_LIMIT):
+        records = stored.get((g.cluster_id, g.group_id))
+        if records is None:
+            records = _group_total(counted.get(g.cluster, {}), g.group_id, g.partitions)
+        rows.append(GroupRow(g.cluster, g.group_id, g.topics, g.partitions, g.sampled_at, g.lag_lso, g.lag_hwm,
+                             records, g.max_lag_seconds))
+    return rows
 
 
 def partitions(session: Session, state: LatestState, cluster_id: int, cluster: str,
@@ -78,7 +85,8 @@ def partitions(session: Session, state: LatestState, cluster_id: int, cluster: s
     """The group's latest sample, partition by partition, with the record lag counted at that committed offset."""
     counted = record_lags(state, cluster)
     return [PartitionRow(r.topic, r.partition, r.committed_offset, r.lag_lso, r.lag_hwm,
-                         counted.get((group_id, r.topic, r.partition, r.committed_offset)), r.lag_seconds,
+                         r.lag_records if r.lag_records is not None
+                         else counted.get((group_id, r.topic, r.partition, r.committed_offset)), r.lag_seconds,
                          r.sampled_at)
             for r in queries.group_partitions(session, cluster_id, group_id)]
 

@@ -246,18 +246,24 @@ def groups_page(request: Request, _: Reader, session: ReadSession) -> HTMLRespon
 
 
 @router.get("/groups/{cluster}/{group_id:path}", response_class=HTMLResponse)
-def group_page(request: Request, _: Reader, session: ReadSession, cluster: str, group_id: str) -> HTMLResponse:
+def group_page(request: Request, _: Reader, session: ReadSession, cluster: str, group_id: str,
+               hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
     runtime = runtime_of(request)
     cid = _cluster_id(session, runtime, cluster)
+    at = now()
     rows = group_lag.partitions(session, runtime.state, cid, cluster, group_id) if "\x00" not in group_id else []
     if not rows:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"consumer group {group_id!r} has no committed offsets "
                                                        f"recorded on cluster {cluster!r}")
     lso = [r.lag_lso for r in rows if r.lag_lso is not None]
     hwm = [r.lag_hwm for r in rows if r.lag_hwm is not None]
-    return _page(request, "group.html", title=f"Group {group_id}", now=now(), cluster=cluster, group_id=group_id,
+    since = at - timedelta(hours=hours)
+    history = queries.group_lag_history(session, cid, group_id, since)
+    option = charts.group_lag([(p.sampled_at, p.lag_lso, p.lag_hwm, p.lag_records) for p in history],
+                              window=(since, at))
+    return _page(request, "group.html", title=f"Group {group_id}", now=at, cluster=cluster, group_id=group_id,
                  rows=rows, lag_lso=sum(lso) if lso else None, lag_hwm=sum(hwm) if hwm else None,
-                 lag_records=group_lag.total(rows))
+                 lag_records=group_lag.total(rows), hours=hours, option=option)
 
 
 def _blocker(stall: dict[str, Any]) -> str:
