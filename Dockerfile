@@ -39,7 +39,7 @@ ENV PATH=/opt/txnwatch/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONUNBUFFERED=1 \
     HOME=/var/lib/txnwatch
 WORKDIR /var/lib/txnwatch
-EXPOSE 8080
+EXPOSE 8080 8081
 USER 10001:10001
 ENTRYPOINT ["txnwatch"]
 CMD ["run"]

@@ -146,7 +146,7 @@ def serve(url: str, port: int, workers: int, cache: bool) -> None:
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
     from txnwatch.serve.app import create_app
-    from txnwatch.serve.server import bind
+    from txnwatch.serve.server import DAEMON_HTTP, DAEMON_LOOP, bind
     from txnwatch.serve.workers import WorkerPool
 
     api: dict[str, int] = {"port": port, "workers": workers} | ({} if cache else {"answer_cache_bytes": 0})
@@ -155,8 +155,10 @@ def serve(url: str, port: int, workers: int, cache: bool) -> None:
     if not workers:
         app = create_app(build_runtime(settings, collect=False))
         gc.freeze()  # as txnwatch.serve.server does before serving
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop="asyncio",
-                    http="h11")  # as txnwatch.serve.server runs it in the daemon's process
+        # As txnwatch.serve.server runs it in the daemon's process (TXNWATCH_BENCH_DAEMON_HTTP=h11: the old parser).
+        http = os.environ.get("TXNWATCH_BENCH_DAEMON_HTTP", DAEMON_HTTP)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, loop=DAEMON_LOOP,
+                    http=http)
         return
     directory = make_directory()
     runtime = build_runtime(settings, collect=False, publish_to=directory)

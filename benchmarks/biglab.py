@@ -76,8 +76,10 @@ def _cpu_s(pid: int) -> float:
 # -- the lab ---------------------------------------------------------------------------------------------
 
 
-def build_lab(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """Start the lab and fill it; returns the lab and what was built (bootstrap, scale, set-up times)."""
+def build_lab(args: argparse.Namespace, die_with_parent: bool = True) -> tuple[Any, dict[str, Any]]:
+    """Start the lab and fill it; returns the lab and what was built (bootstrap, scale, set-up times).
+
+    ``die_with_parent=False`` lets the lab outlive this process (benchmarks/peers.py --keep-lab)."""
     from kafka.admin import KafkaAdminClient
 
     from txnwatch.lab.cluster import start_lab
@@ -90,7 +92,7 @@ def build_lab(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     lab = start_lab(LabSettings(brokers=args.brokers, proxy=False, controller_heap_mb=512,
                                 transactions=TransactionSettings(max_timeout_ms=txn_timeout_ms,
                                                                  partition_verification_enable=False)),
-                    lab_dir, die_with_parent=True, quiet=True)
+                    lab_dir, die_with_parent=die_with_parent, quiet=True)
     up_s = time.monotonic() - t0
     print(f"lab up in {up_s:.0f} s: {lab.bootstrap_servers}", flush=True)
     scale = fixtures.Scale(ids=args.ids, open_txns=args.open, hanging=args.hanging, partitions=args.partitions,

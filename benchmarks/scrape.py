@@ -8,15 +8,21 @@ with prometheus-client as the daemon's exposition thread does.  Prints the media
 worst render time, the exposition size and series count.  Topics have 50 partitions
 and a group's lag series cover every partition of the topics it reads (kafka_exporter).
 
-Then the issue-18 figure: GET /metrics over real HTTP from a separate process (as
+Then the issue-18/25 figure: GET /metrics over real HTTP from a separate process (as
 Prometheus scrapes, gzip, keep-alive) while polls of ~50,000 series run back to back
-in the collecting process, served side by side in one run from that process (``api.workers: 0``)
-and from API worker processes (``api.workers: 1``); p50/p99 are printed beside the goal
-(p99 <= 50 ms) and the machine's load average, since a shared machine moves them a lot.
-Never asserted.
+in the collecting process, served side by side in one run by:
+
+* ``port``: the default config's metrics port (``api.port`` + 1), a process of the standard library only
+  that sends the collector's latest render (txnwatch.serve.metrics_port);
+* ``api``: the API port of the default config, i.e. the collecting process itself (``api.workers: 0``);
+* ``workers:N``: API worker processes (``api.workers: N``).
+
+p50/p99 are printed beside the goal (p99 <= 50 ms), the CPU seconds of the collecting process and of the
+serving process(es), the RSS the serving path adds, and the machine's load average, since a shared
+machine moves latencies a lot.  Never asserted.
 
     .venv/bin/python benchmarks/scrape.py [--partitions 5000] [--ids 10000] [--groups 500] [--repeat 20]
-        [--during-partitions 4000 --during-ids 2000 --during-groups 200 --scrapes 300] [--workers 0,1]
+        [--during-partitions 4000 --during-ids 2000 --during-groups 200 --scrapes 300] [--modes port,api,workers:1]
 """
 
 from __future__ import annotations
@@ -108,7 +114,8 @@ def main() -> int:
     parser.add_argument("--during-ids", type=int, default=2000)
     parser.add_argument("--during-groups", type=int, default=200)
     parser.add_argument("--scrapes", type=int, default=300)
-    parser.add_argument("--workers", default="0,1", help="api.workers values to compare side by side, e.g. 0,1,2")
+    parser.add_argument("--modes", default="port,api,workers:1",
+                        help="serving paths compared side by side: port, api, workers:N")
     args = parser.parse_args()
 
     state = LatestState([CLUSTER])
@@ -133,8 +140,8 @@ def main() -> int:
     print(f"render: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms over {args.repeat} scrapes; "
           f"{series:,} series, {len(body) / 1e6:.1f} MB")
 
-    for workers in (int(w) for w in args.workers.split(",")):
-        scrape_during_poll(args.during_partitions, args.during_ids, args.during_groups, args.scrapes, workers)
+    for mode in args.modes.split(","):
+        scrape_during_poll(args.during_partitions, args.during_ids, args.during_groups, args.scrapes, mode)
     return 0
 
 
@@ -147,13 +154,26 @@ def _serves(url: str) -> bool:
         return False
 
 
-def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, workers: int) -> None:
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process (/proc/PID/stat, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mode: str) -> None:
     """GET /metrics over real HTTP (uvicorn, keep-alive, gzip as Prometheus asks) while polls run back to back.
 
     A poll thread synthesises a snapshot, runs detection and publishes it, as the collector does, then tells
-    the exposition, whose thread renders it; the scrapes only take the latest render.  ``workers=0`` serves
-    from the polling process (``api.workers: 0``); ``workers>=1`` from API worker processes that read the
-    render the collector publishes (``api.workers: N``, txnwatch.serve.workers), as the daemon runs them.
+    the exposition, whose thread renders it; the scrapes only take the latest render.  ``api`` serves
+    from the polling process (``api.workers: 0``); ``workers:N`` from API worker processes that read the
+    render the collector publishes (``api.workers: N``, txnwatch.serve.workers); ``port`` from the metrics
+    port's process (txnwatch.serve.metrics_process), all as the daemon runs them.
     """
     import tempfile
     import threading
@@ -166,15 +186,18 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
     from txnwatch.serve.app import create_app
+    from txnwatch.serve.metrics_process import MetricsProcess
     from txnwatch.serve.server import bind
     from txnwatch.serve.workers import WorkerPool
 
+    workers = int(mode.split(":")[1]) if mode.startswith("workers:") else 0
     port = free_ports(1)[0]
     db = Path(tempfile.mkdtemp(prefix="txnwatch-scrape-")) / "db.sqlite"
     settings = Settings(database_url=f"sqlite:///{db}", api={"port": port, "workers": workers},
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9"]}])
-    directory = make_directory() if workers else None
-    runtime = build_runtime(settings, collect=False, publish_to=directory)
+    directory = make_directory() if workers or mode == "port" else None
+    runtime = build_runtime(settings, collect=False, publish_to=directory if workers else None,
+                            metrics_to=directory if mode == "port" else None)
     state, exposition = runtime.state, runtime.exposition
     assert isinstance(exposition, Exposition)
     stop, polls = threading.Event(), [0]
@@ -195,8 +218,21 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
     while polls[0] < 2:
         time.sleep(0.1)
     exposition.start()
-    pool, server = None, None
-    if workers:
+    pool, server, light = None, None, None
+    url = f"http://127.0.0.1:{port}/metrics"
+    if mode == "port":
+        assert directory is not None
+        listener = bind("127.0.0.1", 0)
+        listener.listen(128)
+        light = MetricsProcess(settings, listener, directory)
+        light.start()
+        url = f"http://127.0.0.1:{light.port}/metrics"
+        deadline = time.monotonic() + 60
+        while not _serves(url):
+            if time.monotonic() > deadline:
+                raise SystemExit("the metrics port did not serve /metrics within 60 s")
+            time.sleep(0.2)
+    elif workers:
         assert directory is not None
         pool = WorkerPool(settings, bind("127.0.0.1", port), directory, workers)
         pool.start()
@@ -211,9 +247,16 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
         threading.Thread(target=server.run, daemon=True).start()
         while not server.started:
             time.sleep(0.05)
+    servers = [light.pid] if light is not None and light.pid else pool.pids() if pool is not None else []
+    serve_rss_mb = sum(_rss_mb(pid) for pid in servers)
+    cpu_before = {pid: _cpu_s(pid) for pid in servers}
+    own_before, wall_before, polls_before = time.process_time(), time.perf_counter(), polls[0]
     # The scraper runs in its own process, as Prometheus does: it must not compete for this process's GIL.
-    scraper = subprocess.run([sys.executable, "-c", SCRAPER, f"http://127.0.0.1:{port}/metrics", str(scrapes)],
+    scraper = subprocess.run([sys.executable, "-c", SCRAPER, url, str(scrapes)],
                              capture_output=True, text=True, check=True)
+    wall_s, own_cpu_s = time.perf_counter() - wall_before, time.process_time() - own_before
+    serve_cpu_s = sum(_cpu_s(pid) - cpu_before[pid] for pid in servers)
+    serve_rss_mb = max(serve_rss_mb, sum(_rss_mb(pid) for pid in servers))
     times = [float(t) for t in scraper.stdout.split()]
     gzipped = exposition.cached(True) or b""  # only the gzip is kept; the text is decompressed from it
     body = gzip.decompress(gzipped) if gzipped else b""
@@ -222,6 +265,8 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
         server.should_exit = True
     if pool is not None:
         pool.stop()
+    if light is not None:
+        light.stop()
     exposition.stop()
     if directory is not None:
         remove_directory(directory)
@@ -229,14 +274,20 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, wor
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     times.sort()
     p50, p99 = times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.99))]
-    where = f"{workers} API worker process(es)" if workers else "the polling process (api.workers: 0)"
-    print(f"scrape during polls, served by {where}: {series:,} series ({len(body) / 1e6:.1f} MB, "
-          f"{len(gzipped) / 1e6:.2f} MB gzip), {scrapes} scrapes over {polls[0]} polls "
+    where = {"port": "the metrics port's process (default config: api.workers 0, metrics.port api.port + 1)",
+             "api": "the API port, i.e. the polling process (api.workers: 0)"}.get(
+        mode, f"{workers} API worker process(es) (api.workers: {workers})")
+    print(f"scrape during polls [{mode}], served by {where}: {series:,} series ({len(body) / 1e6:.1f} MB, "
+          f"{len(gzipped) / 1e6:.2f} MB gzip), {scrapes} scrapes over {polls[0] - polls_before} polls "
           f"({partitions} partitions, {ids} ids, {groups} groups); render {exposition.last_render_seconds * 1000:.0f} ms "
           f"once per poll")
     print(f"  GET /metrics p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {times[-1]:.1f} ms "
           f"(goal: p99 <= {SCRAPE_GOAL_MS} ms at 50,000 series; p99/goal = {p99 / SCRAPE_GOAL_MS:.2f}); "
           f"load average {load:.1f} on {os.cpu_count()} CPUs")
+    print(f"  wall {wall_s:.1f} s; CPU {own_cpu_s:.1f} s in the polling process, {serve_cpu_s:.2f} s in the serving "
+          f"process(es) ({serve_cpu_s / scrapes * 1000:.2f} ms a scrape); RSS of the serving process(es) "
+          f"{serve_rss_mb:.0f} MB" if servers else
+          f"  wall {wall_s:.1f} s; CPU {own_cpu_s:.1f} s in the polling process (which also serves); no process added")
 
 
 if __name__ == "__main__":

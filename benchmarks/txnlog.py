@@ -1,29 +1,41 @@
-"""The transaction-log tail's hot path: decode, apply, store, and how far it trails the log.
+"""The transaction-log tail: through kafka-python against a lab broker's real log, and its synthetic hot path.
 
-Figures (printed, never asserted; the issue's goals beside them):
+Default (``--lab``, issue 25's honest figures), in one run on a one-broker lab (Kafka 4.1.1 unless
+``--kafka-version``), the log filled by Kafka's own Java TV2 producers (benchmarks/txnlog_lab.py):
+
+1. **floor**: kafka-python alone reading the whole ``__transaction_state`` with the tail's fetch
+   settings, nothing else (records/s, CPU s);
+2. **tail**: the daemon's ClusterTail over TransactionLogTail (fetch, decode, apply, store in SQLite)
+   on the same log, records/s, CPU s and its ratio to the floor (goal >= 0.9x);
+3. **synthetic**: decode + apply of generated TV2 records in this process, no client (second line);
+4. **trailing**: producers at the highest rate this machine's lab reaches while the tail, pinned to one
+   core (``taskset -c 0``), follows from the log's end: p50/p99/max from the coordinator's append to the
+   stored commit, the producers' transactions/s beside it (goal <= 2 s p99 at 10,000 transactions/s).
+
+``--synthetic`` keeps the earlier figures (generated records fed to the decoder, never through a client):
 
 1. records decoded and applied per second on one core (goal >= 100,000/s, i.e.
    >= 25,000 transaction-version-2 transactions/s at four records each), and the same
    with the database write of each batch (SQLite file, or ``--database-url``);
-2. how far the daemon trails the log at 10,000 transactions/s (goal <= 2 s): the real
-   ClusterTail (decode -> apply -> one database transaction per batch) fed by a log
-   that releases records at their scheduled time; trailing = commit time minus the
-   record's scheduled arrival, p50/p99/max;
+2. how far the daemon trails a simulated log at 10,000 transactions/s: the real
+   ClusterTail fed by a log that releases records at their scheduled time;
 3. RSS against the number of live transactional ids in the tail's state.
 
-Records are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
+Records there are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
 here: a TV2 producer writes Ongoing, Ongoing (second partition), PrepareCommit with a
 bumped epoch and CompleteCommit per transaction.
 
-    python benchmarks/txnlog.py                 # ~1 min
-    python benchmarks/txnlog.py --quick         # smaller, ~15 s
-    python benchmarks/txnlog.py --profile       # plus where decode+apply spend their time
-    python benchmarks/txnlog.py --database-url postgresql+psycopg://...
+    python benchmarks/txnlog.py                 # lab: fill 200,000 records, floor, tail, trailing (~5 min)
+    python benchmarks/txnlog.py --records 50000 --trail-seconds 20
+    python benchmarks/txnlog.py --synthetic [--quick] [--profile] [--database-url URL]
     python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
                                                 # side by side in alternating child processes
+    python benchmarks/txnlog.py --baseline REV --compare-only --tagged
+                                                # synthetic records as Kafka 4.3+ writes them: PreviousProducerId
+                                                # (tag 0) on every value, which detection then reads
 
 ``--baseline REV`` extracts REV's ``service/`` (``git archive``) into a temporary directory and
-runs figure 1's decode+apply there and here in turns (``--rounds``, the order alternating), each
+runs the synthetic decode+apply there and here in turns (``--rounds``, the order alternating), each
 in a fresh process on the same records, printing records/s from CPU time, CPU and wall seconds,
 and the machine's load, then the ratio of the medians (here / REV).
 """
@@ -61,6 +73,7 @@ except ModuleNotFoundError:  # a --baseline older than the move to core/ (issue 
 STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
           TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
 RECORDS_PER_TXN = 4
+TOPIC_NAME = "__transaction_state"
 
 
 def _uvarint(n: int) -> bytes:
@@ -78,8 +91,8 @@ def encode_key(tid: str) -> bytes:
 
 
 def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, list[int]], last_ms: int,
-                 start_ms: int, tv: int = 2) -> bytes:
-    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it."""
+                 start_ms: int, tv: int = 2, previous_pid: int | None = None) -> bytes:
+    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it (4.3+ with ``previous_pid``: tag 0)."""
     body = struct.pack(">hqhib", 1, pid, epoch, 60_000, STATUS[state])
     body += _uvarint(len(partitions) + 1)
     for topic, ids in partitions.items():
@@ -88,12 +101,15 @@ def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, li
         body += b"\x00"
     body += struct.pack(">qq", last_ms, start_ms)
     tags = b"\x02\x02" + struct.pack(">h", tv)
-    return body + b"\x01" + tags
+    if previous_pid is None:
+        return body + b"\x01" + tags
+    return body + b"\x02\x00\x08" + struct.pack(">q", previous_pid) + tags
 
 
 def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
-               per_second: float | None = None) -> Iterator[tuple[float, bytes, bytes, int]]:
-    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each."""
+               per_second: float | None = None, tagged: bool = False) -> Iterator[tuple[float, bytes, bytes, int]]:
+    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each;
+    ``tagged``: each value carries PreviousProducerId, as Kafka 4.3+ writes it."""
     keys = [encode_key(f"bench-app-{i:06d}") for i in range(ids)]
     epochs = [0] * ids
     gap = 1.0 / per_second if per_second else 0.0
@@ -103,10 +119,11 @@ def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
         epoch = epochs[i]
         parts_one, parts_two = {"orders": [i % 12]}, {"orders": [i % 12], "payments": [i % 6]}
         arrival = n * gap
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at), i % 50
+        was = 1000 + i if tagged else None
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at, previous_pid=was), i % 50
         epochs[i] = epoch + 1
 
 
@@ -310,9 +327,9 @@ def rss_by_ids(counts: list[int]) -> list[tuple[int, float]]:
     return out
 
 
-def child_figures(transactions: int, batch: int) -> None:
+def child_figures(transactions: int, batch: int, tagged: bool = False) -> None:
     """One side of --baseline: figure 1 on this process's code, as one JSON line."""
-    raw = list(tv2_stream(5_000, transactions))
+    raw = list(tv2_stream(5_000, transactions, tagged=tagged))
     cpu0, wall0 = time.process_time(), time.perf_counter()
     rates = throughput(raw, batch)
     print(json.dumps({**rates, "cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - wall0,
@@ -330,26 +347,29 @@ def _extract(rev: str) -> Path:
     return target / "service"
 
 
-def compare(rev: str, rounds: int, transactions: int, batch: int) -> None:
+def compare(rev: str, rounds: int, transactions: int, batch: int, tagged: bool = False) -> None:
     """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
     baseline = _extract(rev)
     try:
         _compare({rev: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}, rev, rounds,
-                 transactions, batch)
+                 transactions, batch, tagged)
     finally:
         shutil.rmtree(baseline.parent)
 
 
-def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int) -> None:
+def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int,
+             tagged: bool = False) -> None:
     print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
-          f"per run, {rounds} rounds, order alternating; {os.cpu_count()} CPUs")
+          f"per run{' (PreviousProducerId on each)' if tagged else ''}, {rounds} rounds, order alternating; "
+          f"{os.cpu_count()} CPUs")
     load_before = os.getloadavg()
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     for n in range(rounds):
         order = list(sides) if n % 2 == 0 else list(reversed(sides))
         for name in order:
             out = subprocess.run([sys.executable, __file__, "--child", "--service", str(sides[name]),
-                                  "--transactions", str(transactions), "--batch", str(batch)],
+                                  "--transactions", str(transactions), "--batch", str(batch),
+                                  *(["--tagged"] if tagged else [])],
                                  check=True, capture_output=True, text=True).stdout
             run = json.loads(out.strip().splitlines()[-1])
             assert Path(run["code"]).is_relative_to(sides[name]), run["code"]
@@ -368,8 +388,84 @@ def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, b
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
 
 
+def lab_figures(args: argparse.Namespace) -> None:
+    """Floor, tail, synthetic and trailing, on one lab in one run (the module docstring)."""
+    import importlib
+
+    from txnwatch.lab.cluster import start_lab
+    from txnwatch.lab.settings import LabSettings
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    lab_bench = importlib.import_module("txnlog_lab")  # benchmarks/ is no package: its sibling, by path
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-txnlog-bench-"))
+    lab = start_lab(LabSettings(brokers=1, proxy=False, kafka_version=args.kafka_version), work / "lab",
+                    die_with_parent=True, quiet=True)
+    bootstrap = lab.bootstrap_servers
+    try:
+        loads = [os.getloadavg()[0]]
+        have, took = lab_bench.fill(bootstrap, args.records, args.producers, work / "producers", args.kafka_version)
+        loads.append(os.getloadavg()[0])
+        print(f"== Kafka {args.kafka_version}, one broker; {TOPIC_NAME} filled by {args.producers} Java TV2 producers "
+              f"(ProducerPerformance, a transaction per ms at most): {have:,} records in {took:.0f} s")
+        print(f"   {'':<44} {'records':>9} {'wall s':>7} {'CPU s':>6} {'records/s':>10} {'per CPU-s':>10} {'load':>5}")
+        rows: dict[str, list[dict[str, float]]] = {"floor": [], "tail": []}
+        for _ in range(args.runs):
+            for side in rows:
+                run = lab_bench.run_child(side, bootstrap, have)
+                run["load"] = os.getloadavg()[0]
+                loads.append(run["load"])
+                rows[side].append(run)
+                label = ("floor: kafka-python alone, whole log" if side == "floor"
+                         else "tail: fetch+decode+apply+store (SQLite)")
+                print(f"   {label:<44} {run['records']:>9,.0f} {run['wall_s']:>7.2f} {run['cpu_s']:>6.2f} "
+                      f"{run['records'] / run['wall_s']:>10,.0f} {run['records'] / run['cpu_s']:>10,.0f} "
+                      f"{run['load']:>5.1f}")
+        best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
+        per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
+        print(f"   tail / floor, best records/s: {best['tail'] / best['floor']:.2f}x   per CPU-s: "
+              f"{per_cpu['tail'] / per_cpu['floor']:.2f}x   (goal >= 0.9x)")
+        raw = list(tv2_stream(5_000, 25_000))
+        synthetic = throughput(raw, args.batch)
+        print(f"   synthetic decode+apply, no client, {len(raw):,} generated records: {synthetic['both']:,.0f} "
+              f"records/s (decode {synthetic['decode']:,.0f}/s, apply {synthetic['apply']:,.0f}/s, CPU time)")
+        producers = lab_bench.start_producers(bootstrap, args.trail_producers, work / "producers", args.kafka_version,
+                                              tag="trail", duration_ms=1)
+        try:
+            time.sleep(10.0)  # the JVMs' start and first transactions
+            before = lab_bench.log_records(bootstrap)
+            run = lab_bench.run_child("trail", bootstrap, args.trail_seconds, pin="0")
+            written = lab_bench.log_records(bootstrap) - before
+        finally:
+            lab_bench.stop_producers(producers)
+        loads.append(os.getloadavg()[0])
+        records_s = written / run["wall_s"]
+        per_txn = 3  # TV2: Ongoing (added by the partition leader), PrepareCommit, CompleteCommit
+        print(f"== trailing: {args.trail_producers} Java TV2 producers wrote {records_s:,.0f} records/s "
+              f"(~{records_s / per_txn:,.0f} transactions/s at {per_txn} records each) for {run['wall_s']:.0f} s; "
+              f"the tail pinned to CPU 0 (taskset -c 0; the broker and producers share both CPUs)")
+        if run.get("stored"):
+            print(f"   append-to-stored p50 {run['p50']:.2f} s, p99 {run['p99']:.2f} s, max {run['max']:.2f} s over "
+                  f"{run['stored']:,} records; tail CPU {run['cpu_s']:.1f} s in {run['wall_s']:.1f} s wall "
+                  f"({run['cpu_s'] / run['wall_s']:.0%} of a core); behind at the end: {run['behind_at_end']:,} "
+                  f"records   (goal p99 <= 2 s at 10,000 transactions/s: shown here at "
+                  f"{records_s / per_txn:,.0f}/s only)")
+        else:
+            print(f"   nothing stored: {run}")
+        print(f"   load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
+    finally:
+        lab.down()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--synthetic", action="store_true", help="the synthetic figures only (no lab)")
+    parser.add_argument("--records", type=int, default=200_000, help="lab: fill the log to this many records")
+    parser.add_argument("--producers", type=int, default=4, help="lab: Java producers filling the log")
+    parser.add_argument("--runs", type=int, default=2, help="lab: reads of each side, alternating")
+    parser.add_argument("--trail-producers", type=int, default=4, help="lab: Java producers while trailing")
+    parser.add_argument("--trail-seconds", type=float, default=30.0)
+    parser.add_argument("--kafka-version", default="4.1.1")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
@@ -377,19 +473,23 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REV", help="first compare decode+apply with REV's code (git revision)")
     parser.add_argument("--rounds", type=int, default=7, help="--baseline: runs of each side")
     parser.add_argument("--compare-only", action="store_true", help="--baseline: stop after the comparison")
+    parser.add_argument("--tagged", action="store_true", help="synthetic records carry PreviousProducerId (4.3+)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--service", help=argparse.SUPPRESS)
     parser.add_argument("--transactions", type=int, default=25_000, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child_figures(args.transactions, args.batch)
+        child_figures(args.transactions, args.batch, args.tagged)
         return
     if args.baseline:
-        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch)
+        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch, args.tagged)
         if args.compare_only:
             return
+    if not args.synthetic:
+        lab_figures(args)
+        return
     transactions = 25_000 if args.quick else 100_000
-    raw = list(tv2_stream(5_000, transactions))
+    raw = list(tv2_stream(5_000, transactions, tagged=args.tagged))
     print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")
     best = max((throughput(raw, args.batch) for _ in range(3)), key=lambda r: r["both"])
     print(f"   decode {best['decode']:>10,.0f} records/s")

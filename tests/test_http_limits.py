@@ -1,5 +1,5 @@
 """The HTTP server's limits (issue 23 item 4): floods of idle and half-sent connections on loopback against
-`txnwatch run`, with the API in the daemon's process (h11) and in a worker process (httptools); and the
+`txnwatch run`, with the API in the daemon's process (asyncio + httptools) and in a worker process (uvloop + httptools); and the
 pieces (the cap's choice, the rate-limited log, the open-file limit) on their own.
 
 Before: no read deadline, no cap and the default 1,024 open files: 1,100 idle connections from one client
@@ -169,7 +169,7 @@ async def _flood_and_probe(proc: subprocess.Popen[bytes], port: int, workers: in
                 connected=(len(idle), len(half)), nofile=nofile)
 
 
-@pytest.mark.parametrize("workers", [pytest.param(0, id="daemon-h11"), pytest.param(1, id="worker-httptools")])
+@pytest.mark.parametrize("workers", [pytest.param(0, id="daemon"), pytest.param(1, id="worker")])
 def test_a_flood_of_idle_and_half_sent_connections_leaves_healthz_metrics_and_polls_working(
         tmp_path: Path, workers: int) -> None:
     floods.raise_own_open_files(4096)

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.store import models as m
 
 PROD, STAGING = "prod", "staging"
@@ -61,12 +62,13 @@ class Factory:
     def transition(self, cluster: m.Cluster, transactional_id: str, seconds_ago: float, from_state: str | None,
                    to_state: str, *, producer_id: int = 1000, epoch: int = 0, events: list[str] | None = None,
                    partitions: list[str] | None = None, duration_ms: int | None = None) -> m.TransactionTransition:
+        at = to_ms(ago(self.now, seconds_ago))
         return self.add(m.TransactionTransition(
-            cluster_id=cluster.id, transactional_id=transactional_id, observed_at=ago(self.now, seconds_ago),
+            cluster_id=cluster.id, source=m.POLL, transactional_id=transactional_id, at_ms=at, staged_at_ms=at,
             from_state=from_state, to_state=to_state, producer_id=producer_id, producer_epoch=epoch,
             prev_producer_id=producer_id if from_state else None, prev_producer_epoch=epoch if from_state else None,
-            timeout_ms=60_000, txn_started_at=ago(self.now, seconds_ago), partitions=partitions or [],
-            events=events or [], duration_ms=duration_ms))
+            timeout_ms=60_000, start_ms=at, partitions=m.joined(partitions or []),
+            events=m.joined(events or []), duration_ms=duration_ms))
 
     def offsets(self, cluster: m.Cluster, seconds_ago: float,
                 rows: list[tuple[str, int, int, int, int, int]]) -> None:

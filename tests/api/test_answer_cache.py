@@ -3,6 +3,7 @@ generation or after its max age, bounded, behind the read-token guard, and never
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -13,13 +14,20 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
+from starlette.types import Message, Receive, Scope, Send
 
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, Factory, seed_scenario
 from txnwatch.core.views import ClusterView
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
-from txnwatch.serve.answer_cache import CACHED_PATHS, ENTRY_OVERHEAD_BYTES, AnswerCache, normalised_query
+from txnwatch.serve.answer_cache import (
+    CACHED_PATHS,
+    ENTRY_OVERHEAD_BYTES,
+    AnswerCache,
+    AnswerCacheMiddleware,
+    normalised_query,
+)
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine
 from txnwatch.store.migrate import upgrade
@@ -34,6 +42,8 @@ LISTS = [
     "/api/v1/partitions",
     "/api/v1/consumer-groups",
     "/api/v1/clusters",
+    "/api/v1/alerts",
+    "/api/v1/alerts?state=firing&state=pending&limit=5",
 ]
 
 
@@ -127,10 +137,11 @@ def test_an_answer_older_than_the_max_age_is_recomputed(own: tuple[Runtime, Test
     assert "after-a-while" in _ids(client)
 
 
-def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]) -> None:
-    """Alerts change between polls (the outbox records deliveries): never kept."""
-    _, client, url = own
-    assert "/api/v1/alerts" not in CACHED_PATHS
+def test_alerts_are_kept_until_the_evaluator_has_written(own: tuple[Runtime, TestClient, str]) -> None:
+    """Alert rows are written only by the evaluator, a poll sink, after which the poll loop calls
+    ``changed()`` (the outbox writes its own table, which no alert answer shows)."""
+    runtime, client, url = own
+    assert "/api/v1/alerts" in CACHED_PATHS
     count = len(client.get("/api/v1/alerts?limit=500").json()["items"])
     engine = make_engine(url)
     with Session(engine) as session:
@@ -138,7 +149,24 @@ def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]
         session.commit()
     engine.dispose()
     assert count > 0
+    assert len(client.get("/api/v1/alerts?limit=500").json()["items"]) == count  # the kept answer
+    runtime.state.changed()  # the poll's sinks (the evaluator among them) have written
     assert client.get("/api/v1/alerts?limit=500").json()["items"] == []
+
+
+def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]) -> None:
+    """One id's page is never kept: it is read after an action on that id, when a stale answer misleads most."""
+    _, client, url = own
+    _add_transaction(url, "short-lived")
+    page = f"/api/v1/transactions/{PROD}/short-lived"
+    assert page.split("?")[0] not in CACHED_PATHS
+    assert client.get(page).status_code == 200
+    engine = make_engine(url)
+    with Session(engine) as session:
+        session.execute(delete(m.TransactionState).where(m.TransactionState.transactional_id == "short-lived"))
+        session.commit()
+    engine.dispose()
+    assert client.get(page).status_code == 404
 
 
 def test_the_guard_still_runs_before_a_cached_answer(seeded: Seeded) -> None:
@@ -214,3 +242,68 @@ def test_max_age_and_generation_are_part_of_what_is_served() -> None:
     clock.now += 0.001
     assert cache.get(("/p", "", "reader", 1)) is None
     assert json.loads(answer.body) == {}
+
+
+class _Generation:
+    """What the middleware reads of a runtime: ``refresh()`` and ``state.generation``."""
+
+    def __init__(self) -> None:
+        self.state = self
+        self.generation = 1
+
+    def refresh(self) -> None:
+        pass
+
+
+class _SlowRoute:
+    """An ASGI route that answers ``status`` once ``release`` is set, counting how often it ran."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.calls = 0
+        self.status = status
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.calls += 1
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": self.status, "headers": [(b"content-type", b"x")]})
+        await send({"type": "http.response.body", "body": f"answer {self.calls}".encode()})
+
+
+async def _requests(route: _SlowRoute, n: int) -> list[tuple[int, bytes]]:
+    app = type("App", (), {})()
+    app.state = type("State", (), {})()
+    app.state.runtime = _Generation()
+    middleware = AnswerCacheMiddleware(route, cache=AnswerCache(1 << 20, 60.0))
+
+    async def one() -> tuple[int, bytes]:
+        got: list[Message] = []
+
+        async def send(message: Message) -> None:
+            got.append(message)
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b""}
+
+        scope = {"type": "http", "method": "GET", "path": "/api/v1/transactions", "query_string": b"", "app": app}
+        await middleware(scope, receive, send)
+        return got[0]["status"], got[1]["body"]
+
+    tasks = [asyncio.ensure_future(one()) for _ in range(n)]
+    await asyncio.sleep(0.01)  # every request has arrived while the first is still computing
+    route.release.set()
+    return list(await asyncio.gather(*tasks))
+
+
+def test_concurrent_misses_of_one_key_are_computed_once() -> None:
+    route = _SlowRoute()
+    answers = asyncio.run(_requests(route, 20))
+    assert route.calls == 1
+    assert answers == [(200, b"answer 1")] * 20
+
+
+def test_waiters_compute_their_own_when_the_first_answer_cannot_be_kept() -> None:
+    route = _SlowRoute(status=503)
+    answers = asyncio.run(_requests(route, 5))
+    assert route.calls == 5  # a 503 is never shared: each request gets an answer of its own
+    assert {status for status, _ in answers} == {503}

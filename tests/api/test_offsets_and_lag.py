@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 
 from tests.api.factory import PROD, STAGING, UNREADABLE
 from tests.api.helpers import flat, invalid_param, ok, walk
-from txnwatch.core.model import GroupLag, TopicPartition
+from txnwatch.core.epoch import to_ms
+from txnwatch.core.model import ClusterSnapshot, GroupLag, TopicPartition
 from txnwatch.core.views import ClusterView
 from txnwatch.detect import Findings
 from txnwatch.runtime.lifecycle import Runtime
+from txnwatch.store import models as m
+from txnwatch.store.findings import findings_rows
 
 
 def test_partitions_show_the_latest_sample_only(client: TestClient) -> None:
@@ -98,3 +104,29 @@ def test_record_lag_comes_from_the_latest_poll_for_the_sampled_committed_offsets
     finally:
         if before is not None:
             runtime.state.publish(before)
+
+
+def test_record_lag_stored_with_the_sample_is_answered_without_the_collector(client: TestClient,
+                                                                             runtime: Runtime) -> None:
+    """Since migration 0009 the sample keeps its record lag: the answer no longer needs the collector's memory."""
+    L = m.ConsumerLagSample
+    group = (L.group_id == "orders-consumer", L.partition == 1)
+    with runtime.sessions.begin() as session:
+        session.execute(update(L).where(*group).values(lag_records=11))
+    try:
+        answer = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+        assert [p["lag_records"] for p in answer["partition_lags"]] == [None, 11, None, None]
+        assert answer["lag_records"] is None, "not every partition's is known"
+    finally:
+        with runtime.sessions.begin() as session:
+            session.execute(update(L).where(*group).values(lag_records=None))
+
+
+def test_the_recorder_writes_the_record_lag_of_each_sample() -> None:
+    at = datetime(2026, 11, 26, tzinfo=UTC)
+    snapshot = ClusterSnapshot(cluster=PROD, taken_at_ms=to_ms(at), duration_ms=1)
+    lags = (GroupLag(PROD, "g", TopicPartition("orders", 0), 5, 9, 7, None, lag_records=6),
+            GroupLag(PROD, "g", TopicPartition("orders", 1), 5, 9, 7, None))
+    inserts, _ = findings_rows(snapshot, Findings(PROD, 0, lags=lags), at)
+    rows = dict(inserts)[m.table(m.ConsumerLagSample)]
+    assert [r["lag_records"] for r in rows] == [6, None]

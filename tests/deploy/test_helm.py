@@ -92,7 +92,15 @@ def test_deployment_is_hardened(rendered: tuple[str, list[dict[str, Any]]]) -> N
     assert c["args"] == ["run", "--config", "/etc/txnwatch/config.yaml"]
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-    assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 8081, "protocol": "TCP"}]
+    (service,) = by_kind(docs, "Service")
+    assert {p["name"]: p["targetPort"] for p in service["spec"]["ports"]} == {"http": "http", "metrics": "metrics"}
+    (monitor,) = by_kind(docs, "ServiceMonitor")  # Prometheus scrapes the metrics port (issue 25)
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("metrics", "/metrics")]
+    for policy in by_kind(docs, "NetworkPolicy"):
+        if policy["spec"]["podSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]:
+            assert [p["port"] for p in policy["spec"]["ingress"][0]["ports"]] == ["http", "metrics"]
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"]
@@ -135,7 +143,7 @@ def test_rendered_config_loads_with_txnwatch(tmp_path: Path, monkeypatch: pytest
         monkeypatch.setenv(key, value)
     settings = load_settings(config)
     assert settings.database_url.startswith("postgresql+psycopg://")
-    assert settings.api.host == "0.0.0.0" and settings.api.port == 8080
+    assert settings.api.host == "0.0.0.0" and settings.api.port == 8080 and settings.metrics.port == 8081
     clusters = {c.name: c for c in settings.clusters}
     eu, us = clusters["prod-eu"].sasl_password, clusters["prod-us"].sasl_password
     assert eu is not None and eu.get_secret_value() == "eu-password"

@@ -19,7 +19,6 @@ from sqlalchemy import create_engine, select
 from tests.fixtures.daemon import Daemon, start_daemon, wait_for
 from txnwatch.lab.faults import transactional_producer, unique_transactional_id
 from txnwatch.store import models as m
-from txnwatch.store.txnlog_models import TxnLogStream
 
 pytestmark = pytest.mark.lab
 
@@ -64,9 +63,10 @@ def commit_events(postgres_url: str, cluster: str) -> int:
                            if postgres_url.startswith("postgresql://") else postgres_url)
     try:
         with engine.connect() as conn:
-            X = TxnLogStream
+            X = m.TransactionTransition
             rows = conn.execute(select(X.events).join(m.Cluster, m.Cluster.id == X.cluster_id)
-                                .where(m.Cluster.name == cluster)).scalars()
+                                .where(m.Cluster.name == cluster, X.source == m.TRANSACTION_LOG,
+                                       X.anomaly.is_(None))).scalars()
             return sum(1 for events in rows if "commit" in events.split(","))
     finally:
         engine.dispose()

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.store import models as m
 
 DAY = datetime(2026, 11, 20, tzinfo=timezone.utc)
@@ -46,9 +47,9 @@ def transition(cluster_id: int, txn_id: str, at: datetime, events: list[str], du
                partitions: list[str]) -> m.TransactionTransition:
     state = "CompleteCommit" if "commit" in events else "CompleteAbort" if "abort" in events else "Empty"
     return m.TransactionTransition(
-        cluster_id=cluster_id, transactional_id=txn_id, observed_at=at, from_state="Ongoing", to_state=state,
-        producer_id=7, producer_epoch=1, timeout_ms=60_000, txn_started_at=at, partitions=partitions,
-        events=events, duration_ms=duration)
+        cluster_id=cluster_id, source=m.POLL, transactional_id=txn_id, at_ms=to_ms(at), staged_at_ms=to_ms(at),
+        from_state="Ongoing", to_state=state, producer_id=7, producer_epoch=1, timeout_ms=60_000, start_ms=to_ms(at),
+        partitions=m.joined(partitions), events=m.joined(events), duration_ms=duration)
 
 
 def seed(engine: Engine) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from txnwatch.core.config import load_settings
+from txnwatch.core.epoch import to_ms
 from txnwatch.runtime.wiring import archive_then_purge, build_runtime
 from txnwatch.store import models as m
 from txnwatch.store.migrate import upgrade
@@ -19,9 +20,9 @@ def seed_old_transition(runtime) -> None:
         cluster = m.Cluster(name="c", bootstrap_servers="h:1", created_at=old)
         s.add(cluster)
         s.flush()
-        s.add(m.TransactionTransition(cluster_id=cluster.id, transactional_id="app", observed_at=old, from_state=None,
-                                      to_state="Ongoing", producer_id=1, producer_epoch=0, timeout_ms=60000,
-                                      partitions=[], events=["new"]))
+        s.add(m.TransactionTransition(cluster_id=cluster.id, source=m.POLL, transactional_id="app", at_ms=to_ms(old),
+                           staged_at_ms=to_ms(old), from_state=None, to_state="Ongoing", producer_id=1,
+                           producer_epoch=0, timeout_ms=60000, partitions="", events="new"))
 
 
 def count(runtime) -> int:

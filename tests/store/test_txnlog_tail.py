@@ -22,6 +22,7 @@ from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.core.views import LatestState
 from txnwatch.detect import txnlog as d
+from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.clusters import register_clusters
@@ -130,9 +131,10 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int, 
     _, expected = d.apply(d.TxnLogState(), [r for p in sorted(log) for r in log[p]])
     with sessions() as session:
         resumed = store_txnlog.load(session, cid)
-        staged = session.scalar(select(func.count()).select_from(t.TxnLogStream)
-                                .where(t.TxnLogStream.cluster_id == cid))
-        offsets = set(session.execute(select(t.TxnLogStream.log_partition, t.TxnLogStream.log_offset)).all())
+        X = m.TransactionTransition
+        stream = (X.cluster_id == cid, X.source == m.TRANSACTION_LOG, X.anomaly.is_(None))
+        staged = session.scalar(select(func.count()).select_from(X).where(*stream))
+        offsets = set(session.execute(select(X.log_partition, X.log_offset).where(*stream)).all())
         aggregated = session.execute(select(func.sum(t.TxnLogAggregate.commits),
                                             func.sum(t.TxnLogAggregate.fences))
                                      .where(t.TxnLogAggregate.cluster_id == cid)).one()
@@ -225,7 +227,8 @@ def test_stream_goes_to_the_archive_and_the_timeline_still_shows_it(engine: Engi
     purged = export_transitions_then_purge(engine, sessions, str(tmp_path), hot=timedelta(0), settle=timedelta(0))
     assert purged == sum(len(r) for r in log.values())
     with sessions() as session:
-        assert session.scalar(select(func.count()).select_from(t.TxnLogStream)) == 0
+        X = m.TransactionTransition
+        assert session.scalar(select(func.count()).select_from(X).where(X.anomaly.is_(None))) == 0
         archived = timeline(session, cid, "c", "app-1", 100, str(tmp_path))
     assert len(hot) == len(log[1]) and archived == hot
     assert archived[0].to_state == "Empty" and "fenced" in archived[0].events

@@ -63,6 +63,8 @@ app.kubernetes.io/part-of: txnwatch
 {{- $cfg := deepCopy .Values.config }}
 {{- $api := merge (dict "host" "0.0.0.0" "port" 8080 "trusted_proxies" .Values.trustedProxies) (omit (default (dict) $cfg.api) "host" "port" "read_token" "admin_token" "trusted_proxies") }}
 {{- $_ := set $cfg "api" $api }}
+{{- $metrics := merge (dict "port" 8081) (omit (default (dict) $cfg.metrics) "port") }}
+{{- $_ := set $cfg "metrics" $metrics }}
 {{- $_ := set $cfg "database_url" "sqlite:////var/lib/txnwatch/txnwatch.db" }}
 {{- $retention := default (dict) $cfg.retention }}
 {{- if not (hasKey $retention "archive_dir") }}
@@ -128,6 +130,9 @@ app.kubernetes.io/part-of: txnwatch
 {{- if hasKey (default (dict) $c.api) $k }}
 {{- fail (printf "config.api.%s must not be set: the chart sets host/port (0.0.0.0:8080) and tokens come from secrets.apiReadToken / secrets.apiAdminToken" $k) }}
 {{- end }}
+{{- end }}
+{{- if hasKey (default (dict) $c.metrics) "port" }}
+{{- fail "config.metrics.port must not be set: the chart serves /metrics on the container's port 8081 (the metrics port, service.metricsPort)" }}
 {{- end }}
 {{- if hasKey (default (dict) $c.api) "trusted_proxies" }}
 {{- fail "config.api.trusted_proxies must not be set: use trustedProxies (the addresses or networks of your Ingress controller's pods)" }}

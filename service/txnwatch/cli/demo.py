@@ -67,7 +67,7 @@ def banner(port: int, bootstrap: str, lab_dir: Path, topic: str, prog: str | Non
         f"  LSO stalls          {base}/api/v1/lso-stalls",
         f"  consumer lag        {base}/api/v1/consumer-groups",
         f"  alerts              {base}/api/v1/alerts",
-        f"  Prometheus metrics  {base}/metrics",
+        f"  Prometheus metrics  http://127.0.0.1:{port + 1}/metrics   (the metrics port; {base}/metrics too)",
         "  Kafka's own view    .venv/bin/txnwatch lab kafka-transactions --lab-dir "
         f"{lab_dir} find-hanging --topic {topic} --max-transaction-timeout 1",
         "Stop with Ctrl-C (the lab cluster stops with it).",

@@ -137,6 +137,9 @@ class ClusterConfig(_Strict):
                                       "all kept groups; a group is kept or left out whole.")
     lag_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides the "
                                                       "top-level lag_sample_interval_seconds for this cluster.")
+    offset_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides "
+                                                         "the top-level offset_sample_interval_seconds for this "
+                                                         "cluster.")
     poll_interval_seconds: float | None = Field(default=None, ge=1, le=3600)
     time_lag_fetches_per_poll: int = Field(default=200, ge=0, le=10_000, description="Lagging group partitions "
                                            "whose first unconsumed record is fetched per poll to measure time lag "
@@ -306,6 +309,11 @@ class MetricsConfig(_Strict):
                                                        "series per topic only (KMinion's option), for big clusters.")
     cluster_label: str = Field(default="cluster", description="Label carrying the cluster name on the kafka_* "
                                "families; empty for none, as a single-cluster kafka_exporter has.")
+    port: int | None = Field(default=None, ge=0, le=65535, description=(
+        "The metrics port: /metrics served by a small process of its own (the standard library only, ~10 MB) "
+        "from the collector's latest render, so a scrape never waits on a poll. Unset: api.port + 1 (if that "
+        "port is taken, a warning and /metrics on the API port only); 0: no metrics port. /metrics stays on "
+        "the API port as well, with the same read token."))
 
     @field_validator("cluster_label")
     @classmethod
@@ -534,6 +542,11 @@ class Settings(BaseSettings):
         "How often a cluster's consumer lag is written to the database (group pages of the API and console, "
         "incident context, the pipeline's lag rollups): once per interval, aligned to the clock; 0 writes "
         "every poll. /metrics always shows the latest poll. See docs/performance.md for the sizing rule."))
+    offset_sample_interval_seconds: float = Field(default=300, ge=0, le=86_400, description=(
+        "Partition offsets are written to the database when a poll finds them changed (any partition's offsets, "
+        "leader or open transactions, or the set of partitions), and at least once per this interval, aligned to "
+        "the clock; 0 writes every poll. The newest written offsets always equal the latest poll's. See "
+        "docs/performance.md for the sizing rule."))
     detection: DetectionConfig = Field(default_factory=DetectionConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
@@ -593,6 +606,10 @@ class Settings(BaseSettings):
     def lag_sample_interval_for(self, cluster: ClusterConfig) -> float:
         own = cluster.lag_sample_interval_seconds
         return self.lag_sample_interval_seconds if own is None else own
+
+    def offset_sample_interval_for(self, cluster: ClusterConfig) -> float:
+        own = cluster.offset_sample_interval_seconds
+        return self.offset_sample_interval_seconds if own is None else own
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

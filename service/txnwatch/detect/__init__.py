@@ -36,7 +36,7 @@ from txnwatch.core.model import (
     Undetermined,
 )
 from txnwatch.core.vocabulary import TxnEvent
-from txnwatch.detect import cardinality, exporter, hanging, lag, lso, transitions, verification
+from txnwatch.detect import cardinality, exporter, hanging, lag, lag_reuse, lso, transitions, verification
 from txnwatch.detect.settings import DetectionSettings
 from txnwatch.detect.verification import VerificationCheck
 
@@ -63,6 +63,8 @@ class DetectorState:
     verification: Mapping[verification.OpenKey, verification.Pending] = field(default_factory=dict)
     lso_history: Mapping[TopicPartition, lag.LsoHistory] = field(default_factory=dict)
     commits: Mapping[lag.CommitKey, lag.CommitSeen] = field(default_factory=dict)
+    #: Last poll's group rows, kept for the groups nothing changed for (detect/lag_reuse.py).
+    lag_memo: lag_reuse.LagMemo = lag_reuse.EMPTY
     resumed: bool = False  # the next poll is the first of a leadership term that carried incidents over
 
 
@@ -122,12 +124,12 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     pending, checked = verification.check(previous.verification, snapshot, now_ms, settings, previous.resumed)
     remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
-    commits = lag.track_commits(previous.commits, snapshot, now_ms)
-    lags, exporter_lags, omitted = cardinality.cap_groups(
-        lag.group_lags(snapshot, history, now_ms, commits), exporter.exporter_lags(snapshot),
-        settings.max_groups, settings.max_group_partitions)
+    commits = lag_reuse.track_commits(previous.lag_memo, previous.commits, snapshot, now_ms)
+    all_lags, all_exporter_lags, lag_memo = lag_reuse.group_lags(previous.lag_memo, snapshot, history, now_ms, commits)
+    lags, exporter_lags, omitted = cardinality.cap_groups(all_lags, all_exporter_lags, settings.max_groups,
+                                                          settings.max_group_partitions)
     omitted[cardinality.GROUPS_FILTERED] = snapshot.groups_filtered
-    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits)
+    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits, lag_memo)
     findings = Findings(
         cluster=snapshot.cluster,
         now_ms=now_ms,

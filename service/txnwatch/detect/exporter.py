@@ -22,9 +22,10 @@ right for read_committed groups, and the marker-corrected one, have ``txnwatch_`
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from txnwatch.core.model import ClusterSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 
 NO_OFFSET = -1
 
@@ -49,22 +50,40 @@ class ExporterTopicSum:
     lag_sum: int
 
 
-def exporter_lags(snapshot: ClusterSnapshot) -> list[ExporterLag]:
-    """Every per-partition series kafka_exporter would export for the groups and watched topics of ``snapshot``."""
+def partitions_by_topic(snapshot: ClusterSnapshot) -> dict[str, list[TopicPartition]]:
+    """The watched partitions of each topic, sorted."""
     partitions_of: dict[str, list[TopicPartition]] = defaultdict(list)
     for tp in snapshot.partitions:
         partitions_of[tp.topic].append(tp)
+    return {topic: sorted(tps) for topic, tps in partitions_of.items()}
+
+
+def consumed_topics(group: GroupSnapshot, partitions_of: Mapping[str, list[TopicPartition]]) -> list[str]:
+    """The watched topics the group has committed on, which kafka_exporter reports for it."""
+    return sorted({tp.topic for tp, offset in group.offsets.items()
+                   if offset is not None and offset != NO_OFFSET and tp.topic in partitions_of})
+
+
+def group_exporter_rows(snapshot: ClusterSnapshot, group: GroupSnapshot,
+                        partitions_of: Mapping[str, list[TopicPartition]]) -> list[ExporterLag]:
+    """One group's rows of :func:`exporter_lags`."""
+    rows: list[ExporterLag] = []
+    for topic in consumed_topics(group, partitions_of):
+        for tp in partitions_of[topic]:
+            committed = group.offsets.get(tp)
+            committed = NO_OFFSET if committed is None else committed
+            hwm = snapshot.partitions[tp].high_watermark
+            lag = None if hwm is None else NO_OFFSET if committed == NO_OFFSET else hwm - committed
+            rows.append(ExporterLag(group.group_id, tp, committed, lag))
+    return rows
+
+
+def exporter_lags(snapshot: ClusterSnapshot) -> list[ExporterLag]:
+    """Every per-partition series kafka_exporter would export for the groups and watched topics of ``snapshot``."""
+    partitions_of = partitions_by_topic(snapshot)
     rows: list[ExporterLag] = []
     for group in sorted(snapshot.groups.values(), key=lambda g: g.group_id):
-        consumed = sorted({tp.topic for tp, offset in group.offsets.items()
-                           if offset is not None and offset != NO_OFFSET and tp.topic in partitions_of})
-        for topic in consumed:
-            for tp in sorted(partitions_of[topic]):
-                committed = group.offsets.get(tp)
-                committed = NO_OFFSET if committed is None else committed
-                hwm = snapshot.partitions[tp].high_watermark
-                lag = None if hwm is None else NO_OFFSET if committed == NO_OFFSET else hwm - committed
-                rows.append(ExporterLag(group.group_id, tp, committed, lag))
+        rows.extend(group_exporter_rows(snapshot, group, partitions_of))
     return rows
 
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from txnwatch.core.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
+from txnwatch.core.model import ClusterSnapshot, GroupLag, GroupSnapshot, PartitionSnapshot, TopicPartition
 
 LsoHistory = tuple[tuple[int, int], ...]  # (ms, lso), oldest first
 CommitKey = tuple[str, TopicPartition]  # (group id, partition)
@@ -153,21 +153,30 @@ def _records(snapshot: ClusterSnapshot, tp: TopicPartition, committed: int, lag_
     return snapshot.committed_records.get((tp, committed))
 
 
+def group_rows(snapshot: ClusterSnapshot, group: GroupSnapshot, history: Mapping[TopicPartition, LsoHistory],
+               now_ms: int, commits: Mapping[CommitKey, CommitSeen] | None = None) -> list[GroupLag]:
+    """One group's rows of :func:`group_lags`."""
+    rows: list[GroupLag] = []
+    for tp, committed in sorted(group.offsets.items()):
+        partition = snapshot.partitions.get(tp)
+        if partition is None or committed is None or committed < 0:  # not watched, or no committed offset
+            continue
+        marker = _ends_with_marker(partition)
+        lag_lso = _lag(partition.last_stable_offset, committed, marker)
+        lag_hwm = _lag(partition.high_watermark, committed, marker)
+        seen = (commits or {}).get((group.group_id, tp))
+        seconds = _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms)
+        rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso, seconds,
+                             seen[1] if seen is not None and seen[0] == committed else None,
+                             snapshot.unreadable_records.get((tp, committed)) if seconds is None else None,
+                             _records(snapshot, tp, committed, lag_lso)))
+    return rows
+
+
 def group_lags(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], now_ms: int,
                commits: Mapping[CommitKey, CommitSeen] | None = None) -> list[GroupLag]:
+    """Every group's rows, computed afresh (detect.lag_reuse reuses the rows of groups nothing changed for)."""
     rows: list[GroupLag] = []
     for group in snapshot.groups.values():
-        for tp, committed in sorted(group.offsets.items()):
-            partition = snapshot.partitions.get(tp)
-            if partition is None or committed is None or committed < 0:  # not watched, or no committed offset
-                continue
-            marker = _ends_with_marker(partition)
-            lag_lso = _lag(partition.last_stable_offset, committed, marker)
-            lag_hwm = _lag(partition.high_watermark, committed, marker)
-            seen = (commits or {}).get((group.group_id, tp))
-            seconds = _seconds(snapshot, history, tp, committed, lag_hwm, lag_lso, now_ms)
-            rows.append(GroupLag(snapshot.cluster, group.group_id, tp, committed, lag_hwm, lag_lso, seconds,
-                                 seen[1] if seen is not None and seen[0] == committed else None,
-                                 snapshot.unreadable_records.get((tp, committed)) if seconds is None else None,
-                                 _records(snapshot, tp, committed, lag_lso)))
+        rows.extend(group_rows(snapshot, group, history, now_ms, commits))
     return rows

@@ -34,7 +34,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
-from txnwatch.kafka import errors
+from txnwatch.kafka import errors, txnlog_batches
 from txnwatch.kafka.settings import ClusterConnectionSettings
 
 TOPIC = "__transaction_state"
@@ -80,6 +80,11 @@ VALUE_TAGS: Mapping[int, ValueTag] = {
 _TAG_SLOTS = {tag: (TxnLogRecord._fields.index(t.field), t.layout.size, t.layout.unpack_from, t.unset)
               for tag, t in VALUE_TAGS.items()}
 _UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
+
+
+#: kafka-python's fetch settings for the tail; ``benchmarks/txnlog.py``'s client floor reads with the same ones.
+FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes": 16 * 1024 * 1024,
+                                   "max_partition_fetch_bytes": 4 * 1024 * 1024}
 
 
 class TxnLogUnavailable(Exception):
@@ -269,14 +274,14 @@ class TransactionLogTail:
     """
 
     def __init__(self, settings: ClusterConnectionSettings, *, positions: Mapping[int, int] | None = None,
-                 from_beginning: bool = True, topic: str = TOPIC, max_poll_records: int = 10_000) -> None:
+                 from_beginning: bool = True, topic: str = TOPIC,
+                 max_poll_records: int = FETCH_CONFIG["max_poll_records"]) -> None:
         config = settings.client_config()
         self.topic = topic
         self._consumer = KafkaConsumer(
             bootstrap_servers=config["bootstrap_servers"], client_id=f"{settings.client_id}-txnlog",
             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
-            max_poll_records=max_poll_records, fetch_max_bytes=16 * 1024 * 1024,
-            max_partition_fetch_bytes=4 * 1024 * 1024,
+            **{**FETCH_CONFIG, "max_poll_records": max_poll_records},
             request_timeout_ms=max(settings.request_timeout_ms, 1_000),
             fetch_max_wait_ms=min(500, max(settings.request_timeout_ms, 1_000) // 2),
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
@@ -296,6 +301,10 @@ class TransactionLogTail:
                     self._consumer.seek_to_beginning(tp)
                 else:
                     self._consumer.seek_to_end(tp)
+            # kafka-python's fetch, its records decoded from the batch bytes (kafka/txnlog_batches.py): the
+            # records it would otherwise build were most of the tail's CPU.
+            self._problems: list[RequestError] = []
+            self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems)
             # Resolve now: a lazy seek would skip what is written before the first read.
             self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
         except Exception:
@@ -316,19 +325,19 @@ class TransactionLogTail:
         Every record comes back, an unreadable one as UNDECODABLE; ``problems`` repeats the
         ones that named no transactional id, for the log."""
         records: list[TxnLogRecord] = []
-        problems: list[RequestError] = []
         for tp, batch in sorted(self._consumer.poll(timeout_ms).items(), key=lambda kv: kv[0].partition):
+            if not batch:
+                continue
             partition = tp.partition
-            for record in batch:
-                decoded = decode_record(record.key, record.value, partition, record.offset, record.timestamp)
-                if isinstance(decoded, RequestError):
-                    # Kept in the stream as an undecodable record of no id, so it is counted and shown.
-                    problems.append(decoded)
-                    decoded = TxnLogRecord("", partition, record.offset, record.timestamp, TxnLogKind.UNDECODABLE,
-                                           problem=decoded.message, raw_value=record.value)
-                records.append(decoded)
-            if batch:
-                self._next[partition] = batch[-1].offset + 1
+            if self._batches:  # decoded already, problems noted as they were met
+                records += batch
+            else:
+                for record in batch:
+                    records.append(txnlog_batches.as_record(
+                        decode_record(record.key, record.value, partition, record.offset, record.timestamp),
+                        partition, record.offset, record.timestamp, record.value, self._problems))
+            self._next[partition] = batch[-1].offset + 1
+        problems, self._problems[:] = self._problems[:], []
         return records, problems
 
     def end_offsets(self) -> dict[int, int]:

@@ -134,10 +134,15 @@ def write_exposition(registry: Collector, sink: Callable[[bytes], object]) -> No
     """
     escaped: dict[str, str] = {}  # label values repeat (cluster, topic, group): escape each once per render
     for metric in registry.collect():
-        if isinstance(metric, LeanGauge) and _is_valid_legacy_metric_name(metric.name):
-            _lean_lines(metric, sink, escaped)
-        else:
-            sink(generate_latest(_One(metric)))
+        write_family(metric, sink, escaped)
+
+
+def write_family(metric: Metric, sink: Callable[[bytes], object], escaped: dict[str, str]) -> None:
+    """One family's lines into ``sink`` (``escaped``: label values already escaped in this render)."""
+    if isinstance(metric, LeanGauge) and _is_valid_legacy_metric_name(metric.name):
+        _lean_lines(metric, sink, escaped)
+    else:
+        sink(generate_latest(_One(metric)))
 
 
 def render_text(registry: Collector) -> bytes:

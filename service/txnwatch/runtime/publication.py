@@ -88,6 +88,17 @@ def _write(directory: Path, name: str, data: bytes) -> None:
         raise
 
 
+class MetricsFile:
+    """The render alone, for the metrics port's process (txnwatch.serve.metrics_port) when no API worker needs the
+    views: ``metrics.gz`` only, written as :class:`Publisher` writes it (temporary name, then renamed)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def publish(self, compressed: bytes) -> None:
+        _write(self.directory, METRICS_GZ, compressed)
+
+
 class Publisher:
     """Collector side: called by the exposition thread after each render (one writer, no lock needed)."""
 

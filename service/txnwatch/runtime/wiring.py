@@ -52,11 +52,12 @@ from txnwatch.metrics.lag import LagMetricOptions
 from txnwatch.metrics.poll_counters import PollMetrics
 from txnwatch.metrics.registry import build_registry
 from txnwatch.runtime.lifecycle import Runtime, Service
-from txnwatch.runtime.publication import Publication, Publisher
+from txnwatch.runtime.publication import MetricsFile, Publication, Publisher
 from txnwatch.store import resume
 from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.lag_sampling import LagSampling
+from txnwatch.store.offset_pictures import OffsetPictures
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
 
@@ -66,12 +67,15 @@ STORE_FLUSH_INTERVAL_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None) -> Runtime:
+def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path | None = None,
+                  metrics_to: Path | None = None) -> Runtime:
     """The daemon's runtime; ``collect=False`` builds only what the API needs (no services: tests, tools).
 
     ``publish_to``: the directory the API worker processes read (``api.workers`` ≥ 1); each render of the
     exposition is written there with the clusters' views (txnwatch.runtime.publication).  The workers add
-    their failed authentications to counts in shared memory this process renders (``auth_failures.counts``)."""
+    their failed authentications to counts in shared memory this process renders (``auth_failures.counts``).
+    ``metrics_to``: without workers, the directory the metrics port's process reads; each render is written there
+    (the exposition only)."""
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
     state = LatestState([c.name for c in settings.clusters])
@@ -80,7 +84,11 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     leadership: Leadership = leadership_for(settings.database_url, names, settings.fleet) if collect \
         else SingleInstance(names)
     registry = build_registry(state, leadership.is_leader, LagMetricOptions.from_settings(settings), own=[health])
-    publisher = Publisher(publish_to, state, leadership, health, names) if publish_to is not None else None
+    publisher: Publisher | MetricsFile | None = None
+    if publish_to is not None:
+        publisher = Publisher(publish_to, state, leadership, health, names)
+    elif metrics_to is not None:
+        publisher = MetricsFile(metrics_to)
     exposition = Exposition(registry, max_age_s=fastest_poll_s(settings),
                             on_render=publisher.publish if publisher is not None else None)
     services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
@@ -140,7 +148,9 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
 
     recorder = Recorder(sessions, {c.name: ",".join(c.bootstrap_servers) for c in settings.clusters}, health,
                         exact_history=lambda name: (v := state.get(name)) is not None and v.history.exact,
-                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}))
+                        lag_sampling=LagSampling({c.name: settings.lag_sample_interval_for(c) for c in settings.clusters}),
+                        offset_pictures=OffsetPictures({c.name: settings.offset_sample_interval_for(c)
+                                                        for c in settings.clusters}))
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))

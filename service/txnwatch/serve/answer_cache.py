@@ -21,14 +21,16 @@ transaction-log tail wrote between two publications an API worker reloads, a rec
 poll's sinks returned.
 
 Only what polls write is cached: transactions (the list, not one id's page), hanging, LSO stalls, partitions,
-consumer groups and clusters.  Alerts (the outbox records deliveries between polls), verification, reports
-(written by the pipeline), the admin routes and the console are always computed.  Only whole 200 answers of at
+consumer groups, clusters and alerts (alert rows are written by the evaluator, one of a poll's sinks, before the
+poll loop bumps the generation; the outbox writes its own table, which no alert answer shows).  Verification,
+reports (written by the pipeline), one id's page, the admin routes and the console are always computed.  Only whole 200 answers of at
 most ``max_entry_bytes`` are kept; memory is an LRU under a byte budget (``api.answer_cache_bytes``; 0 turns the
 cache off).  One cache per serving process, used on its event loop only (no lock).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -42,7 +44,7 @@ from txnwatch.runtime.lifecycle import Runtime
 #: Exact paths whose answers depend only on what polls write (see the module docstring for the others).
 CACHED_PATHS = frozenset({
     "/api/v1/transactions", "/api/v1/hanging", "/api/v1/lso-stalls", "/api/v1/partitions",
-    "/api/v1/consumer-groups", "/api/v1/clusters",
+    "/api/v1/consumer-groups", "/api/v1/clusters", "/api/v1/alerts",
 })
 #: Bytes an entry costs beyond its key and body (the tuple, the headers list, the dict slot): an estimate that
 #: keeps the budget honest for many small answers.
@@ -84,6 +86,10 @@ class AnswerCache:
         self.hits += 1
         return answer
 
+    def peek(self, key: Key) -> Answer | None:
+        """The entry as kept, without counting a hit or checking its age (for requests waiting on its computation)."""
+        return self._entries.get(key)
+
     def put(self, key: Key, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
         size = len(body) + sum(len(k) + len(v) for k, v in headers) + len(key[0]) + len(key[1]) + ENTRY_OVERHEAD_BYTES
         if size > self.max_entry_bytes:
@@ -113,12 +119,18 @@ def auth_scope(scope: Scope) -> str:
 
 
 class AnswerCacheMiddleware:
-    """Serves cached answers of :data:`CACHED_PATHS`; computes and keeps them otherwise."""
+    """Serves cached answers of :data:`CACHED_PATHS`; computes and keeps them otherwise.
+
+    Concurrent misses of one key are computed once (single flight): when a generation moves or an entry ages
+    out under load, the requests that arrive while the first is being computed wait for its answer instead of
+    each running the query (measured by benchmarks/api.py at 200 req/s: without this, every expiry sent a burst
+    of identical queries to the database and exhausted its connection pool)."""
 
     def __init__(self, app: ASGIApp, *, cache: AnswerCache, paths: frozenset[str] = CACHED_PATHS) -> None:
         self.app = app
         self.cache = cache
         self.paths = paths
+        self._in_flight: dict[Key, asyncio.Future[Answer | None]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] not in self.paths:
@@ -129,11 +141,24 @@ class AnswerCacheMiddleware:
         key = (scope["path"], normalised_query(scope.get("query_string", b"")), auth_scope(scope),
                runtime.state.generation)
         answer = self.cache.get(key)
+        if answer is None and key in self._in_flight:
+            answer = await asyncio.shield(self._in_flight[key])  # the first one's answer (None: not keepable)
         if answer is not None:
             await send({"type": "http.response.start", "status": answer.status, "headers": list(answer.headers)})
             await send({"type": "http.response.body", "body": answer.body})
             return
+        flight: asyncio.Future[Answer | None] = asyncio.get_running_loop().create_future()
+        self._in_flight[key] = flight
+        try:
+            await self._compute(key, scope, receive, send, flight)
+        finally:
+            if self._in_flight.get(key) is flight:
+                del self._in_flight[key]
+            if not flight.done():
+                flight.set_result(None)  # the waiters compute their own
 
+    async def _compute(self, key: Key, scope: Scope, receive: Receive, send: Send,
+                       flight: asyncio.Future[Answer | None]) -> None:
         start: Message | None = None
         chunks: list[bytes] = []
 
@@ -144,7 +169,10 @@ class AnswerCacheMiddleware:
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
                 if not message.get("more_body", False) and start is not None and start["status"] == 200:
-                    self.cache.put(key, 200, list(start.get("headers", [])), b"".join(chunks))
+                    headers = list(start.get("headers", []))
+                    body = b"".join(chunks)
+                    if self.cache.put(key, 200, headers, body) and not flight.done():
+                        flight.set_result(self.cache.peek(key))
             await send(message)
 
         await self.app(scope, receive, keep)

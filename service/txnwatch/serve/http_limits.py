@@ -14,8 +14,8 @@ What uvicorn offers and why it is not enough on its own:
   reaches the limit: under a flood of idle connections it refuses exactly the probes and scrapes
   that must keep working, and it never closes a connection.
 
-So this module adds, around uvicorn's own protocol classes (h11 in the daemon, httptools in the API
-workers), the two things an HTTP server in front of the internet has: Go's ``http.Server.ReadTimeout``
+So this module adds, around uvicorn's own protocol classes (httptools in the daemon and in the API
+workers, h11 where asked), the two things an HTTP server in front of the internet has: Go's ``http.Server.ReadTimeout``
 (the whole request, head and body, must arrive within ``read_timeout_s`` of the connection opening
 or of the request's first byte) and nginx's answer to running out of connections (``ngx_drain_connections``
 closes idle keep-alive connections to make room): when ``max_connections`` are open, the connection

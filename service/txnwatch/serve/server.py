@@ -15,6 +15,13 @@ from txnwatch.serve.http_limits import HttpLimits, connection_cap, make_server, 
 
 log = logging.getLogger(__name__)
 
+# The daemon's own API server: the standard asyncio loop (uvloop costs ~11 MB of RSS, and the daemon's
+# requests share the GIL with polls anyway) and httptools' C parser, which costs less RSS than h11's
+# pure-Python one (~0.9 MB against ~2.7 MB imported) and less CPU per request (issue 25: cheap API reads,
+# measured by benchmarks/api.py).  API workers take uvloop and httptools ("auto").
+DAEMON_HTTP = "httptools"
+DAEMON_LOOP = "asyncio"
+
 
 class StartupError(Exception):
     """The daemon cannot start; the command turns it into one line on stderr and ``exit_code`` (URL passwords
@@ -74,7 +81,14 @@ def serve(settings: Settings) -> None:
     problems = database_problems(settings.database_url)
     if problems:
         raise StartupError(f"database_url: {problems[0]}", exitcodes.USAGE)
+    from txnwatch.serve.metrics_process import MetricsProcess, bind_metrics
+
     listener = bind(settings.api.host, settings.api.port)
+    try:
+        metrics_listener = bind_metrics(settings)
+    except StartupError:
+        listener.close()
+        raise
     try:
         ensure_schema(settings)
     except SchemaNotReady as exc:
@@ -88,21 +102,33 @@ def serve(settings: Settings) -> None:
         from txnwatch.serve.workers import run_with_workers
 
         try:
-            run_with_workers(settings, listener)
+            run_with_workers(settings, listener, metrics_listener)
         except Exception as exc:
             raise StartupError(f"the daemon stopped: {exc}", exitcodes.FOUND_OR_FAILED) from exc
         return
+    from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
     from txnwatch.serve.app import create_app  # not in the collecting process when API workers serve
 
-    runtime = build_runtime(settings)
+    directory = make_directory() if metrics_listener is not None else None
+    runtime = build_runtime(settings, metrics_to=directory)
     app = create_app(runtime)
     gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
-    log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs) watching %d cluster(s)",
-             settings.api.host, settings.api.port, len(settings.clusters))
-    # The pure-Python loop and HTTP parser here: the daemon's process is lean first (idle RSS goal, issue 18
-    # item 3), and its requests share the GIL with polls anyway; API workers take uvloop and httptools.
-    server = make_server(app, http_limits(settings), http="h11", loop="asyncio", **proxy_options(settings))
-    server.run(sockets=[listener])
+    metrics = (MetricsProcess(settings, metrics_listener, directory, runtime.auth_failures)
+               if metrics_listener is not None and directory is not None else None)
+    log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs)%s watching %d cluster(s)",
+             settings.api.host, settings.api.port,
+             f" and /metrics on http://{settings.api.host}:{metrics.port}" if metrics is not None else "",
+             len(settings.clusters))
+    server = make_server(app, http_limits(settings), http=DAEMON_HTTP, loop=DAEMON_LOOP, **proxy_options(settings))
+    if metrics is not None:
+        metrics.start()
+    try:
+        server.run(sockets=[listener])
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if directory is not None:
+            remove_directory(directory)
     if not server.started:
         raise StartupError("the API server did not start (its reason is logged above)", exitcodes.FOUND_OR_FAILED)

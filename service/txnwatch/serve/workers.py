@@ -145,12 +145,14 @@ class WorkerPool:
             slot.process = None
 
 
-def run_with_workers(settings: Settings, listener: socket.socket, *, check_every_s: float = 1.0) -> None:
+def run_with_workers(settings: Settings, listener: socket.socket, metrics_listener: socket.socket | None = None, *,
+                     check_every_s: float = 1.0) -> None:
     """The daemon with API workers: services here, HTTP there, until SIGTERM or SIGINT.
 
     Raises :class:`RuntimeError` when a service fails to start (the caller turns it into an exit code)."""
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
+    from txnwatch.serve.metrics_process import MetricsProcess
 
     stop = threading.Event()
 
@@ -163,15 +165,21 @@ def run_with_workers(settings: Settings, listener: socket.socket, *, check_every
     runtime = build_runtime(settings, publish_to=directory)
     # The workers count failed authentications in shared memory, this process renders them.
     pool = WorkerPool(settings, listener, directory, settings.api.workers, runtime.auth_failures.counts)
+    metrics = (MetricsProcess(settings, metrics_listener, directory, runtime.auth_failures)
+               if metrics_listener is not None else None)
     try:
         runtime.start()
         pool.start()
+        if metrics is not None:
+            metrics.start()
         log.info("txnwatch serving on http://%s:%d with %d API worker process(es) (pids %s); this process "
                  "(pid %d) collects", settings.api.host, settings.api.port, settings.api.workers,
                  ", ".join(map(str, pool.pids())), os.getpid())
         while not stop.wait(check_every_s):
             pool.check()
     finally:
+        if metrics is not None:
+            metrics.stop()
         pool.stop()
         runtime.stop()
         remove_directory(directory)

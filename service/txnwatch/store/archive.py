@@ -29,7 +29,7 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import quote
@@ -37,7 +37,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from sqlalchemy import Engine, delete, literal, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import ColumnElement
 
@@ -45,7 +45,13 @@ from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.store import models as m
 
 MANIFEST = "_manifest.json"
-MANIFEST_VERSION = 1
+#: 2: the ``transitions`` table keeps one high-water id per source (``last_ids``), since both sources share one
+#: database table and id sequence (migration 0009); version 1 manifests are read and converted.
+MANIFEST_VERSION = 2
+#: Migration 0009 moved the transaction log's staged rows into the one transition table with their ids plus
+#: this (the polled rows kept theirs, which the archive's rows carry): a version-1 manifest's log high-water id
+#: plus this is the same row in the new table.  The migration keeps its own copy of the number.
+MOVED_LOG_ID_SHIFT = 1 << 40
 DEFAULT_CHUNK_ROWS = 50_000
 DEFAULT_SETTLE = timedelta(minutes=2)
 
@@ -73,6 +79,7 @@ def _schema(*fields: tuple[str, pa.DataType]) -> pa.Schema:
 
 
 TABLES: dict[str, ArchiveTable] = {t.name: t for t in (
+    # Written per source from models.TransactionTransition's plain columns (export_transitions), anomalies left out.
     ArchiveTable("transitions", m.TransactionTransition, "observed_at", _schema(
         ("transactional_id", pa.string()), ("observed_at", _TS), ("from_state", pa.string()),
         ("to_state", pa.string()), ("producer_id", pa.int64()), ("producer_epoch", pa.int32()),
@@ -120,6 +127,8 @@ class TableState:
     last_id: int = 0
     open_ids: list[int] = field(default_factory=list)
     files: dict[str, int] = field(default_factory=dict)  # relative path -> rows
+    #: ``transitions``: the high-water id of each source (rows of both share one id sequence but settle apart).
+    last_ids: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -129,6 +138,8 @@ class TableState:
 @dataclass
 class Manifest:
     tables: dict[str, TableState] = field(default_factory=dict)
+    #: A version-1 manifest's high-water id of the log's staged stream, until export_transitions converts it.
+    moved_log_id: int | None = None
 
     def table(self, name: str) -> TableState:
         return self.tables.setdefault(name, TableState())
@@ -136,17 +147,37 @@ class Manifest:
     def to_json(self) -> str:
         return json.dumps({"version": MANIFEST_VERSION, "tables": {
             name: {"last_id": s.last_id, "open_ids": s.open_ids, "rows": s.rows,
-                   "files": [{"path": p, "rows": n} for p, n in sorted(s.files.items())]}
-            for name, s in sorted(self.tables.items())}}, indent=1)
+                   "files": [{"path": p, "rows": n} for p, n in sorted(s.files.items())],
+                   **({"last_ids": dict(sorted(s.last_ids.items()))} if s.last_ids else {})}
+            for name, s in sorted(self.tables.items())},
+            **({"moved_log_id": self.moved_log_id} if self.moved_log_id is not None else {})}, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
         raw = json.loads(text)
-        if raw.get("version") != MANIFEST_VERSION:
-            raise ValueError(f"unsupported archive manifest version {raw.get('version')!r}")
-        return cls({name: TableState(t["last_id"], list(t.get("open_ids", [])),
-                                     {f["path"]: int(f["rows"]) for f in t["files"]})
-                    for name, t in raw["tables"].items()})
+        version = raw.get("version")
+        if version not in (1, MANIFEST_VERSION):
+            raise ValueError(f"unsupported archive manifest version {version!r}")
+        manifest = cls({name: TableState(t["last_id"], list(t.get("open_ids", [])),
+                                         {f["path"]: int(f["rows"]) for f in t["files"]},
+                                         {k: int(v) for k, v in t.get("last_ids", {}).items()})
+                        for name, t in raw["tables"].items()}, raw.get("moved_log_id"))
+        if version == 1:
+            _from_version_1(manifest)
+        return manifest
+
+
+#: Version 1's entry holding only the high-water id of the log's staged stream (its table before 0009).
+_V1_LOG_ENTRY = "txnlog_stream"
+
+
+def _from_version_1(manifest: Manifest) -> None:
+    """Version 1 kept the polled transitions' high-water id as ``transitions.last_id`` (their ids are unchanged
+    in the one table) and the log's in an entry of its own (converted once the database can be asked)."""
+    transitions = manifest.table("transitions")
+    transitions.last_ids[m.POLL] = transitions.last_id
+    book = manifest.tables.pop(_V1_LOG_ENTRY, None)
+    manifest.moved_log_id = book.last_id if book is not None else 0
 
 
 def read_manifest(fs: pafs.FileSystem, root: str) -> Manifest:
@@ -195,9 +226,7 @@ def _remove_orphans(fs: pafs.FileSystem, root: str, table: str, state: TableStat
 
 def _select(spec: ArchiveTable) -> Any:
     model = spec.model
-    # Columns only some sources have (the transaction log's offsets on "transitions") are null for the others.
-    cols = [getattr(model, f.name, None) if hasattr(model, f.name) else literal(None).label(f.name)
-            for f in spec.schema]
+    cols = [getattr(model, f.name) for f in spec.schema]
     return (select(m.Cluster.name, *cols)
             .join(m.Cluster, m.Cluster.id == model.cluster_id)  # type: ignore[attr-defined]  # archive specs name any mapped model; all have cluster_id
             .order_by(model.id))  # type: ignore[attr-defined]  # archive specs name any mapped model; all have id
@@ -283,41 +312,63 @@ def export_history(engine: Engine, archive_uri: str, tables: Mapping[str, Archiv
         fs, root = open_archive(archive_uri)
         fs.create_dir(root, recursive=True)
         manifest = read_manifest(fs, root)
-        results = [export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
-        if "transitions" in tables:
-            # The transaction log's stream joins the polled transitions: one archive table, one result.
-            stream = export_stream(engine, fs, root, manifest, chunk_rows, settle)
-            results = [replace(r, rows=r.rows + stream.rows, files=r.files + stream.files)
-                       if r.table == "transitions" else r for r in results]
-        return results
+        return [export_transitions(engine, fs, root, manifest, chunk_rows, settle) if spec.name == "transitions"
+                else export_table(engine, fs, root, manifest, spec, chunk_rows, settle) for spec in tables.values()]
 
 
 _EXPORT_LOCK = threading.Lock()
 
 
-STREAM_BOOKKEEPING = "txnlog_stream"  # manifest entry holding only the last exported stream id
+#: File name prefix per source in the archive's ``transitions`` table.
+_PREFIX = {m.POLL: "part", m.TRANSACTION_LOG: "log-part"}
 
 
-def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest,
-                  chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> ExportResult:
-    """The transaction log's staged stream (``txnlog_stream``) into the archive's ``transitions`` table,
-    as ``log-part-*`` files beside the polled transitions, with its log offsets.  Incremental by id,
-    stopping at rows staged less than ``settle`` ago (ids are handed out before commit)."""
-    from txnwatch.store.txnlog_models import TxnLogStream as S
+def export_transitions(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest,
+                       chunk_rows: int = DEFAULT_CHUNK_ROWS, settle: timedelta = DEFAULT_SETTLE) -> ExportResult:
+    """The one transition table (models.TransactionTransition) into the archive's ``transitions`` table, source by source,
+    each incremental by id from its own high-water id and stopping at rows written less than ``settle`` ago
+    (ids are handed out before commit).  Anomalies stay in the database (their transitions are exported)."""
+    state = manifest.table("transitions")
+    orphans = _remove_orphans(fs, root, "transitions", state)
+    if manifest.moved_log_id is not None:
+        state.last_ids[m.TRANSACTION_LOG] = _moved_log_watermark(engine, manifest.moved_log_id)
+        manifest.moved_log_id = None
+        write_manifest(fs, root, manifest)
+    rows = files = 0
+    for source in (m.POLL, m.TRANSACTION_LOG):
+        n, f = _export_source(engine, fs, root, manifest, source, chunk_rows, settle)
+        rows, files = rows + n, files + f
+    write_manifest(fs, root, manifest)
+    return ExportResult("transitions", rows, files, orphans)
 
-    spec = TABLES["transitions"]
-    book, state = manifest.table(STREAM_BOOKKEEPING), manifest.table("transitions")
+
+def _moved_log_watermark(engine: Engine, archived: int) -> int:
+    """A version-1 manifest's log high-water id in the one table's id space.  Migration 0009 moved the staged
+    rows to their id + MOVED_LOG_ID_SHIFT; if it moved none (and, on SQLite, the sequence restarted low),
+    every log row there is newer than the manifest, and all of them are exported."""
+    X = m.TransactionTransition
+    with engine.connect() as conn:
+        moved = conn.execute(select(X.id).where(X.source == m.TRANSACTION_LOG, X.id > MOVED_LOG_ID_SHIFT)
+                             .limit(1)).first()
+    return archived + MOVED_LOG_ID_SHIFT if moved is not None else 0
+
+
+def _export_source(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Manifest, source: str,
+                   chunk_rows: int, settle: timedelta) -> tuple[int, int]:
+    X = m.TransactionTransition
+    spec, state = TABLES["transitions"], manifest.table("transitions")
     cutoff_ms = to_ms(datetime.now(timezone.utc) - settle)
     rows = files = 0
     while True:
         with engine.connect() as conn:
             chunk = conn.execute(
-                select(m.Cluster.name, S.id, S.transactional_id, S.at_ms, S.from_state, S.to_state, S.producer_id,
-                       S.producer_epoch, S.prev_producer_id, S.prev_producer_epoch, S.timeout_ms, S.start_ms,
-                       S.partitions, S.events, S.duration_ms, S.log_partition, S.log_offset,
-                       S.client_transaction_version, S.staged_at_ms)
-                .join(m.Cluster, m.Cluster.id == S.cluster_id)
-                .where(S.id > book.last_id).order_by(S.id).limit(chunk_rows)).all()
+                select(m.Cluster.name, X.id, X.transactional_id, X.at_ms, X.from_state, X.to_state, X.producer_id,
+                       X.producer_epoch, X.prev_producer_id, X.prev_producer_epoch, X.timeout_ms, X.start_ms,
+                       X.partitions, X.events, X.duration_ms, X.log_partition, X.log_offset,
+                       X.client_transaction_version, X.staged_at_ms)
+                .join(m.Cluster, m.Cluster.id == X.cluster_id)
+                .where(X.source == source, X.anomaly.is_(None), X.id > state.last_ids.get(source, 0))
+                .order_by(X.id).limit(chunk_rows)).all()
         if not chunk:
             break
         recent = next((i for i, r in enumerate(chunk) if r.staged_at_ms >= cutoff_ms), None)
@@ -325,36 +376,36 @@ def export_stream(engine: Engine, fs: pafs.FileSystem, root: str, manifest: Mani
         if settled:
             converted = [(r.name, r.id, r.transactional_id, from_ms(r.at_ms), r.from_state, r.to_state,
                           r.producer_id, r.producer_epoch, r.prev_producer_id, r.prev_producer_epoch, r.timeout_ms,
-                          from_ms(r.start_ms), r.partitions.split(",") if r.partitions else [],
-                          r.events.split(",") if r.events else [], r.duration_ms, r.log_partition, r.log_offset,
-                          r.client_transaction_version) for r in settled]
-            files += _write_chunk(fs, root, spec, converted, state, prefix="log-part")
+                          from_ms(r.start_ms), m.split(r.partitions), m.split(r.events), r.duration_ms,
+                          r.log_partition, r.log_offset, r.client_transaction_version) for r in settled]
+            files += _write_chunk(fs, root, spec, converted, state, prefix=_PREFIX[source])
             rows += len(settled)
-            book.last_id = settled[-1].id
+            state.last_ids[source] = settled[-1].id
             write_manifest(fs, root, manifest)
         if recent is not None:
             break
-    return ExportResult(STREAM_BOOKKEEPING, rows, files, 0)
+    return rows, files
 
 
 def export_transitions_then_purge(engine: Engine, sessions: sessionmaker[Session], archive_uri: str,
                                   hot: timedelta, batch: int = 20_000, settle: timedelta = DEFAULT_SETTLE) -> int:
-    """The transaction log's full transition stream is staged in ``txnlog_stream``; once a row is in the
-    archive (its id at or below the manifest's bookkeeping ``last_id``) and was staged longer than ``hot``
-    ago, it leaves the database.  Returns how many rows were purged."""
-    from txnwatch.store.txnlog_models import TxnLogStream as S
-
+    """The transaction log's full transition stream is staged in the one transition table (source
+    ``transaction_log``, no anomaly); once a row is in the archive (its id at or below the manifest's log
+    high-water id) and was staged longer than ``hot`` ago, it leaves the database.  Anomalies and polled rows
+    follow retention.days instead (retention.py).  Returns how many rows were purged."""
+    X = m.TransactionTransition
     export_history(engine, archive_uri, tables={"transitions": TABLES["transitions"]}, settle=settle)
     fs, root = open_archive(archive_uri)
-    archived = read_manifest(fs, root).table(STREAM_BOOKKEEPING).last_id
+    archived = read_manifest(fs, root).table("transitions").last_ids.get(m.TRANSACTION_LOG, 0)
     cutoff_ms = to_ms(datetime.now(timezone.utc) - hot)
     purged = 0
     while True:
         with sessions.begin() as session:
-            ids = list(session.scalars(select(S.id).where(S.id <= archived, S.staged_at_ms < cutoff_ms)
-                                       .order_by(S.id).limit(batch)))
+            ids = list(session.scalars(select(X.id).where(X.id <= archived, X.source == m.TRANSACTION_LOG,
+                                                          X.anomaly.is_(None), X.staged_at_ms < cutoff_ms)
+                                       .order_by(X.id).limit(batch)))
             if ids:
-                session.execute(delete(S).where(S.id.in_(ids)))
+                session.execute(delete(X).where(X.id.in_(ids)))
         purged += len(ids)
         if len(ids) < batch:
             return purged

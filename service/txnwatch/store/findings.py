@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
-from txnwatch.core.epoch import from_ms
+from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.core.model import ClusterSnapshot, incident_key
 from txnwatch.detect import Findings
 from txnwatch.store import models as m
@@ -40,18 +40,21 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
                   at: datetime) -> tuple[list[tuple[Table, list[dict[str, Any]]]], list[EpisodeSync]]:
     if snapshot is None or findings is None:
         return [], []
+    at_ms = to_ms(at)
     transitions = [dict(
-        transactional_id=t.transactional_id, observed_at=at, from_state=t.from_state.value if t.from_state else None,
-        to_state=t.to_state.value, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
-        prev_producer_id=t.prev_producer_id, prev_producer_epoch=t.prev_producer_epoch, timeout_ms=t.timeout_ms,
-        txn_started_at=from_ms(t.start_time_ms), partitions=sorted(str(tp) for tp in t.partitions), events=list(t.events),
+        source=m.POLL, transactional_id=t.transactional_id, at_ms=at_ms, staged_at_ms=at_ms,
+        from_state=t.from_state.value if t.from_state else None, to_state=t.to_state.value,
+        producer_id=t.producer_id, producer_epoch=t.producer_epoch, prev_producer_id=t.prev_producer_id,
+        prev_producer_epoch=t.prev_producer_epoch, timeout_ms=t.timeout_ms, start_ms=t.start_time_ms,
+        partitions=m.joined(sorted(str(tp) for tp in t.partitions)), events=m.joined(t.events),
         duration_ms=t.duration_ms) for t in findings.transitions]
     verification = [dict(topic=v.tp.topic, partition=v.tp.partition, producer_id=v.producer_id,
                          transactional_id=v.transactional_id, observed_at=at, verification_ms=v.verification_ms,
                          failed=v.failed) for v in findings.verification.samples]
     lags = [dict(group_id=g.group_id, topic=g.tp.topic, partition=g.tp.partition, sampled_at=at,
                  committed_offset=g.committed, lag_hwm=g.lag_hwm, lag_lso=g.lag_lso, lag_seconds=g.lag_seconds,
-                 lag_seconds_unknown=None if g.lag_seconds_unknown is None else str(g.lag_seconds_unknown)[:500])
+                 lag_seconds_unknown=None if g.lag_seconds_unknown is None else str(g.lag_seconds_unknown)[:500],
+                 lag_records=g.lag_records)
             for g in findings.lags]
     hanging = EpisodeSync(m.HangingEpisode, {h.incident_key: dict(
         incident_key=h.incident_key, topic=h.tp.topic, partition=h.tp.partition, producer_id=h.producer_id,

@@ -9,6 +9,7 @@ Indexes follow the API's queries: "latest per cluster/partition", "open episodes
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any, ClassVar, cast
 
@@ -35,6 +36,7 @@ from sqlalchemy import (
     literal,
     literal_column,
     or_,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -225,19 +227,46 @@ class TransactionState(Base):
     age_key: Mapped[datetime] = mapped_column(Computed(_age_key_expression(), persisted=True))
 
 
-class TransactionTransition(Base):
-    """One observed change of a transactional id's (state, producer id, epoch, timeout, partitions)."""
+#: The transition rows retention.days deletes (the stream's go with the archive export instead).
+_KEPT_BY_RETENTION = "source = 'poll' OR anomaly IS NOT NULL"
 
-    __tablename__ = "txn_transitions"
+
+class TransactionTransition(Base):
+    """One change of a transactional id (state, producer id, epoch, timeout, partitions), whichever source saw it.
+
+    ``source = 'transaction_log'`` rows are the log tail's full stream (one per applied record, with its log
+    position): staged here, exported to the Parquet archive and purged once archived and older than
+    ``transaction_log.hot_transitions_minutes``.  ``source = 'poll'`` rows are what polling inferred between
+    two polls (clusters not in exact mode); retention deletes them after ``retention.days``.  Rows with
+    ``anomaly`` set are the log's anomalies (a fence, a timeout abort, a stuck Prepare*...), the transition
+    that showed one, kept for ``retention.days`` and never archived: they are not part of the timeline, and
+    their key is (``anomaly``, ``log_partition``, ``log_offset``), not the stream's (partition, offset).
+
+    Plain columns only (epoch milliseconds, comma-joined lists: topic names and event names hold no comma):
+    a busy cluster stages tens of thousands of rows a second by COPY, without per-value conversions.
+    """
+
+    __tablename__ = "transitions"
     __table_args__ = (
-        Index("ix_txn_transitions_lookup", "cluster_id", id_prefix(column("transactional_id", Text)), "observed_at"),
-        Index("ix_txn_transitions_observed", "observed_at"),
+        Index("ix_transitions_txn", "cluster_id", id_prefix(column("transactional_id", Text)), "at_ms"),
+        Index("ix_transitions_staged", "staged_at_ms"),
+        # Partial: the stream's rows (the hot path's COPY) maintain the same three btrees as before 0009, not
+        # these two, which only anomalies and polled rows enter (the anomaly list, and retention).
+        Index("ix_transitions_anomaly", "cluster_id", "anomaly", "at_ms",
+              postgresql_where=text("anomaly IS NOT NULL"), sqlite_where=text("anomaly IS NOT NULL")),
+        Index("ix_transitions_retention", "source", "at_ms",
+              postgresql_where=text(_KEPT_BY_RETENTION), sqlite_where=text(_KEPT_BY_RETENTION)),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     cluster_id: Mapped[int] = _cluster_fk()
+    source: Mapped[str] = mapped_column(String(16))
+    anomaly: Mapped[str | None] = mapped_column(String(32))
     transactional_id: Mapped[str] = mapped_column(Text)
-    observed_at: Mapped[datetime]
+    #: When it happened: the record's timestamp (log) or the poll that saw it.
+    at_ms: Mapped[int]
+    #: When the row was written: the archive export waits until it has settled.
+    staged_at_ms: Mapped[int]
     from_state: Mapped[str | None] = mapped_column(String(32))
     to_state: Mapped[str] = mapped_column(String(32))
     producer_id: Mapped[int]
@@ -245,10 +274,25 @@ class TransactionTransition(Base):
     prev_producer_id: Mapped[int | None]
     prev_producer_epoch: Mapped[int | None] = mapped_column(Integer)
     timeout_ms: Mapped[int]
-    txn_started_at: Mapped[datetime | None]
-    partitions: Mapped[list[str]] = mapped_column(JSON, default=list)
-    events: Mapped[list[str]] = mapped_column(JSON, default=list)
+    start_ms: Mapped[int | None]
+    partitions: Mapped[str] = mapped_column(Text, default="")
+    events: Mapped[str] = mapped_column(Text, default="")
     duration_ms: Mapped[int | None]
+    # The transaction log's own columns (null on poll rows).
+    log_partition: Mapped[int | None] = mapped_column(Integer)
+    log_offset: Mapped[int | None]
+    client_transaction_version: Mapped[int | None] = mapped_column(Integer)
+    detail: Mapped[str | None] = mapped_column(Text)
+
+
+def joined(values: Iterable[str]) -> str:
+    """A list as ``TransactionTransition`` stores it (comma-joined)."""
+    return ",".join(values)
+
+
+def split(value: str | None) -> list[str]:
+    """A ``TransactionTransition`` list column back as a list."""
+    return value.split(",") if value else []
 
 
 class PartitionOffsetSample(Base):
@@ -349,6 +393,9 @@ class ConsumerLagSample(Base):
     lag_seconds: Mapped[float | None] = mapped_column(Float)
     #: Why lag_seconds is unknown: the first unconsumed record cannot be read (model.UnreadableRecord).
     lag_seconds_unknown: Mapped[str | None] = mapped_column(String(500))
+    #: Records a read_committed consumer still reads up to the LSO (model.GroupLag.lag_records); null when
+    #: not counted at that poll, and on rows written before migration 0009.
+    lag_records: Mapped[int | None]
 
 
 class Alert(Base):

@@ -15,10 +15,14 @@ far slower than alone because the next poll started while this write and the ren
 triggered were still running).  The difference is taken against what the database holds,
 read in the same transaction, not against a copy in memory, so another replica's writes,
 a restored database or a dropped buffer can never leave a row stale.
+
+Partition offsets are written when they changed or once per heartbeat interval (store/offset_pictures.py), so an
+idle cluster's unchanged partitions cost no rows; the newest written picture always equals the latest poll's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import deque
@@ -32,7 +36,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.core.epoch import from_ms
+from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
@@ -40,6 +44,8 @@ from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
+from txnwatch.store.offset_pictures import OffsetPictures, Picture, picture
+from txnwatch.store.offset_pictures import rows as picture_rows
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,11 @@ class PollRecord:
     txn_ids_seen: frozenset[str] | None = None
     #: The cluster's transaction-log tail was exact when the poll was built: its rows of txn_ids win.
     exact: bool = False
+    #: The partition offsets of the poll, written only if they changed or their heartbeat is due
+    #: (store/offset_pictures.py): decided at write time, against what was committed.
+    offsets_picture: Picture = ()
+    #: Set by a successful write: the offsets went into the database with it.
+    offsets_written: bool = False
 
 
 #: The columns of an id's poll row that a poll can change; ``first_seen_at``/``last_seen_at``/``gone_at`` are
@@ -68,17 +79,9 @@ STATE_COLUMNS = ("coordinator_id", "state", "producer_id", "producer_epoch", "ti
                  "partitions")
 
 
-def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[Table, list[dict[str, Any]]]],
-                                                                     list[dict[str, Any]]]:
-    """Rows every poll writes regardless of what detection found: offset samples, and the ids' poll rows."""
-    samples = [
-        dict(topic=p.tp.topic, partition=p.tp.partition, sampled_at=at, leader=p.leader,
-             high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
-             log_start_offset=p.log_start_offset,
-             open_transactions=sum(1 for pr in (p.producers or ()) if pr.has_open_txn))
-        for p in sorted(snapshot.partitions.values(), key=lambda p: p.tp)
-    ]
-    states = [
+def state_rows(snapshot: ClusterSnapshot, at: datetime) -> list[dict[str, Any]]:
+    """The ids' poll rows of the snapshot, whatever detection found."""
+    return [
         dict(source=m.POLL, transactional_id=t.transactional_id, id_hash=m.id_hash(t.transactional_id),
              coordinator_id=t.coordinator_id, state=t.state.value,
              producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
@@ -86,7 +89,6 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[tuple[T
              first_seen_at=at, last_seen_at=at, gone_at=None)
         for t in snapshot.transactions.values()
     ]
-    return [(m.table(m.PartitionOffsetSample), samples)], states
 
 
 class Recorder:
@@ -94,12 +96,14 @@ class Recorder:
 
     def __init__(self, sessions: sessionmaker[Session], clusters: Mapping[str, str], health: StoreHealth | None = None,
                  max_buffered: int = 1000, exact_history: Callable[[str], bool] = lambda cluster: False,
-                 lag_sampling: LagSampling | None = None) -> None:
+                 lag_sampling: LagSampling | None = None, offset_pictures: OffsetPictures | None = None) -> None:
         """``clusters``: name → bootstrap servers of every configured cluster, registered together by :meth:`start`.
         ``exact_history(cluster)``: the transaction-log tail writes that cluster's transitions (exact mode).
-        ``lag_sampling``: which polls write lag rows (default: every poll)."""
+        ``lag_sampling``: which polls write lag rows (default: every poll).
+        ``offset_pictures``: which polls write partition offsets (default: every poll)."""
         self._sessions = sessions
         self._lag_sampling = lag_sampling or LagSampling()
+        self._offset_pictures = offset_pictures or OffsetPictures()
         self._exact_history = exact_history
         self._clusters = dict(clusters)
         self.health = health or StoreHealth()
@@ -140,19 +144,18 @@ class Recorder:
                             ok=snapshot is not None, duration_ms=snapshot.duration_ms if snapshot else 0,
                             error=error, error_count=len(snapshot.errors) if snapshot else 0)
         if snapshot is not None:
-            inserts, states = snapshot_rows(snapshot, at)
-            record.inserts.extend(inserts)
-            record.states.extend(states)
+            record.offsets_picture = picture(snapshot)
+            record.states.extend(state_rows(snapshot, at))
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
+        if findings is not None and snapshot is not None and not self._lag_sampling.due(cluster, snapshot.taken_at_ms):
+            findings = dataclasses.replace(findings, lags=())  # no rows built for a poll that writes none
         inserts, episodes = findings_rows(snapshot, findings, at)
         record.exact = self._exact_history(cluster)
         if record.exact:
             # The transaction log tail writes this cluster's exact transitions; guesses between polls would
             # only duplicate them.
             inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.TransactionTransition)]
-        if findings is not None and snapshot is not None and not self._lag_sampling.due(cluster, snapshot.taken_at_ms):
-            inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.ConsumerLagSample)]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record
@@ -186,13 +189,17 @@ class Recorder:
                         with self._sessions.begin() as session:
                             self._write_isolated(session, record)
                 except Exception as exc:
+                    record.offsets_written = False
                     reason = f"{exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                     if self.health.error is None:
                         log.error("database write failed (%s); buffering polls in memory (%d buffered)",
                                   reason, len(self._buffer))
                     self.health.write_failed(reason)
                     self._cluster_ids = {}  # the database may come back restored: register again
+                    self._offset_pictures.forget()
                     return False
+                if record.offsets_written:
+                    self._offset_pictures.written(record.cluster, record.offsets_picture, to_ms(record.at))
                 with self._lock:
                     if self._buffer and self._buffer[0] is record:
                         self._buffer.popleft()
@@ -234,6 +241,7 @@ class Recorder:
 
     def _write(self, session: Session, record: PollRecord) -> None:
         cluster_id = self._write_poll(session, record)
+        self._write_offsets(session, cluster_id, record)
         for table, rows in record.inserts:
             if rows:
                 _insert_rows(session, table, cluster_id, rows)
@@ -255,12 +263,22 @@ class Recorder:
             error_count=record.error_count, error=record.error))
         return cluster_id
 
+    def _write_offsets(self, session: Session, cluster_id: int, record: PollRecord) -> None:
+        """The poll's partition offsets, if they changed since the last committed picture or their heartbeat is due."""
+        record.offsets_written = False
+        if record.offsets_picture and self._offset_pictures.due(record.cluster, record.offsets_picture,
+                                                                to_ms(record.at)):
+            _insert_rows(session, m.table(m.PartitionOffsetSample), cluster_id,
+                         picture_rows(record.offsets_picture, record.at))
+            record.offsets_written = True
+
     def _write_isolated(self, session: Session, record: PollRecord) -> None:
         """The record again, each group of rows in a SAVEPOINT, a refused group halved until the refused rows
         are alone: k bad rows among n cost O(k log n) statements, and only on a poll that has them.  What is
         refused is counted (``txnwatch_store_rejected_objects_total``) and logged at most once a minute per
         kind; the rest commits in this one transaction, so the record is written once, never half twice."""
         cluster_id = self._write_poll(session, record)
+        self._write_offsets(session, cluster_id, record)  # txnwatch's and Kafka's strings only: topic names
         for table, rows in record.inserts:
             if rows:
                 def insert(part: list[Any], table: Table = table) -> None:

@@ -36,10 +36,10 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
     starts again, as it would have without this.
     """
     t, s = m.TransactionTransition, m.TransactionState
-    entered = (select(func.max(t.observed_at)).where(t.cluster_id == s.cluster_id,
-                                                     m.id_prefix(t.transactional_id) == s.id_sort,
-                                                     t.transactional_id == s.transactional_id,
-                                                     t.to_state == s.state)
+    entered = (select(func.max(t.at_ms)).where(t.cluster_id == s.cluster_id,
+                                               m.id_prefix(t.transactional_id) == s.id_sort,
+                                               t.transactional_id == s.transactional_id,
+                                               t.source == m.POLL, t.to_state == s.state)
                .scalar_subquery())
     # Polling's own clocks: the ids' poll rows (the log's rows carry the tail's state, not the poll's).
     rows = session.execute(select(s, entered).where(
@@ -49,7 +49,7 @@ def prepare_since(session: Session, cluster_id: int) -> dict[str, tuple[PrepareK
         if entered_at is not None:
             started = to_ms(state.txn_started_at) if state.txn_started_at is not None else None
             key: PrepareKey = (TxnState(state.state), state.producer_id, state.producer_epoch, started)
-            since[state.transactional_id] = (key, to_ms(entered_at))
+            since[state.transactional_id] = (key, entered_at)
     return since
 
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
+from txnwatch.core.epoch import to_ms
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 
@@ -20,13 +21,24 @@ from txnwatch.store import txnlog_models as t
 @dataclass(frozen=True)
 class _Rule:
     model: type[m.Base]
-    column: InstrumentedAttribute[datetime] | InstrumentedAttribute[datetime | None]
+    column: InstrumentedAttribute[datetime] | InstrumentedAttribute[datetime | None] | InstrumentedAttribute[int]
     extra: tuple[ColumnElement[bool], ...] = ()
+    #: The column holds epoch milliseconds (models.TransactionTransition), not a datetime.
+    epoch_ms: bool = False
+    #: Name in purge()'s answer, when the table has several rules.
+    label: str | None = None
 
 
 RULES: tuple[_Rule, ...] = (
     _Rule(m.Poll, m.Poll.started_at),
-    _Rule(m.TransactionTransition, m.TransactionTransition.observed_at),
+    # The one transition table, per source and kind: what polling inferred, and the log's anomalies.  The log's
+    # plain transitions are not here: the archive export purges them once archived (archive.py), after
+    # transaction_log.hot_transitions_minutes, and an anomaly must outlive them (it is their row's twin).
+    _Rule(m.TransactionTransition, m.TransactionTransition.at_ms, (m.TransactionTransition.source == m.POLL,), epoch_ms=True,
+          label="transitions:poll"),
+    _Rule(m.TransactionTransition, m.TransactionTransition.at_ms, (m.TransactionTransition.source == m.TRANSACTION_LOG,
+                                             m.TransactionTransition.anomaly.is_not(None)), epoch_ms=True,
+          label="transitions:anomalies"),
     _Rule(m.PartitionOffsetSample, m.PartitionOffsetSample.sampled_at),
     _Rule(m.VerificationSample, m.VerificationSample.observed_at),
     _Rule(m.ConsumerLagSample, m.ConsumerLagSample.sampled_at),
@@ -38,8 +50,7 @@ RULES: tuple[_Rule, ...] = (
           (~select(m.OutboxEvent.id).where(m.OutboxEvent.alert_id == m.Alert.id,
                                            m.OutboxEvent.status == "pending").exists(),)),
     _Rule(m.AdminAudit, m.AdminAudit.at),
-    # The transaction-log tail's anomalies and per-minute aggregates (its stream has its own, shorter window).
-    _Rule(t.TxnLogAnomaly, t.TxnLogAnomaly.at),
+    # The transaction-log tail's per-minute aggregates.
     _Rule(t.TxnLogAggregate, t.TxnLogAggregate.bucket_start),
 )
 
@@ -48,13 +59,15 @@ def purge(sessions: sessionmaker[Session], now: datetime, days: float, batch: in
     """Delete rows older than ``days``; returns deleted row counts per table."""
     cutoff = now - timedelta(days=days)
     deleted: dict[str, int] = {}
+    cutoff_ms = to_ms(cutoff)
     for rule in RULES:
-        table = rule.model.__tablename__
+        table = rule.label or rule.model.__tablename__
+        older: ColumnElement[bool] = rule.column < (cutoff_ms if rule.epoch_ms else cutoff)
         pk = rule.model.__table__.c.id
         total = 0
         while True:
             with sessions.begin() as session:
-                ids = select(pk).where(rule.column.is_not(None), rule.column < cutoff, *rule.extra).limit(batch)
+                ids = select(pk).where(rule.column.is_not(None), older, *rule.extra).limit(batch)
                 ids_list = [row[0] for row in session.execute(ids)]
                 if not ids_list:
                     break

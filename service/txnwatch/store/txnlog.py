@@ -74,15 +74,18 @@ class Resumed:
     counters: dict[str, int]
 
 
-STREAM_COLUMNS = ("cluster_id", "log_partition", "log_offset", "at_ms", "staged_at_ms", "transactional_id",
+STREAM_COLUMNS = ("cluster_id", "source", "log_partition", "log_offset", "at_ms", "staged_at_ms", "transactional_id",
                   "from_state", "to_state", "producer_id", "producer_epoch", "prev_producer_id", "prev_producer_epoch",
                   "timeout_ms", "start_ms", "partitions", "events", "duration_ms", "client_transaction_version",
                   "detail")
+#: An anomaly is the transition that showed it, with its kind (models.TransactionTransition.anomaly).
+ANOMALY_COLUMNS = (*STREAM_COLUMNS, "anomaly")
+_LOG = m.TRANSACTION_LOG
 
 
 def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTransition]) -> list[tuple[Any, ...]]:
     """Plain tuples in STREAM_COLUMNS order: the hot path, so no per-value type processing."""
-    return [(cluster_id, x.log_partition, x.offset, x.at_ms, staged_at_ms, x.transactional_id, x.from_state,
+    return [(cluster_id, _LOG, x.log_partition, x.offset, x.at_ms, staged_at_ms, x.transactional_id, x.from_state,
              x.to_state, x.producer_id, x.producer_epoch, x.prev_producer_id, x.prev_producer_epoch, x.timeout_ms,
              x.start_ms, ",".join(f"{topic}-{p}" for topic, p in x.partitions), ",".join(x.events), x.duration_ms,
              x.client_transaction_version, x.detail) for x in transitions]
@@ -95,27 +98,30 @@ def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
     if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
         driver = connection.connection.driver_connection
         with driver.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
-                f"COPY {t.TxnLogStream.__tablename__} ({', '.join(STREAM_COLUMNS)}) FROM STDIN") as copy:
+                f"COPY {m.TransactionTransition.__tablename__} ({', '.join(STREAM_COLUMNS)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
         return
-    connection.exec_driver_sql(_stream_insert(session), rows)
+    _insert_plain(session, STREAM_COLUMNS, rows)
 
 
-def _stream_insert(session: Session) -> str:
-    style = session.get_bind().dialect.paramstyle
-    mark = "?" if style == "qmark" else "%s"
-    return (f"INSERT INTO {t.TxnLogStream.__tablename__} ({', '.join(STREAM_COLUMNS)}) "
-            f"VALUES ({', '.join([mark] * len(STREAM_COLUMNS))})")
+def _insert_plain(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Plain tuples into models.TransactionTransition in one driver-level executemany."""
+    connection = session.connection()
+    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+    connection.exec_driver_sql(f"INSERT INTO {m.TransactionTransition.__tablename__} ({', '.join(columns)}) "
+                               f"VALUES ({', '.join([mark] * len(columns))})", rows)
 
 
-def anomaly_row(x: LogTransition) -> dict[str, Any]:
-    kind = next((e for e in x.events if e in ANOMALIES), x.events[0] if x.events else "unknown")
-    return dict(transactional_id=x.transactional_id, at=from_ms(x.at_ms), kind=kind, events=list(x.events),
-                from_state=x.from_state, to_state=x.to_state, producer_id=x.producer_id,
-                producer_epoch=x.producer_epoch, prev_producer_id=x.prev_producer_id,
-                prev_producer_epoch=x.prev_producer_epoch, timeout_ms=x.timeout_ms, txn_started_at=from_ms(x.start_ms),
-                duration_ms=x.duration_ms, log_partition=x.log_partition, log_offset=x.offset, detail=x.detail)
+def anomaly_kind(x: LogTransition) -> str:
+    return next((e for e in x.events if e in ANOMALIES), x.events[0] if x.events else "unknown")
+
+
+def anomaly_rows(cluster_id: int, staged_at_ms: int, anomalies: Iterable[LogTransition]) -> list[tuple[Any, ...]]:
+    """Plain tuples in ANOMALY_COLUMNS order."""
+    anomalies = list(anomalies)
+    return [(*row, anomaly_kind(x)) for row, x in zip(stream_rows(cluster_id, staged_at_ms, anomalies), anomalies,
+                                                         strict=True)]
 
 
 _ID_COLUMNS = ("cluster_id", "source", "transactional_id", "id_hash", "state", "producer_id", "producer_epoch",
@@ -189,11 +195,9 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
     if stage_transitions and findings.transitions:
         rows = stream_rows(cluster_id, to_ms(now), findings.transitions)
         _stage(session, rows)
-    anomalies = [anomaly_row(x) for x in (*findings.anomalies, *extra_anomalies)]
+    anomalies = anomaly_rows(cluster_id, to_ms(now), (*findings.anomalies, *extra_anomalies))
     if anomalies:
-        for anomaly in anomalies:
-            anomaly["cluster_id"] = cluster_id
-        session.execute(_table(t.TxnLogAnomaly).insert(), anomalies)
+        _insert_plain(session, ANOMALY_COLUMNS, anomalies)
     if findings.buckets:
         table = _table(t.TxnLogAggregate)
         stmt = _insert(session, table)
@@ -236,9 +240,9 @@ def _only(findings: TxnLogFindings, ids: frozenset[str]) -> TxnLogFindings:
 
 
 def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
-    rows = [dict(anomaly_row(x), cluster_id=cluster_id) for x in anomalies]
+    rows = anomaly_rows(cluster_id, to_ms(datetime.now(_UTC)), anomalies)
     if rows:
-        session.execute(_table(t.TxnLogAnomaly).insert(), rows)
+        _insert_plain(session, ANOMALY_COLUMNS, rows)
 
 
 def load(session: Session, cluster_id: int) -> Resumed:
@@ -257,13 +261,13 @@ def load(session: Session, cluster_id: int) -> Resumed:
             (to_ms(r.last_update_at) if r.last_update_at is not None else 0), tuple(split_topic_partition(tp) for tp in r.partitions or ()), r.client_transaction_version,
             r.client_tv, r.abort_origin, r.log_partition or 0, r.log_offset or 0, r.commits, r.aborts, r.epoch_bumps,
             r.fences, r.timeout_aborts)
-    reported = set()
+    reported: set[tuple[str, int, int, str]] = set()
+    A = m.TransactionTransition
     for tid, pid, epoch, kind in session.execute(
-            select(t.TxnLogAnomaly.transactional_id, t.TxnLogAnomaly.producer_id, t.TxnLogAnomaly.producer_epoch,
-                   t.TxnLogAnomaly.kind)
-            .where(t.TxnLogAnomaly.cluster_id == cluster_id,
-                   t.TxnLogAnomaly.kind.in_((STUCK_PREPARE, LONG_TRANSACTION)))):
+            select(A.transactional_id, A.producer_id, A.producer_epoch, A.anomaly)
+            .where(A.cluster_id == cluster_id, A.anomaly.is_not(None),
+                   A.anomaly.in_((STUCK_PREPARE, LONG_TRANSACTION)))):
         s = ids.get(tid)
-        if s is not None and (s.producer_id, s.producer_epoch) == (pid, epoch):
+        if s is not None and kind is not None and (s.producer_id, s.producer_epoch) == (pid, epoch):
             reported.add((tid, pid, epoch, kind))
     return Resumed(positions, TxnLogState(ids, frozenset(reported)), counters)

@@ -2,8 +2,8 @@
 
 An id's state is one view over ``txn_ids`` whatever its source (``queries.get_transaction``).
 
-The timeline of an id is the newest transitions from the database (the hot window of the
-stream, plus anything inferred by polling) completed, when they are not enough, by older
+The timeline of an id is the newest transitions from the one transition table (the hot window
+of the log's stream, plus anything inferred by polling) completed, when they are not enough, by older
 ones from the Parquet archive, where the stream goes once archived.
 """
 
@@ -18,10 +18,9 @@ from urllib.parse import quote
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from txnwatch.core.epoch import from_ms
+from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.store import models as m
 from txnwatch.store import queries
-from txnwatch.store import txnlog_models as t
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,23 +47,15 @@ class TimelineEntry:
 
 
 
-def _from_stream(r: t.TxnLogStream) -> TimelineEntry:
+def _from_row(r: m.TransactionTransition) -> TimelineEntry:
     observed = from_ms(r.at_ms)
     assert observed is not None
     return TimelineEntry(
         id=r.id, observed_at=observed, from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
         producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
-        timeout_ms=r.timeout_ms, txn_started_at=from_ms(r.start_ms), partitions=r.partitions.split(",") if r.partitions
-        else [], events=r.events.split(",") if r.events else [], duration_ms=r.duration_ms,
-        log_partition=r.log_partition, log_offset=r.log_offset, client_transaction_version=r.client_transaction_version)
-
-
-def _from_polled(r: m.TransactionTransition) -> TimelineEntry:
-    return TimelineEntry(
-        id=r.id, observed_at=r.observed_at, from_state=r.from_state, to_state=r.to_state, producer_id=r.producer_id,
-        producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
-        timeout_ms=r.timeout_ms, txn_started_at=r.txn_started_at, partitions=list(r.partitions or []),
-        events=list(r.events or []), duration_ms=r.duration_ms)
+        timeout_ms=r.timeout_ms, txn_started_at=from_ms(r.start_ms), partitions=m.split(r.partitions),
+        events=m.split(r.events), duration_ms=r.duration_ms, log_partition=r.log_partition, log_offset=r.log_offset,
+        client_transaction_version=r.client_transaction_version)
 
 
 def _from_archive(row: dict[str, Any]) -> TimelineEntry:
@@ -86,14 +77,9 @@ def _key(r: TimelineEntry) -> tuple[Any, ...]:
 
 def timeline(session: Session, cluster_id: int, cluster: str, transactional_id: str, limit: int,
              archive_uri: str | None) -> list[TimelineEntry]:
-    """Newest first: the staged log stream and polled transitions from the database, completed by older
-    ones from the archive when those are not enough."""
-    S = t.TxnLogStream
-    rows = [_from_stream(r) for r in session.scalars(
-        select(S).where(S.cluster_id == cluster_id, m.id_prefix(S.transactional_id) == transactional_id[:m.ID_INDEX_CHARS],
-                        S.transactional_id == transactional_id)
-        .order_by(S.at_ms.desc(), S.id.desc()).limit(limit))]
-    rows += [_from_polled(r) for r in queries.transitions(session, cluster_id, transactional_id, limit)]
+    """Newest first: the id's rows of the one transition table (the log's hot window and what polling
+    inferred), completed by older ones from the archive when those are not enough."""
+    rows = [_from_row(r) for r in queries.transitions(session, cluster_id, transactional_id, limit)]
     if len(rows) < limit and archive_uri is not None:
         seen = {_key(r) for r in rows}
         rows += [r for r in archived_transitions(archive_uri, cluster, transactional_id) if _key(r) not in seen]
@@ -129,14 +115,15 @@ def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) 
 
 
 def anomalies(session: Session, cluster_id: int, since: datetime | None, kinds: tuple[str, ...],
-              limit: int) -> list[t.TxnLogAnomaly]:
-    A = t.TxnLogAnomaly
-    stmt = select(A).where(A.cluster_id == cluster_id)
+              limit: int) -> list[m.TransactionTransition]:
+    """The log's anomalies (rows of the transition table with ``anomaly`` set), newest first."""
+    A = m.TransactionTransition
+    stmt = select(A).where(A.cluster_id == cluster_id, A.anomaly.is_not(None))
     if since is not None:
-        stmt = stmt.where(A.at >= since)
+        stmt = stmt.where(A.at_ms >= to_ms(since))
     if kinds:
-        stmt = stmt.where(A.kind.in_(kinds))
-    return list(session.scalars(stmt.order_by(A.at.desc(), A.id.desc()).limit(limit)))
+        stmt = stmt.where(A.anomaly.in_(kinds))
+    return list(session.scalars(stmt.order_by(A.at_ms.desc(), A.id.desc()).limit(limit)))
 
 
 __all__ = ["TimelineEntry", "anomalies", "archived_transitions", "m", "timeline"]

@@ -342,9 +342,9 @@ class GroupPartitionLag(_Out):
                                   "record_unreadable (a damaged batch), then which record and batch.")
     lag_records: int | None = Field(
         default=None, description="Records a read_committed consumer still reads before the LSO: lag_lso without "
-                                  "control markers and aborted transactions' records. From the collector's latest "
-                                  "poll (not stored); null until counted, or when the poll's committed offset is "
-                                  "not this sample's.")
+                                  "control markers and aborted transactions' records. Stored with the sample; "
+                                  "for samples stored without it, from the collector's latest poll when its "
+                                  "committed offset is this sample's; null until counted.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):

@@ -53,8 +53,9 @@ def get_group(name: PathCluster, group_id: str, session: ReadSession, state: Sta
     hwm = [r.lag_hwm for r in rows if r.lag_hwm is not None]
     secs = [r.lag_seconds for r in rows if r.lag_seconds is not None]
     counted = _record_lags(state, cluster.name, group_id)
-    partition_lags = [from_row(GroupPartitionLag, r, lag_records=counted.get((r.topic, r.partition, r.committed_offset)))
-                      for r in rows]
+    # The sample's own record lag (stored since migration 0009), else the collector's latest count of it.
+    partition_lags = [from_row(GroupPartitionLag, r, lag_records=r.lag_records if r.lag_records is not None
+                               else counted.get((r.topic, r.partition, r.committed_offset))) for r in rows]
     records = [p["lag_records"] for p in partition_lags]
     return json_response(ConsumerGroupDetail, dict(
         cluster=cluster.name, group_id=group_id, sampled_at=rows[0].sampled_at, partitions=len(rows),
@@ -66,7 +67,8 @@ def get_group(name: PathCluster, group_id: str, session: ReadSession, state: Sta
 
 
 def _record_lags(state: LatestState, cluster: str, group_id: str) -> dict[tuple[str, int, int], int]:
-    """(topic, partition, committed offset) -> record lag, from the collector's latest poll (never stored)."""
+    """(topic, partition, committed offset) -> record lag, from the collector's latest poll (for samples stored
+    without one)."""
     view = state.get(cluster)
     findings = view.findings if view is not None else None
     if findings is None:

@@ -1,0 +1,613 @@
+"""Issue 25: txnwatch beside its peers, kafka_exporter v1.9.0 and KMinion v2.3.5, on one lab in one run.
+
+The lab of the issue: Kafka 4.1.1 (``txnwatch.lab``, 3 brokers, no proxy), 2,000 partitions over 50
+topics plus the workload's 9, 300 consumer groups committing on 40 partitions each (benchmarks/biglab.py's
+raw-protocol fixture), and the lab's ``steady`` workload: three transactional producers (two kafka-python,
+one Kafka's own Java producer, plus the consume-transform-produce loop) and their three groups.
+
+Then, each on its defaults and against the same brokers:
+
+* ``txnwatch run`` with a minimal config (the cluster, SQLite, the API on a free port, the archive under
+  the run's directory): 15 s polls, the transaction-log tail on, ``api.workers`` 0;
+* kafka_exporter v1.9.0 (``--kafka.server`` per broker and ``--kafka.version=4.0.0``, the newest its
+  pinned sarama knows: its default 2.0.0 predates the protocol floor of Kafka 4);
+* KMinion v2.3.5 (``KAFKA_BROKERS`` and the exporter's port only: consumer groups through the admin API,
+  partition granularity, its defaults).
+
+All three are scraped at the same moments every ``--scrape-every`` seconds (gzip, as Prometheus asks),
+and the script prints side by side: CPU-seconds per minute (utime+stime of the process tree from
+/proc/<pid>/stat over the window), steady (median) and peak RSS, /metrics scrape p50/p99 (txnwatch's
+split into quiet and during its polls, from its ``polls`` table), series count, and lag agreement: every
+``kafka_consumergroup_lag`` series of txnwatch against kafka_exporter's series of the same group, topic
+and partition in the same scrape round, and against KMinion's
+``kminion_kafka_consumer_group_topic_partition_lag``.  Partitions the workload writes to move between the
+moments each tool reads them, so disagreements are counted apart for those.  Then the ratios
+txnwatch/KMinion for CPU and RSS next to the goals (CPU <= 2x, RSS <= 1.3x, scrape p50 < 5 ms), and
+txnwatch's storage growth (SQLite files + archive) over the window, extrapolated per day.
+The machine is shared: the load average is printed; CPU-seconds, not wall time, are the figures to trust.
+
+The peers are Go programs built from their tagged source once, outside the repository, into
+``$TXNWATCH_PEERS_DIR`` (default ``~/.cache/txnwatch/peers``): ``bin/<name>-<version>``.  When a binary is
+missing the script tries ``go install <module>@<version>``; when the module proxy refuses that version,
+it builds ``src/<name>-<version>/`` (the tag's source tree, unpacked there by hand: ``git archive v1.9.0``
+of the project's repository) with ``go build``, its dependencies coming from the module proxy.  Nothing
+of theirs is ever written into this repository.  ``$GO`` names the go command (default: ``go`` on PATH).
+
+    .venv/bin/python benchmarks/peers.py                      # the issue's lab, 5 minutes measured
+    .venv/bin/python benchmarks/peers.py --scale 0.1 --minutes 1   # a quick check on a tenth of it
+    .venv/bin/python benchmarks/peers.py --skip-peers         # txnwatch alone (no Go needed)
+    .venv/bin/python benchmarks/peers.py --keep-lab           # leave the lab and the processes' files
+
+Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import biglab  # the lab and its raw-protocol fixture
+
+GOAL_CPU_RATIO = 2.0
+GOAL_RSS_RATIO = 1.3
+GOAL_SCRAPE_P50_MS = 5.0
+CLUSTER = "peers"
+KAFKA_EXPORTER_KAFKA_VERSION = "4.0.0"  # sarama v1.45's newest; its default 2.0.0 is below Kafka 4's floor
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    module: str
+    version: str
+
+    def binary(self, root: Path) -> Path:
+        return root / "bin" / f"{self.name}-{self.version}"
+
+    def source(self, root: Path) -> Path:
+        return root / "src" / f"{self.name}-{self.version}"
+
+
+KAFKA_EXPORTER = Peer("kafka_exporter", "github.com/danielqsj/kafka_exporter", "v1.9.0")
+KMINION = Peer("kminion", "github.com/cloudhut/kminion/v2", "v2.3.5")  # the module path its go.mod declares
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("TXNWATCH_PEERS_DIR", Path.home() / ".cache" / "txnwatch" / "peers"))
+
+
+def ensure_peer(peer: Peer) -> Path | None:
+    """The peer's binary, built once (go install, else go build of its unpacked tag); None when neither works."""
+    root = peers_dir()
+    binary = peer.binary(root)
+    if binary.exists():
+        return binary
+    go = os.environ.get("GO") or shutil.which("go")
+    if not go:
+        print(f"  ! {peer.name}: no go command (set GO=...); skipping it")
+        return None
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"peers-{peer.name}-") as gobin:
+        cmd = [go, "install", f"{peer.module}@{peer.version}"]
+        print(f"  building {peer.name}: GOBIN={gobin} {' '.join(cmd)}", flush=True)
+        done = subprocess.run(cmd, env={**os.environ, "GOBIN": gobin}, capture_output=True, text=True, cwd=gobin)
+        built = [p for p in Path(gobin).iterdir() if p.is_file()]
+        if done.returncode == 0 and built:
+            shutil.move(str(built[0]), binary)
+            return binary
+        print(f"    refused: {(done.stderr.strip().splitlines() or ['?'])[-1][:300]}")
+    source = peer.source(root)
+    if not (source / "go.mod").exists():
+        print(f"  ! {peer.name}: no {source}/go.mod to build from (unpack the {peer.version} tag of its repository "
+              f"there); skipping it")
+        return None
+    print(f"  building {peer.name} from {source}: go build -o {binary} .", flush=True)
+    done = subprocess.run([go, "build", "-o", str(binary), "."], cwd=source, capture_output=True, text=True)
+    if done.returncode:
+        print(f"  ! {peer.name}: go build failed: {done.stderr.strip()[-500:]}; skipping it")
+        return None
+    return binary
+
+
+# -- /proc ----------------------------------------------------------------------------------------------
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def tree(root: int) -> list[int]:
+    """The process and its live descendants (a daemon that forks API workers or a tail process pays for them)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))):
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(parents.get(pid, []))
+    return found
+
+
+def tree_cpu_s(root: int) -> float:
+    """utime+stime of the live tree plus what its reaped children used (cutime+cstime)."""
+    total = 0
+    for pid in tree(root):
+        if fields := _stat(pid):
+            total += sum(int(x) for x in fields[11:15])
+    return total / TICK
+
+
+def tree_rss_mb(root: int) -> float:
+    kb = 0
+    for pid in tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    kb += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return kb / 1024
+
+
+# -- the processes ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """One watched process and what was measured on it."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+    scrapes: list[tuple[float, float, float]] = field(default_factory=list)  # (started epoch, seconds, wire bytes)
+    probes: list[tuple[float, float, float]] = field(default_factory=list)  # txnwatch's fast probe after the window
+    failures: list[str] = field(default_factory=list)
+    bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
+    series: list[int] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+    cpu: tuple[float, float] = (0.0, 0.0)
+
+
+def start(name: str, cmd: list[str], url: str, work: Path, env: dict[str, str] | None = None) -> Target:
+    log = work / f"{name}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work,
+                                start_new_session=True)
+    print(f"  started {name} (pid {proc.pid}): {' '.join(cmd)}", flush=True)
+    return Target(name, proc, url, log)
+
+
+def stop(target: Target) -> None:
+    if target.proc.poll() is None:
+        target.proc.send_signal(signal.SIGTERM)
+        try:
+            target.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            target.proc.kill()
+            target.proc.wait()
+
+
+def write_txnwatch_config(path: Path, bootstrap: str, port: int) -> None:
+    """The minimal config: only what points it at the lab and keeps its files in the run's directory."""
+    path.write_text(yaml.safe_dump({
+        "database_url": f"sqlite:///{path.parent / 'txnwatch.db'}",
+        "clusters": [{"name": CLUSTER, "bootstrap_servers": bootstrap.split(",")}],
+        "api": {"host": "127.0.0.1", "port": port},
+        "retention": {"archive_dir": str(path.parent / "archive")},
+    }))
+
+
+def poll_windows(db: Path) -> list[tuple[float, float]]:
+    """(start, end) epoch seconds of every poll the daemon recorded."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+            rows = conn.execute("SELECT started_at, duration_ms FROM polls ORDER BY id").fetchall()
+    except sqlite3.Error:
+        return []
+    windows = []
+    for started, ms in rows:
+        at = datetime.fromisoformat(str(started))
+        t0 = (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()  # naive timestamps in the store are UTC
+        windows.append((t0, t0 + (ms or 0) / 1000))
+    return windows
+
+
+def storage_bytes(work: Path) -> int:
+    files = [p for p in work.glob("txnwatch.db*") if p.is_file()]
+    files += [p for p in (work / "archive").rglob("*") if p.is_file()] if (work / "archive").exists() else []
+    return sum(p.stat().st_size for p in files)
+
+
+# -- scraping ---------------------------------------------------------------------------------------------
+
+
+def scrape(client: httpx.Client, target: Target, round_no: int, keep: int) -> None:
+    started = time.time()
+    t0 = time.perf_counter()
+    try:
+        response = client.get(target.url)
+        took = time.perf_counter() - t0
+        if response.status_code != 200:
+            target.failures.append(f"HTTP {response.status_code}")
+            return
+    except httpx.HTTPError as exc:
+        target.failures.append(type(exc).__name__)
+        return
+    target.scrapes.append((started, took, float(response.num_bytes_downloaded)))
+    text = response.text
+    target.series.append(sum(1 for line in text.splitlines() if line and not line.startswith("#")))
+    target.bodies[round_no] = text
+    for old in [r for r in target.bodies if r <= round_no - keep]:
+        del target.bodies[old]
+
+
+def scrape_round(targets: list[Target], round_no: int, keep: int) -> None:
+    """txnwatch first, alone (this process's other threads would otherwise hold the GIL while it is timed),
+    then the peers at the same moment, each in its own thread (kafka_exporter takes seconds)."""
+    def one(t: Target) -> None:
+        with httpx.Client(timeout=120, headers={"Accept-Encoding": "gzip"}) as client:
+            scrape(client, t, round_no, keep)
+
+    first = [t for t in targets if t.name == "txnwatch"]
+    for target in first:
+        one(target)
+    threads = [threading.Thread(target=one, args=(t,), daemon=True) for t in targets if t not in first]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def lag_series(text: str, family: str, keys: tuple[str, str, str]) -> dict[tuple[str, str, str], float]:
+    """{(group, topic, partition): lag} of one family, labels named by ``keys``."""
+    out = {}
+    prefix = family + "{"
+    for line in text.splitlines():
+        if not line.startswith(prefix):
+            continue
+        match = _SAMPLE.match(line)
+        if not match or match.group(1) != family:
+            continue
+        labels = dict(_LABEL.findall(match.group(2)))
+        out[(labels.get(keys[0], ""), labels.get(keys[1], ""), labels.get(keys[2], ""))] = float(match.group(3))
+    return out
+
+
+FAMILIES = {"txnwatch": ("kafka_consumergroup_lag", ("consumergroup", "topic", "partition")),
+            "kafka_exporter": ("kafka_consumergroup_lag", ("consumergroup", "topic", "partition")),
+            "kminion": ("kminion_kafka_consumer_group_topic_partition_lag", ("group_id", "topic_name", "partition_id"))}
+
+
+def agreement(mine: dict[Any, float], theirs: dict[Any, float], live_topics: set[str]) -> dict[str, Any]:
+    common = mine.keys() & theirs.keys()
+    differ = [k for k in common if mine[k] != theirs[k]]
+    live = [k for k in differ if k[1] in live_topics]
+    return {"ours": len(mine), "theirs": len(theirs), "common": len(common), "equal": len(common) - len(differ),
+            "differ_live": len(live), "differ_still": len(differ) - len(live),
+            "examples": [(k, mine[k], theirs[k]) for k in (differ[:3] if not live else
+                                                           [k for k in differ if k not in live][:3])],
+            "only_ours": len(mine.keys() - theirs.keys()), "only_theirs": len(theirs.keys() - mine.keys())}
+
+
+# -- the run ----------------------------------------------------------------------------------------------
+
+
+def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    pending = {t.name for t in targets}
+    while pending:
+        for target in targets:
+            if target.proc.poll() is not None:
+                raise RuntimeError(f"{target.name} exited {target.proc.returncode}; see {target.log}")
+        for target in [t for t in targets if t.name in pending]:
+            try:
+                ok = httpx.get(target.url, timeout=120).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            if ok and (target.name != "txnwatch" or db is None or len(poll_windows(db)) >= warmup_polls):
+                pending.discard(target.name)
+                print(f"  {target.name} ready", flush=True)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not ready in {deadline_s:.0f} s: {sorted(pending)}")
+        time.sleep(2)
+
+
+def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    window_s = args.minutes * 60
+    loads = [os.getloadavg()]
+    for target in targets:
+        target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
+    storage0, t0 = storage_bytes(work), time.monotonic()
+    next_round, round_no, next_rss = t0, 0, t0
+    scraper: threading.Thread | None = None
+    while (now := time.monotonic()) < t0 + window_s:
+        if now >= next_rss:
+            for target in targets:
+                target.rss.append(tree_rss_mb(target.proc.pid))
+            next_rss = now + 1.0
+        if now >= next_round and (scraper is None or not scraper.is_alive()):
+            scraper = threading.Thread(target=scrape_round, args=(targets, round_no, 3), daemon=True)
+            scraper.start()
+            round_no += 1
+            next_round = now + args.scrape_every
+            loads.append(os.getloadavg())
+        time.sleep(0.2)
+    elapsed = time.monotonic() - t0
+    for target in targets:
+        target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
+    storage1 = storage_bytes(work)
+    if scraper is not None:
+        scraper.join(timeout=180)
+    loads.append(os.getloadavg())
+    for target in targets:
+        if target.proc.poll() is not None:
+            print(f"  ! {target.name} exited {target.proc.returncode} during the window; see {target.log}")
+    return {"window_s": elapsed, "loads": loads, "storage": (storage0, storage1)}
+
+
+def probe(target: Target, seconds: float, every: float) -> None:
+    """After the window: one target scraped every ``every`` s, so that enough scrapes land inside its polls."""
+    end = time.monotonic() + seconds
+    with httpx.Client(timeout=120, headers={"Accept-Encoding": "gzip"}) as client:
+        while time.monotonic() < end:
+            t0 = time.monotonic()
+            before = len(target.scrapes)
+            scrape(client, target, -1, 1)
+            target.probes.extend(target.scrapes[before:])
+            del target.scrapes[before:]
+            time.sleep(max(0.0, every - (time.monotonic() - t0)))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def in_poll(at: float, took: float, windows: list[tuple[float, float]]) -> bool:
+    return any(start <= at + took and at <= end for start, end in windows)
+
+
+def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any], args: argparse.Namespace,
+           db: Path, started: float, commit: str) -> None:
+    by = {t.name: t for t in targets}
+    minutes = result["window_s"] / 60
+    windows = poll_windows(db)
+    one_min = [load[0] for load in result["loads"]]
+    print()
+    print("=" * 110)
+    print(f"txnwatch {commit}, Kafka {built.get('kafka_version', '4.1.1')}, {os.cpu_count()} cores, load average "
+          f"(1 min) {min(one_min):.1f}-{max(one_min):.1f} over the window (5 min at the end: "
+          f"{result['loads'][-1][1]:.1f}), CPython {sys.version.split()[0]}")
+    scale = built["scale"]
+    print(f"lab: {built['brokers']} brokers, {scale['partitions']:,} partitions in {scale['topics']} topics + the "
+          f"workload's 9, {scale['groups']} groups x {scale['offsets_per_group']} committed partitions + the "
+          f"workload's 3 groups, the 'steady' workload (3 transactional producers); set up in {built['setup_s']:.0f} s")
+    print(f"window: {result['window_s']:.0f} s wall, scrapes every {args.scrape_every:g} s; wall since start "
+          f"{time.monotonic() - started:.0f} s")
+    print()
+    names = [t.name for t in targets]
+    head = f"{'':34}" + "".join(f"{n:>18}" for n in names)
+    print(head)
+
+    def row(label: str, cells: list[str]) -> None:
+        print(f"{label:34}" + "".join(f"{c:>18}" for c in cells))
+
+    cpu = {t.name: (t.cpu[1] - t.cpu[0]) / minutes for t in targets}
+    steady = {t.name: statistics.median(t.rss) if t.rss else float("nan") for t in targets}
+    peak = {t.name: max(t.rss) if t.rss else float("nan") for t in targets}
+    row("CPU-s per minute", [f"{cpu[n]:.2f}" for n in names])
+    row("CPU-s in the window", [f"{by[n].cpu[1] - by[n].cpu[0]:.1f}" for n in names])
+    row("RSS steady (median) MB", [f"{steady[n]:.0f}" for n in names])
+    row("RSS peak MB", [f"{peak[n]:.0f}" for n in names])
+    for label, pick in (("scrape p50 ms (all)", lambda t: [s[1] for s in t.scrapes]),):
+        row(label, [f"{pct(pick(by[n]), 0.5) * 1000:.1f}" for n in names])
+        row("scrape p99 ms (all)", [f"{pct(pick(by[n]), 0.99) * 1000:.1f}" for n in names])
+    quiet = {n: [s[1] for s in by[n].scrapes if not in_poll(s[0], s[1], windows)] for n in names}
+    during = {n: [s[1] for s in by[n].scrapes if in_poll(s[0], s[1], windows)] for n in names}
+    row("scrape p50/p99 ms, quiet", [f"{pct(quiet[n], .5) * 1000:.1f}/{pct(quiet[n], .99) * 1000:.1f}" for n in names])
+    row("scrape p50/p99 ms, in a poll", [f"{pct(during[n], .5) * 1000:.1f}/{pct(during[n], .99) * 1000:.1f}"
+                                         for n in names])
+    row("scrapes (quiet/in a poll/failed)", [f"{len(quiet[n])}/{len(during[n])}/{len(by[n].failures)}" for n in names])
+    row("series (median)", [f"{statistics.median(by[n].series):,.0f}" if by[n].series else "-" for n in names])
+    row("scrape kB on the wire (median)", [f"{statistics.median([s[2] for s in by[n].scrapes]) / 1024:,.0f}"
+                                          if by[n].scrapes else "-" for n in names])
+    if "txnwatch" in by and by["txnwatch"].probes:
+        probes = by["txnwatch"].probes
+        q = [p[1] for p in probes if not in_poll(p[0], p[1], windows)]
+        d = [p[1] for p in probes if in_poll(p[0], p[1], windows)]
+        print(f"txnwatch alone, scraped every {args.probe_every:g} s for {args.probe_seconds:g} s after the window: "
+              f"quiet p50 {pct(q, .5) * 1000:.1f} ms p99 {pct(q, .99) * 1000:.1f} ms (n={len(q)}); during its polls "
+              f"p50 {pct(d, .5) * 1000:.1f} ms p99 {pct(d, .99) * 1000:.1f} ms (n={len(d)})")
+    if "txnwatch" in by:
+        polls = [w for w in windows if w[0] >= time.time() - result["window_s"] - 5]
+        durations = [end - start for start, end in polls]
+        if durations:
+            print(f"txnwatch polls in the window: {len(durations)}, duration median {statistics.median(durations):.2f} s "
+                  f"max {max(durations):.2f} s")
+    print()
+    lag_report(by, built)
+    print()
+    if "txnwatch" in by and "kminion" in by:
+        print("goals (issue 25), printed not asserted:")
+        c, r = cpu["txnwatch"] / cpu["kminion"], steady["txnwatch"] / steady["kminion"]
+        p50 = pct([s[1] for s in by["txnwatch"].scrapes], 0.5) * 1000
+        print(f"  CPU txnwatch/KMinion {c:.2f}x (goal <= {GOAL_CPU_RATIO:g}x) -> {'meets' if c <= GOAL_CPU_RATIO else 'MISSES'}")
+        print(f"  RSS txnwatch/KMinion {r:.2f}x (goal <= {GOAL_RSS_RATIO:g}x) -> {'meets' if r <= GOAL_RSS_RATIO else 'MISSES'}")
+        print(f"  scrape p50 {p50:.1f} ms (goal < {GOAL_SCRAPE_P50_MS:g} ms) -> "
+              f"{'meets' if p50 < GOAL_SCRAPE_P50_MS else 'MISSES'}")
+        if "kafka_exporter" in by:
+            print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
+                  f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
+    if "txnwatch" in by:
+        s0, s1 = result["storage"]
+        per_day = (s1 - s0) / result["window_s"] * 86400
+        print(f"txnwatch storage (SQLite files + archive): {s0 / 2**20:.1f} MB at the window's start, "
+              f"{s1 / 2**20:.1f} MB at its end: +{(s1 - s0) / 2**20:.1f} MB in {result['window_s']:.0f} s = "
+              f"{per_day / 2**20:,.0f} MB/day extrapolated (retention and archiving rounds not in a short window)")
+    print("=" * 110)
+
+
+def omitted(text: str) -> dict[str, float]:
+    """txnwatch_cardinality_omitted by kind and reason (what its caps left out of the lag series)."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("txnwatch_cardinality_omitted{") and (match := _SAMPLE.match(line)):
+            labels = dict(_LABEL.findall(match.group(2)))
+            out[f"{labels.get('kind')}/{labels.get('reason')}"] = float(match.group(3))
+    return out
+
+
+def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
+    if "txnwatch" not in by:
+        return
+    if by["txnwatch"].bodies:
+        left_out = {k: v for k, v in omitted(by["txnwatch"].bodies[max(by["txnwatch"].bodies)]).items() if v}
+        print(f"txnwatch_cardinality_omitted (its defaults' caps): {left_out or 'nothing left out'}")
+    live = set(built.get("live_topics", ()))
+    ours = by["txnwatch"]
+    for peer in ("kafka_exporter", "kminion"):
+        if peer not in by:
+            continue
+        rounds = sorted(ours.bodies.keys() & by[peer].bodies.keys())
+        if not rounds:
+            print(f"lag agreement with {peer}: no scrape round where both answered")
+            continue
+        for round_no in rounds[-2:]:
+            mine = lag_series(ours.bodies[round_no], *FAMILIES["txnwatch"])
+            theirs = lag_series(by[peer].bodies[round_no], *FAMILIES[peer])
+            a = agreement(mine, theirs, live)
+            verdict = "every common series equal" if a["equal"] == a["common"] else (
+                "equal but for the live workload partitions" if not a["differ_still"] else "DISAGREE")
+            print(f"lag agreement with {peer} (round {round_no}): {a['equal']:,} of {a['common']:,} common series "
+                  f"equal, {a['differ_live']} differ on live partitions, {a['differ_still']} elsewhere -> {verdict}; "
+                  f"txnwatch has {a['ours']:,} series ({a['only_ours']} not in {peer}'s), {peer} {a['theirs']:,} "
+                  f"({a['only_theirs']:,} not in txnwatch's)")
+            for key, mine_v, theirs_v in a["examples"]:
+                print(f"    e.g. {key}: txnwatch {mine_v:g}, {peer} {theirs_v:g}")
+
+
+def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
+    txnwatch = Path(sys.executable).with_name("txnwatch")
+    log = open(work / "workload.log", "w")  # noqa: SIM115 - held by the child for its life
+    return subprocess.Popen([str(txnwatch), "lab", "workload", "--scenario", "steady", "--bootstrap-server", bootstrap,
+                             "--report-every", "60"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def commit_of_checkout() -> str:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return (done.stdout.strip() or "?") + (" (modified)" if dirty else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=5.0, help="measured window")
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of the lab's partitions and groups")
+    parser.add_argument("--skip-peers", action="store_true", help="txnwatch alone")
+    parser.add_argument("--keep-lab", action="store_true", help="leave the lab up and the run's files in place")
+    parser.add_argument("--scrape-every", type=float, default=15.0, help="seconds between scrape rounds")
+    parser.add_argument("--probe-seconds", type=float, default=60.0,
+                        help="after the window, scrape txnwatch alone this long (latency quiet and during polls)")
+    parser.add_argument("--probe-every", type=float, default=0.5)
+    parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
+    parser.add_argument("--brokers", type=int, default=3)
+    args = parser.parse_args()
+    started = time.monotonic()
+    commit = commit_of_checkout()
+
+    peers: dict[str, Path] = {}
+    if not args.skip_peers:
+        for peer in (KAFKA_EXPORTER, KMINION):
+            if (binary := ensure_peer(peer)) is not None:
+                peers[peer.name] = binary
+    lab_args = argparse.Namespace(brokers=args.brokers, ids=0, open=0, hanging=0,
+                                  partitions=max(50, int(2000 * args.scale)), topics=50,
+                                  groups=max(3, int(300 * args.scale)), offsets_per_group=40, connections=8)
+    lab, built = biglab.build_lab(lab_args, die_with_parent=not args.keep_lab)
+    built["kafka_version"] = lab.kafka_version
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-peers-"))
+    targets: list[Target] = []
+    workload = None
+    try:
+        from txnwatch.lab.ports import free_ports
+
+        bootstrap = built["bootstrap"]
+        workload = start_workload(bootstrap, work)
+        built["live_topics"] = [f"txnwatch-steady-{s}" for s in ("input", "output", "java")]
+        port_t, port_e, port_m = free_ports(3)
+        config = work / "txnwatch.yaml"
+        write_txnwatch_config(config, bootstrap, port_t)
+        print(f"run directory {work}", flush=True)
+        targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
+                                          str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
+        if "kafka_exporter" in peers:
+            targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
+                                                    *[f"--kafka.server={b}" for b in bootstrap.split(",")],
+                                                    f"--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}",
+                                                    f"--web.listen-address=127.0.0.1:{port_e}"],
+                                 f"http://127.0.0.1:{port_e}/metrics", work))
+        if "kminion" in peers:
+            env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"), "KAFKA_BROKERS": bootstrap,
+                   "EXPORTER_HOST": "127.0.0.1", "EXPORTER_PORT": str(port_m)}
+            targets.append(start("kminion", [str(peers["kminion"])], f"http://127.0.0.1:{port_m}/metrics", work,
+                                 env=env))
+        print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
+        wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
+        print(f"measuring for {args.minutes:g} min", flush=True)
+        result = measure(targets, args, work)
+        if args.probe_seconds > 0:
+            print(f"probing txnwatch's /metrics every {args.probe_every:g} s for {args.probe_seconds:g} s", flush=True)
+            probe(targets[0], args.probe_seconds, args.probe_every)
+        report(targets, result, built, args, work / "txnwatch.db", started, commit)
+    finally:
+        for target in targets:
+            stop(target)
+        if workload is not None and workload.poll() is None:
+            workload.send_signal(signal.SIGINT)
+            try:
+                workload.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                workload.kill()
+        if args.keep_lab:
+            print(f"keeping the lab ({built['bootstrap']}, {built['lab_dir']}) and the run's files ({work})")
+        else:
+            print("tearing the lab down", flush=True)
+            lab.down()
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""The transaction-log tail through kafka-python, against a lab broker's real ``__transaction_state``.
+
+Used by ``benchmarks/txnlog.py`` (its default figures); runnable alone for one side:
+
+    .venv/bin/python benchmarks/txnlog_lab.py floor BOOTSTRAP RECORDS   # kafka-python alone, JSON line
+    .venv/bin/python benchmarks/txnlog_lab.py tail BOOTSTRAP RECORDS    # the daemon's tail, JSON line
+    .venv/bin/python benchmarks/txnlog_lab.py trail BOOTSTRAP SECONDS   # the tail from the log's end, lag per record
+
+The log is filled by Kafka's own Java producer (ProducerPerformance with a transactional id and a short
+``--transaction-duration-ms``): on Kafka 4 it is a transaction version 2 client, so the coordinator writes
+what it writes for every real TV2 transaction (Ongoing when the partition leader adds the partition,
+PrepareCommit with the epoch bumped, CompleteCommit).
+
+Each side runs in its own child process so that its CPU seconds are its own:
+
+* **floor**: a ``KafkaConsumer`` with the tail's own settings reads every partition of the topic from the
+  beginning and touches nothing (kafka-python's fetch, CRC check and record objects: what any tail through
+  kafka-python pays at least);
+* **tail**: the daemon's ``ClusterTail`` over ``TransactionLogTail`` (fetch, decode, apply, one SQLite
+  transaction per second of records) from the beginning until its stored positions reach the log's end;
+* **trail**: the same tail started at the log's end while producers write, for a fixed time; per record, the
+  time from the coordinator's append (the record's timestamp, the broker's clock on this machine) to the end of
+  the database transaction that stored it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+
+TOPIC = "__transaction_state"
+
+
+# -- the children ----------------------------------------------------------------------------------
+
+def _consumer(bootstrap: str) -> Any:
+    """A consumer configured like ``TransactionLogTail``'s own (fetch sizes, max poll records)."""
+    from kafka import KafkaConsumer
+
+    from txnwatch.kafka.txnlog import FETCH_CONFIG
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest", **FETCH_CONFIG)
+
+
+def floor(bootstrap: str, expected: int) -> dict[str, float]:
+    """kafka-python alone: every record of the topic, from the beginning, nothing done with them."""
+    from kafka import TopicPartition
+
+    consumer = _consumer(bootstrap)
+    partitions = [TopicPartition(TOPIC, p) for p in sorted(consumer.partitions_for_topic(TOPIC) or ())]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    for tp in partitions:
+        consumer.position(tp)
+    read, deadline = 0, time.monotonic() + 600
+    wall, cpu = time.perf_counter(), time.process_time()
+    while read < expected and time.monotonic() < deadline:
+        read += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    consumer.close()
+    return {"records": read, "wall_s": wall, "cpu_s": cpu}
+
+
+def _store() -> tuple[Any, Any]:
+    """A migrated SQLite file and the cluster registered in it, as the daemon has them at start."""
+    from datetime import UTC, datetime
+
+    from txnwatch.store.clusters import register_clusters
+    from txnwatch.store.db import make_engine, make_sessionmaker
+    from txnwatch.store.migrate import upgrade
+
+    url = f"sqlite:///{tempfile.mkdtemp(prefix='txnlog-lab-bench-')}/bench.db"
+    upgrade(url)
+    engine = make_engine(url)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        register_clusters(session, {"bench": "lab"}, datetime.now(UTC))
+    return engine, sessions
+
+
+class _Stamped:
+    """The tail's ``Tail``, keeping the timestamps of what was read and not yet stored (trail only)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.unstored: list[int] = []
+
+    def read(self, timeout_ms: int = 0) -> Any:
+        records, problems = self.inner.read(timeout_ms)
+        self.unstored.extend(r.timestamp_ms for r in records if r.timestamp_ms is not None)
+        return records, problems
+
+    def positions(self) -> dict[int, int]:
+        return dict(self.inner.positions())
+
+    def end_offsets(self) -> dict[int, int]:
+        return dict(self.inner.end_offsets())
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool) -> tuple[Any, Any, list[Any], list[float]]:
+    """The daemon's ClusterTail over TransactionLogTail (as runtime/wiring.py builds it), on a fresh store."""
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
+    from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail
+
+    engine, sessions = _store()
+    connection = ClusterConnectionSettings(name="bench", bootstrap_servers=(bootstrap,))
+    opened: list[Any] = []
+    lags: list[float] = []
+
+    def open_tail(positions: Mapping[int, int]) -> Any:
+        tail: Any = TransactionLogTail(connection, positions=positions, from_beginning=from_beginning)
+        if stamped:
+            tail = _Stamped(tail)
+        opened.append(tail)
+        return tail
+
+    class Timed(ClusterTail):
+        def _flush(self, now: float) -> bool:
+            stored = super()._flush(now)
+            if stored and stamped and opened:
+                done = time.time() * 1000
+                lags.extend((done - at) / 1000 for at in opened[-1].unstored)
+                opened[-1].unstored.clear()
+            return stored
+
+    return engine, Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"])), opened, lags
+
+
+def tail(bootstrap: str, expected: int) -> dict[str, float]:
+    """The daemon's tail from the beginning until every record up to the log's end is stored."""
+    engine, cluster_tail, opened, _ = _tail(bootstrap, from_beginning=True, stamped=False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    while not opened:
+        cluster_tail.step()
+    ends = opened[-1].end_offsets()
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        cluster_tail.step()
+        if not cluster_tail._pending and all(opened[-1].positions().get(p, 0) >= e for p, e in ends.items()):
+            break
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    stored = cluster_tail._counters.get("records", 0)
+    cluster_tail.close()
+    engine.dispose()
+    return {"records": stored, "wall_s": wall, "cpu_s": cpu, "expected": expected}
+
+
+def trail(bootstrap: str, seconds: float) -> dict[str, Any]:
+    """The tail from the log's end for ``seconds`` while producers write: lag per stored record."""
+    engine, cluster_tail, opened, lags = _tail(bootstrap, from_beginning=False, stamped=True)
+    while not opened:
+        cluster_tail.step()
+    first = sum(opened[-1].positions().values())
+    wall, cpu = time.perf_counter(), time.process_time()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cluster_tail.step() == 0:
+            time.sleep(0.2)  # as TxnLogService does after an empty step
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    behind = sum(max(0, e - opened[-1].positions().get(p, e)) for p, e in opened[-1].end_offsets().items())
+    read = sum(opened[-1].positions().values()) - first
+    cluster_tail.close()
+    engine.dispose()
+    lags.sort()
+    if not lags:
+        return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": 0}
+    return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": len(lags),
+            "p50": statistics.median(lags), "p99": lags[min(len(lags) - 1, int(len(lags) * 0.99))],
+            "max": lags[-1]}
+
+
+# -- the parent: lab, producers, children ------------------------------------------------------------
+
+def run_child(mode: str, bootstrap: str, amount: float, *, pin: str | None = None) -> dict[str, Any]:
+    command = [sys.executable, __file__, mode, bootstrap, str(amount)]
+    if pin is not None:
+        command = ["taskset", "-c", pin, *command]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def log_records(bootstrap: str) -> int:
+    """Records in the topic now (end minus start offsets over its partitions)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    try:
+        tps = [TopicPartition(TOPIC, p) for p in consumer.partitions_for_topic(TOPIC) or ()]
+        starts, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        return sum(ends[tp] - starts[tp] for tp in tps)
+    finally:
+        consumer.close()
+
+
+def start_producers(bootstrap: str, count: int, log_dir: Path, kafka_version: str, *, tag: str,
+                    duration_ms: int) -> list[Any]:
+    """``count`` Java TV2 producers, each committing a transaction every ``duration_ms`` at most, unthrottled."""
+    from txnwatch.lab.java_clients import JavaProducerSpec, start_java_producer
+
+    return [start_java_producer(bootstrap, JavaProducerSpec(
+        transactional_id=f"bench-{tag}-{i:03d}", topic=f"bench-{tag}-{i % 4}", transaction_duration_ms=duration_ms,
+        records_per_second=1_000_000, duration_s=None, record_size_bytes=20,
+        extra_props={"linger.ms": "0"}), log_dir, kafka_version=kafka_version)
+        for i in range(count)]
+
+
+def stop_producers(producers: Sequence[Any]) -> None:
+    for producer in producers:
+        producer.stop()
+
+
+def fill(bootstrap: str, target: int, producers: int, log_dir: Path, kafka_version: str,
+         timeout_s: float = 900.0) -> tuple[int, float]:
+    """Java TV2 producers until the log holds ``target`` records; (records, seconds taken)."""
+    from txnwatch.lab.topics import create_topic
+    from txnwatch.lab.wire import admin_client
+
+    admin = admin_client(bootstrap)
+    try:
+        for i in range(4):
+            create_topic(admin, f"bench-fill-{i}", partitions=4, replication=1)
+            create_topic(admin, f"bench-trail-{i}", partitions=4, replication=1)
+    finally:
+        admin.close()
+    started = time.perf_counter()
+    running = start_producers(bootstrap, producers, log_dir, kafka_version, tag="fill", duration_ms=1)
+    try:
+        have = 0
+        while time.perf_counter() - started < timeout_s:
+            time.sleep(2.0)
+            try:
+                have = log_records(bootstrap)
+            except Exception:  # the topic appears with the first producer's InitProducerId
+                continue
+            if have >= target:
+                break
+            if not any(p.running() for p in running):
+                raise RuntimeError(f"the Java producers exited:\n{running[0].output()[-2000:]}")
+    finally:
+        stop_producers(running)
+    time.sleep(1.0)  # the stopped producers' last records
+    return log_records(bootstrap), time.perf_counter() - started
+
+
+def main(argv: list[str]) -> int:
+    mode, bootstrap, amount = argv[1], argv[2], float(argv[3])
+    if mode == "floor":
+        out: dict[str, Any] = floor(bootstrap, int(amount))
+    elif mode == "tail":
+        out = tail(bootstrap, int(amount))
+    elif mode == "trail":
+        out = trail(bootstrap, amount)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    print(json.dumps({**out, "pid": os.getpid()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,198 @@
+"""``__transaction_state``'s record batches decoded straight from kafka-python's fetch, without its record objects.
+
+kafka-python unpacks every fetched record through a copy of its batch (``DefaultRecordBatch``),
+a ``DefaultRecord`` and a ``ConsumerRecord`` before the tail decodes the key and value.  The
+coordinators write one record per batch, so on this log that per-batch and per-record work was
+most of the tail's CPU (issue 25).  Here everything else stays kafka-python's (fetch requests and
+sessions, positions, leader epochs and changes, errors, offset resets); only the step that unpacks
+one partition's fetched bytes is replaced, on this one consumer (:func:`install`):
+
+* message format v2 batches (all Kafka >= 0.11 writes) are walked in place: the header as
+  Kafka's ``DefaultRecordBatch`` lays it out, the batch's CRC-32C checked with kafka-python's own
+  ``calc_crc32c`` (the C ``crc32c`` package when installed), control batches skipped, and each
+  record's key and value handed to :func:`txnwatch.kafka.txnlog.decode_record`;
+* a fetch holding anything else (a compressed batch, message format 0/1) goes through
+  kafka-python's own unpacking, then the same decoding: the records come out the same.
+
+A damaged batch raises kafka-python's ``CorruptRecordError`` where kafka-python would, so the tail
+reacts as before.  kafka-python's internals are reached in one place, :func:`install`, which says
+False (and the tail keeps kafka-python's records) where they are not what this was written for.
+"""
+
+from __future__ import annotations
+
+import inspect
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.record.util import calc_crc32c, decode_varint
+
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+
+Decode = Callable[[bytes | None, bytes | None, int, int, int | None], "TxnLogRecord | RequestError"]
+
+_HEAD = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch's header: 61 bytes
+_HEAD_SIZE = _HEAD.size
+_LOG_OVERHEAD = 12  # base offset, length
+_MAGIC_AT = 16
+_ATTRIBUTES_AT = 21  # the CRC covers the batch from here on
+_CODEC_MASK, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
+_BAD = (ValueError, IndexError, struct.error)
+
+
+def plain_v2(data: bytes | memoryview) -> bool:
+    """Whether every whole batch of a fetched partition is message format v2 and uncompressed."""
+    pos, end = 0, len(data)
+    while pos + _HEAD_SIZE <= end:
+        length = struct.unpack_from(">i", data, pos + 8)[0]
+        if (length < _HEAD_SIZE - _LOG_OVERHEAD or data[pos + _MAGIC_AT] != 2
+                or data[pos + _ATTRIBUTES_AT + 1] & _CODEC_MASK):
+            return False  # kafka-python reads it, or says what is wrong with it
+        pos += _LOG_OVERHEAD + length
+    return True
+
+
+def as_record(decoded: TxnLogRecord | RequestError, partition: int, offset: int, timestamp: int | None,
+              value: bytes | None, problems: list[RequestError]) -> TxnLogRecord:
+    """A record that names no id is kept as an undecodable record of no id (so it is counted and shown), and its
+    problem is kept for the log."""
+    if type(decoded) is TxnLogRecord:
+        return decoded
+    assert isinstance(decoded, RequestError)
+    problems.append(decoded)
+    return TxnLogRecord("", partition, offset, timestamp, TxnLogKind.UNDECODABLE, problem=decoded.message,
+                        raw_value=value)
+
+
+def _signed(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint (record fields), its one- and two-byte forms inline."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    second = data[pos + 1]
+    if second < 0x80:
+        raw = (byte & 0x7F) | (second << 7)
+        return (raw >> 1) ^ -(raw & 1), pos + 2
+    value, end = decode_varint(data, pos)
+    return int(value), int(end)
+
+
+def unpack(owner: Any, partition: int, data: bytes, decode: Decode, problems: list[RequestError],
+           check_crcs: bool) -> Iterator[TxnLogRecord]:
+    """The decoded records of the whole v2 batches of one partition's fetched bytes, in offset order.
+
+    ``owner`` is kafka-python's ``PartitionRecords`` for this fetch: its ``next_fetch_offset``,
+    ``leader_epoch``, ``records_read`` and ``bytes_read`` are kept as kafka-python keeps them (the
+    consumer's position after the fetch is taken from ``next_fetch_offset``)."""
+    pos, end = 0, len(data)
+    view = memoryview(data)
+    while pos + _HEAD_SIZE <= end:
+        (base_offset, length, leader_epoch, _, crc, attributes, last_delta, first_ts, max_ts, _, _, _,
+         count) = _HEAD.unpack_from(data, pos)
+        batch_end = pos + _LOG_OVERHEAD + length
+        if batch_end > end:
+            break  # cut short by the fetch size: fetched again from here next time
+        if check_crcs and calc_crc32c(view[pos + _ATTRIBUTES_AT:batch_end]) != crc:
+            raise Errors.CorruptRecordError(f"Record batch for partition {owner.topic_partition} at offset "
+                                            f"{base_offset} failed crc check")
+        owner.leader_epoch = leader_epoch
+        if attributes & _CONTROL:
+            owner.next_fetch_offset = base_offset + last_delta + 1
+            pos = batch_end
+            continue
+        log_append = attributes & _LOG_APPEND_TIME
+        at = pos + _HEAD_SIZE
+        skip_below = owner.fetch_offset
+        try:
+            for _ in range(count):
+                # Zigzag varints; the one-byte ones (attributes, deltas, a key of an id under 60 bytes, headers)
+                # inline, the rest through _signed: this loop runs once per record of the log.
+                size, at = _signed(data, at)
+                start = at
+                byte = data[at + 1]  # after the attributes byte
+                ts_delta, at = ((byte >> 1) ^ -(byte & 1), at + 2) if byte < 0x80 else _signed(data, at + 1)
+                byte = data[at]
+                offset_delta, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _signed(data, at)
+                byte = data[at]
+                key_size, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _signed(data, at)
+                if key_size >= 0:
+                    key: bytes | None = data[at:at + key_size]
+                    at += key_size
+                else:
+                    key = None
+                value_size, at = _signed(data, at)
+                if value_size >= 0:
+                    value: bytes | None = data[at:at + value_size]
+                    at += value_size
+                else:
+                    value = None
+                if data[at]:
+                    headers, at = _signed(data, at)
+                    for _ in range(headers):
+                        name_size, at = _signed(data, at)
+                        header_size, at = _signed(data, at + name_size)
+                        at += max(header_size, 0)
+                else:
+                    at += 1
+                if at - start != size or at > batch_end:
+                    raise ValueError(f"record size {size} does not match its fields ({at - start} bytes)")
+                offset = base_offset + offset_delta
+                owner.records_read += 1
+                owner.bytes_read += size
+                owner.next_fetch_offset = offset + 1
+                if offset < skip_below:
+                    continue  # before the fetched offset (kafka-python skips these too)
+                timestamp = max_ts if log_append else first_ts + ts_delta
+                decoded = decode(key, value, partition, offset, timestamp)
+                yield decoded if type(decoded) is TxnLogRecord else as_record(decoded, partition, offset, timestamp,
+                                                                              value, problems)
+        except _BAD as exc:
+            raise Errors.CorruptRecordError(f"Found invalid record structure in the batch at offset {base_offset} "
+                                            f"of {owner.topic_partition}: {exc!r}") from None
+        if at != batch_end:
+            raise Errors.CorruptRecordError(f"{batch_end - at} unconsumed bytes after all records of the batch at "
+                                            f"offset {base_offset} of {owner.topic_partition}")
+        # v2 keeps the batch's last offset when compaction removed its last records: continue after it.
+        owner.next_fetch_offset = base_offset + last_delta + 1
+        pos = batch_end
+
+
+def install(consumer: Any, decode: Decode, problems: list[RequestError]) -> bool:
+    """Make ``consumer.poll()`` return :class:`TxnLogRecord` (decoded by ``decode``) instead of ConsumerRecords.
+
+    Records that name no id are returned as undecodable and their problems appended to ``problems``.
+    False where this kafka-python's fetcher is not the one this was written for (then nothing changed)."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    base = getattr(fetcher, "PartitionRecords", None)
+    if base is None or not callable(getattr(base, "_unpack_records", None)):
+        return False
+
+    try:
+        params = list(inspect.signature(base.__init__).parameters)[:4]
+    except (TypeError, ValueError):
+        return False
+    if params != ["self", "fetch_offset", "tp", "records"]:
+        return False
+
+    class TxnLogPartitionRecords(base):  # type: ignore[misc,valid-type]  # kafka-python ships no types
+        def __init__(self, fetch_offset: int, tp: Any, records: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(fetch_offset, tp, records, *args, **kwargs)
+            data = getattr(records, "_buffer", None)
+            if isinstance(data, bytes) and plain_v2(data):  # else kafka-python's records, decoded below
+                self.record_iterator = self._batches(tp.partition, data)
+
+        def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:
+            yield from unpack(self, partition, data, decode, problems, self.check_crcs)
+            self.drain()
+
+        def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
+                            value_deserializer: Any) -> Iterator[TxnLogRecord]:
+            partition = tp.partition
+            for record in super()._unpack_records(tp, records, key_deserializer, value_deserializer):
+                yield as_record(decode(record.key, record.value, partition, record.offset, record.timestamp),
+                                partition, record.offset, record.timestamp, record.value, problems)
+
+    fetcher.PartitionRecords = TxnLogPartitionRecords  # type: ignore[union-attr]  # checked above
+    return True
