@@ -16,6 +16,18 @@ next to the goals (poll <= 5 s, RSS <= 1 GB on 2 cores); nothing is asserted.
     .venv/bin/python benchmarks/scale.py --profile            # plus where a poll's time goes
     .venv/bin/python benchmarks/scale.py --partitions 20000 --group-partitions 20000 --ids 10000
 
+Pay for change (issue 25): ``--idle`` keeps every offset where it was between polls (the issue's lab
+when nothing is produced: groups caught up, HWMs still), ``--store`` adds the recorder's write of each
+poll to a fresh SQLite file at the default sampling (lag rows and the partition-offset heartbeat every
+300 s), and ``--baseline REV`` runs the largest scale point on REV's code (``git archive`` of its
+``service/`` and ``alembic/``) and on this checkout's, ``--rounds`` times each in turns, each in a fresh
+process, over ``--polls`` polls 15 s apart (21 by default there: the first, cold, is left out, the other
+20 span one 300 s sampling window).  It prints CPU seconds per poll and per minute at 15 s polls beside
+the wall time and the load, and the ratio of the medians (here / REV):
+
+    .venv/bin/python benchmarks/scale.py --partitions 2009 --group-partitions 12000 --ids 30 \
+        --fractions 1 --idle --store --baseline 7ae32d4
+
 --profile uses pyinstrument when installed (``pip install pyinstrument``, an optional benchmark
 tool: ``pip install -e '.[bench]'``), else the standard library's cProfile.
 """
@@ -23,22 +35,31 @@ tool: ``pip install -e '.[bench]'``), else the standard library's cProfile.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+# Whose code is measured: ``--service DIR`` (a baseline's, in a --baseline child) or this checkout's.
+sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
+                else str(Path(__file__).resolve().parents[1] / "service"))
 
 GOAL_POLL_S = 5.0
 GOAL_RSS_MB = 1024
 PER_TOPIC = 50
 BROKERS = 3
+POLL_INTERVAL_S = 15
+SAMPLE_INTERVAL_S = 300  # the defaults of lag_sample_interval_seconds and offset_sample_interval_seconds
 
 
 def _rss_mb() -> float:
@@ -49,8 +70,9 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dict[str, Any]:
-    """The brokers' answers of one poll, shaped as kafka-python decodes them."""
+def answers(at_ms: int, partitions: int, group_partitions: int, ids: int, idle: bool = False) -> dict[str, Any]:
+    """The brokers' answers of one poll, shaped as kafka-python decodes them.  ``idle``: nothing was produced
+    since the last poll (HWMs where they were) and every group has read up to the HWM."""
     from txnwatch.core.vocabulary import TxnState
 
     topics = max(1, partitions // PER_TOPIC)
@@ -82,14 +104,16 @@ def answers(at_ms: int, partitions: int, group_partitions: int, ids: int) -> dic
     described = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0, error_message=None,
                                                     active_producers=producers(n, p)) for p in range(PER_TOPIC)])
                            for n in names])
-    hwm = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0, offset=10_000 + p + at_ms // 1000 % 1000)
+    moved = 0 if idle else at_ms // 1000 % 1000
+    hwm = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0, offset=10_000 + p + moved)
                                             for p in range(PER_TOPIC)]) for n in names])
     lso = NS(topics=[NS(name=n, partitions=[NS(partition_index=p, error_code=0,
-                                               offset=9_000 if (n, p) in open_on else 10_000 + p + at_ms // 1000 % 1000)
+                                               offset=9_000 if (n, p) in open_on else 10_000 + p + moved)
                                             for p in range(PER_TOPIC)]) for n in names])
     groups = max(1, group_partitions // PER_TOPIC)
     fetched = NS(groups=[NS(group_id=f"group-{g:05d}", error_code=0, topics=[
-        NS(name=names[g % topics], partitions=[NS(partition_index=p, error_code=0, committed_offset=8_500)
+        NS(name=names[g % topics], partitions=[NS(partition_index=p, error_code=0,
+                                                  committed_offset=10_000 + p if idle else 8_500)
                                                for p in range(PER_TOPIC)])]) for g in range(groups)])
     return {"listed": NS(error_code=0, transaction_states=listed_rows),
             "described": NS(transaction_states=txn_rows), "producers": described, "hwm": hwm, "lso": lso,
@@ -131,24 +155,74 @@ def poll(state: Any, detector: Any, replies: dict[str, Any], at_ms: int) -> tupl
     return detector, stages
 
 
-def child(partitions: int, group_partitions: int, ids: int, polls: int, profile: bool) -> dict[str, Any]:
+def _recorder(directory: str) -> Any:
+    """The store's sink on a fresh SQLite file, sampling as the daemon's defaults do (whichever the tree has)."""
+    from txnwatch.store import recorder as rec
+    from txnwatch.store.db import make_engine, make_sessionmaker
+    from txnwatch.store.lag_sampling import LagSampling
+    from txnwatch.store.migrate import upgrade
+
+    url = f"sqlite:///{directory}/bench.db"
+    upgrade(url)
+    extra: dict[str, Any] = {}
+    try:
+        from txnwatch.store.offset_pictures import OffsetPictures
+        extra["offset_pictures"] = OffsetPictures(default_s=SAMPLE_INTERVAL_S)
+    except ModuleNotFoundError:  # a baseline from before issue 25: offsets every poll
+        pass
+    recorder = rec.Recorder(make_sessionmaker(make_engine(url)), {"bench": "bench:9092"},
+                            lag_sampling=LagSampling(default_s=SAMPLE_INTERVAL_S), **extra)
+    recorder.start()
+    return recorder
+
+
+def _rows(path: str) -> dict[str, int]:
+    """Rows of the tables a poll writes."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # our own table names
+                for t in ("polls", "partition_offsets", "lag_samples", "txn_ids")}
+
+
+def child(partitions: int, group_partitions: int, ids: int, polls: int, profile: bool, idle: bool = False,
+          store: bool = False) -> dict[str, Any]:
     from txnwatch import detect
     from txnwatch.core.views import LatestState
 
     base_mb = _rss_mb()
     state, detector = LatestState(["bench"]), detect.INITIAL
-    now = int(time.time() * 1000)
+    now = int(time.time() * 1000) // (SAMPLE_INTERVAL_S * 1000) * (SAMPLE_INTERVAL_S * 1000)
+    directory = tempfile.mkdtemp(prefix="scale-store-")
+    recorder = _recorder(directory) if store else None
     runs = []
-    for k in range(polls):  # each poll gets fresh answers, as from the wire; the previous poll's are dropped
-        at = now + k * 15_000
-        replies = answers(at, partitions, group_partitions, ids)
-        detector, stages = poll(state, detector, replies, at)
-        del replies
-        runs.append(stages)
+    try:
+        for k in range(polls):  # each poll gets fresh answers, as from the wire; the previous poll's are dropped
+            at = now + k * POLL_INTERVAL_S * 1000
+            replies = answers(at, partitions, group_partitions, ids, idle)
+            cpu, wall = time.process_time(), time.perf_counter()
+            detector, stages = poll(state, detector, replies, at)
+            if recorder is not None:
+                t = time.perf_counter()
+                view = state.get("bench")
+                assert view is not None  # published by poll()
+                recorder.on_poll("bench", view.snapshot, view.findings, None, at)
+                stages["store_s"] = time.perf_counter() - t
+            stages["cpu_s"], stages["wall_s"] = time.process_time() - cpu, time.perf_counter() - wall
+            del replies
+            runs.append(stages)
+        db_bytes = sum(f.stat().st_size for f in Path(directory).glob("bench.db*"))  # the WAL too
+        rows = _rows(f"{directory}/bench.db") if store else {}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
     rss = _rss_mb()
-    result: dict[str, Any] = {"base_mb": base_mb, "rss_mb": rss, "hanging": runs[-1]["hanging"],
-                              **{k: statistics.median(r[k] for r in runs[1:] or runs)
-                                 for k in ("parse_s", "assemble_s", "detect_s", "publish_s", "poll_s")}}
+    warm = runs[1:] or runs
+    result: dict[str, Any] = {"base_mb": base_mb, "rss_mb": rss, "hanging": runs[-1]["hanging"], "db_bytes": db_bytes,
+                              "rows": rows,
+                              "cpu_mean_s": statistics.fmean(r["cpu_s"] for r in warm),
+                              "wall_mean_s": statistics.fmean(r["wall_s"] for r in warm),
+                              **{k: statistics.median(r.get(k, 0.0) for r in warm)
+                                 for k in ("parse_s", "assemble_s", "detect_s", "publish_s", "poll_s", "store_s")}}
     if profile:
         at = now + polls * 15_000
         replies = answers(at, partitions, group_partitions, ids)
@@ -156,7 +230,7 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
             from pyinstrument import Profiler  # type: ignore[import-not-found,unused-ignore]  # optional: [bench]
             profiler = Profiler(interval=0.001)
             profiler.start()
-            poll(state, detector, replies, at)
+            detector, _ = poll(state, detector, replies, at)
             profiler.stop()
             result["profile"] = profiler.output_text(unicode=False, color=False, show_all=False)
         except ImportError:
@@ -171,6 +245,53 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
     return result
 
 
+def _extract(rev: str) -> Path:
+    """REV's service/ and alembic/ in a temporary directory (nothing of the checkout is changed)."""
+    root = Path(__file__).resolve().parents[1]
+    target = Path(tempfile.mkdtemp(prefix="scale-baseline-"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "service", "alembic",
+                              "alembic.ini"], check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(target, filter="data")
+    return target / "service"
+
+
+def compare(args: argparse.Namespace) -> None:
+    """One scale point on REV's code and on this checkout's, alternating, each run a fresh process."""
+    polls = args.polls if args.polls != 3 else 21
+    p, g, i = (int(args.partitions * float(args.fractions.split(",")[-1])),
+               int(args.group_partitions * float(args.fractions.split(",")[-1])),
+               int(args.ids * float(args.fractions.split(",")[-1])))
+    baseline = _extract(args.baseline)
+    sides = {args.baseline: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}
+    print(f"{p:,} partitions, {g:,} group partitions, {i:,} ids; {'idle' if args.idle else 'moving'} offsets; "
+          f"{'with' if args.store else 'without'} the SQLite write; {polls} polls {POLL_INTERVAL_S} s apart "
+          f"(the first left out); {os.cpu_count()} cpus")
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+    try:
+        for r in range(args.rounds):
+            for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+                load = os.getloadavg()[0]
+                cmd = [sys.executable, __file__, "--child", "--service", str(sides[name]), "--partitions", str(p),
+                       "--group-partitions", str(g), "--ids", str(i), "--polls", str(polls)]
+                cmd += (["--idle"] if args.idle else []) + (["--store"] if args.store else [])
+                env = dict(os.environ, TXNWATCH_ALEMBIC_DIR=str(sides[name].parent))
+                out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+                out["load"] = load
+                results[name].append(out)
+                print(f"  round {r + 1} {name:>14}: CPU {out['cpu_mean_s']:.3f} s/poll "
+                      f"({out['cpu_mean_s'] * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), wall {out['wall_mean_s']:.3f} s "
+                      f"(detect {out['detect_s']:.3f}, store {out['store_s']:.3f}), SQLite {out['db_bytes'] / 1e6:.1f} MB "
+                      f"after {polls} polls {out['rows']}, load {load:.1f}")
+    finally:
+        shutil.rmtree(baseline.parent, ignore_errors=True)
+    medians = {name: statistics.median(o["cpu_mean_s"] for o in runs) for name, runs in results.items()}
+    old, new = medians[args.baseline], medians["this checkout"]
+    print(f"median CPU per poll: {args.baseline} {old:.3f} s ({old * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), "
+          f"this checkout {new:.3f} s ({new * 60 / POLL_INTERVAL_S:.2f} CPU-s/min); ratio here/{args.baseline} "
+          f"{new / old:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=100_000)
@@ -179,10 +300,19 @@ def main() -> int:
     parser.add_argument("--polls", type=int, default=3)
     parser.add_argument("--fractions", default="0.25,0.5,1", help="scale points, for the memory constant")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--idle", action="store_true", help="nothing moves between polls (groups caught up)")
+    parser.add_argument("--store", action="store_true", help="add the recorder's SQLite write of each poll")
+    parser.add_argument("--baseline", metavar="REV", help="compare REV's code with this checkout's (git revision)")
+    parser.add_argument("--rounds", type=int, default=3, help="--baseline: runs of each side")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--service", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.partitions, args.group_partitions, args.ids, args.polls, args.profile)))
+        print(json.dumps(child(args.partitions, args.group_partitions, args.ids, args.polls, args.profile,
+                               args.idle, args.store)))
+        return 0
+    if args.baseline:
+        compare(args)
         return 0
 
     print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} (shared machines move these a lot)")

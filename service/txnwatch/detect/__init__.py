@@ -124,7 +124,7 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     pending, checked = verification.check(previous.verification, snapshot, now_ms, settings, previous.resumed)
     remembered, changes = transitions.diff(previous.transactions, snapshot, now_ms)
     history = lag.update_history(previous.lso_history, snapshot, now_ms, settings.lso_history)
-    commits = lag.track_commits(previous.commits, snapshot, now_ms)
+    commits = lag_reuse.track_commits(previous.lag_memo, previous.commits, snapshot, now_ms)
     all_lags, all_exporter_lags, lag_memo = lag_reuse.group_lags(previous.lag_memo, snapshot, history, now_ms, commits)
     lags, exporter_lags, omitted = cardinality.cap_groups(all_lags, all_exporter_lags, settings.max_groups,
                                                           settings.max_group_partitions)

@@ -70,6 +70,36 @@ def _changed(previous: Mapping[TopicPartition, PartitionSnapshot],
     return lags, topics
 
 
+def track_commits(memo: LagMemo, previous: Mapping[lag.CommitKey, lag.CommitSeen], snapshot: ClusterSnapshot,
+                  now_ms: int) -> dict[lag.CommitKey, lag.CommitSeen]:
+    """Equal to ``lag.track_commits(previous, snapshot, now_ms)`` when ``memo`` and ``previous`` come from the same
+    poll: a group whose offsets equal its memo's keeps its entries as they are (the dictionary is copied whole,
+    without hashing its keys again), and only the other groups' entries are taken out and worked out anew."""
+    seen = dict(previous)
+    current = snapshot.groups
+    for group_id, before in memo.groups.items():
+        group = current.get(group_id)
+        if group is None or group.offsets != before.offsets:
+            for tp in before.offsets:
+                seen.pop((group_id, tp), None)
+    fresh = [g for g in current.values() if (b := memo.groups.get(g.group_id)) is None or b.offsets != g.offsets]
+    if not memo.groups:  # no memo (first poll, resumed state): nothing in ``seen`` is known to be this poll's
+        seen = {}
+    for group in fresh:
+        for tp, offset in group.offsets.items():
+            if offset is None or offset < 0:
+                continue
+            key = (group.group_id, tp)
+            before_seen = previous.get(key)
+            if before_seen is None:
+                seen[key] = (offset, None)
+            elif before_seen[0] != offset:
+                seen[key] = (offset, now_ms)
+            else:
+                seen[key] = before_seen
+    return seen
+
+
 def group_lags(memo: LagMemo, snapshot: ClusterSnapshot, history: Mapping[TopicPartition, lag.LsoHistory],
                now_ms: int, commits: Mapping[lag.CommitKey, lag.CommitSeen],
                ) -> tuple[list[GroupLag], list[exporter.ExporterLag], LagMemo]:

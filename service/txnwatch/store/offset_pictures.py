@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from txnwatch.core.model import ClusterSnapshot
 
 #: The columns of a partition's row that a poll can change (``sampled_at`` is the poll's time).
 PICTURE_COLUMNS = ("topic", "partition", "leader", "high_watermark", "last_stable_offset", "log_start_offset",
@@ -32,9 +35,18 @@ PICTURE_COLUMNS = ("topic", "partition", "leader", "high_watermark", "last_stabl
 Picture = tuple[tuple[Any, ...], ...]
 
 
-def picture(rows: list[dict[str, Any]]) -> Picture:
-    """What the rows of one poll say, without their time: equal pictures are the same offsets."""
-    return tuple(tuple(row[c] for c in PICTURE_COLUMNS) for row in rows)
+def picture(snapshot: ClusterSnapshot) -> Picture:
+    """What the snapshot's rows say, without their time, in (topic, partition) order: equal pictures are the
+    same offsets.  Plain tuples, so a poll that writes nothing builds no row."""
+    return tuple(sorted(
+        (p.tp.topic, p.tp.partition, p.leader, p.high_watermark, p.last_stable_offset, p.log_start_offset,
+         sum(1 for pr in (p.producers or ()) if pr.has_open_txn))
+        for p in snapshot.partitions.values()))
+
+
+def rows(shown: Picture, at: datetime) -> list[dict[str, Any]]:
+    """The picture as ``partition_offsets`` rows sampled at ``at``."""
+    return [dict(zip(PICTURE_COLUMNS, row, strict=True), sampled_at=at) for row in shown]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ idle cluster's unchanged partitions cost no rows; the newest written picture alw
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import deque
@@ -44,6 +45,7 @@ from txnwatch.store.health import StoreHealth
 from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.offset_pictures import OffsetPictures, Picture, picture
+from txnwatch.store.offset_pictures import rows as picture_rows
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,6 @@ class PollRecord:
     exact: bool = False
     #: The partition offsets of the poll, written only if they changed or their heartbeat is due
     #: (store/offset_pictures.py): decided at write time, against what was committed.
-    offsets: list[dict[str, Any]] = field(default_factory=list)
     offsets_picture: Picture = ()
     #: Set by a successful write: the offsets went into the database with it.
     offsets_written: bool = False
@@ -78,16 +79,9 @@ STATE_COLUMNS = ("coordinator_id", "state", "producer_id", "producer_epoch", "ti
                  "partitions")
 
 
-def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows of the snapshot itself, whatever detection found: offset samples, and the ids' poll rows."""
-    samples = [
-        dict(topic=p.tp.topic, partition=p.tp.partition, sampled_at=at, leader=p.leader,
-             high_watermark=p.high_watermark, last_stable_offset=p.last_stable_offset,
-             log_start_offset=p.log_start_offset,
-             open_transactions=sum(1 for pr in (p.producers or ()) if pr.has_open_txn))
-        for p in sorted(snapshot.partitions.values(), key=lambda p: p.tp)
-    ]
-    states = [
+def state_rows(snapshot: ClusterSnapshot, at: datetime) -> list[dict[str, Any]]:
+    """The ids' poll rows of the snapshot, whatever detection found."""
+    return [
         dict(source=m.POLL, transactional_id=t.transactional_id, id_hash=m.id_hash(t.transactional_id),
              coordinator_id=t.coordinator_id, state=t.state.value,
              producer_id=t.producer_id, producer_epoch=t.producer_epoch, timeout_ms=t.timeout_ms,
@@ -95,7 +89,6 @@ def snapshot_rows(snapshot: ClusterSnapshot, at: datetime) -> tuple[list[dict[st
              first_seen_at=at, last_seen_at=at, gone_at=None)
         for t in snapshot.transactions.values()
     ]
-    return samples, states
 
 
 class Recorder:
@@ -151,19 +144,18 @@ class Recorder:
                             ok=snapshot is not None, duration_ms=snapshot.duration_ms if snapshot else 0,
                             error=error, error_count=len(snapshot.errors) if snapshot else 0)
         if snapshot is not None:
-            record.offsets, states = snapshot_rows(snapshot, at)
-            record.offsets_picture = picture(record.offsets)
-            record.states.extend(states)
+            record.offsets_picture = picture(snapshot)
+            record.states.extend(state_rows(snapshot, at))
             if snapshot.listing_complete and not snapshot.unreachable_coordinators:
                 record.txn_ids_seen = frozenset(snapshot.transactions)
+        if findings is not None and snapshot is not None and not self._lag_sampling.due(cluster, snapshot.taken_at_ms):
+            findings = dataclasses.replace(findings, lags=())  # no rows built for a poll that writes none
         inserts, episodes = findings_rows(snapshot, findings, at)
         record.exact = self._exact_history(cluster)
         if record.exact:
             # The transaction log tail writes this cluster's exact transitions; guesses between polls would
             # only duplicate them.
             inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.TransactionTransition)]
-        if findings is not None and snapshot is not None and not self._lag_sampling.due(cluster, snapshot.taken_at_ms):
-            inserts = [(table, rows) for table, rows in inserts if table is not m.table(m.ConsumerLagSample)]
         record.inserts.extend(inserts)
         record.episodes.extend(episodes)
         return record
@@ -274,8 +266,10 @@ class Recorder:
     def _write_offsets(self, session: Session, cluster_id: int, record: PollRecord) -> None:
         """The poll's partition offsets, if they changed since the last committed picture or their heartbeat is due."""
         record.offsets_written = False
-        if record.offsets and self._offset_pictures.due(record.cluster, record.offsets_picture, to_ms(record.at)):
-            _insert_rows(session, m.table(m.PartitionOffsetSample), cluster_id, record.offsets)
+        if record.offsets_picture and self._offset_pictures.due(record.cluster, record.offsets_picture,
+                                                                to_ms(record.at)):
+            _insert_rows(session, m.table(m.PartitionOffsetSample), cluster_id,
+                         picture_rows(record.offsets_picture, record.at))
             record.offsets_written = True
 
     def _write_isolated(self, session: Session, record: PollRecord) -> None:

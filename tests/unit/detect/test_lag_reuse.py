@@ -8,7 +8,7 @@ import random
 import pytest
 
 from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot, ProducerState, TopicPartition
-from txnwatch.detect import INITIAL, DetectorState, evaluate, lag_reuse
+from txnwatch.detect import INITIAL, DetectorState, evaluate, lag, lag_reuse
 
 TPS = [TopicPartition(t, p) for t in ("a", "b", "c") for p in range(3)]
 
@@ -50,6 +50,13 @@ class _Cluster:
             # Caught up; caught up to the last record before a marker (lag 1 that counts as 0); lagging.
             offsets[tp] = self.hwm[tp] if roll < 0.4 else self.hwm[tp] - 1 if roll < 0.7 else \
                 max(0, self.hwm[tp] - rng.randint(1, 5))
+        if rng.random() < 0.1:  # a group's offsets on a partition are deleted, or it starts reading one
+            offsets = self.groups[rng.choice(sorted(self.groups))]
+            tp = rng.choice(TPS)
+            if tp in offsets and len(offsets) > 1:
+                del offsets[tp]
+            else:
+                offsets[tp] = self.hwm[tp]
         if rng.random() < 0.1:  # a producer's state expires (or is back): only DescribeProducers changes
             self.expired ^= {rng.choice(TPS)}
         if rng.random() < 0.05:
@@ -80,8 +87,9 @@ def test_findings_equal_the_full_path_poll_after_poll(seed: int) -> None:
     for k in range(200):
         at = 1_700_000_000_000 + k * 15_000
         snap = cluster.poll(at)
-        before = dict(reusing.lag_memo.groups)
+        before, commits_before = dict(reusing.lag_memo.groups), reusing.commits
         reusing, found = evaluate(reusing, snap, at)
+        assert reusing.commits == lag.track_commits(commits_before, snap, at), f"poll {k}"
         full, expected = evaluate(dataclasses.replace(full, lag_memo=lag_reuse.EMPTY), snap, at)
         assert found == expected, f"poll {k}"
         reused_rows += sum(1 for g, memo in reusing.lag_memo.groups.items()
