@@ -14,7 +14,8 @@ Then, each on its defaults and against the same brokers:
 * KMinion v2.3.5 (``KAFKA_BROKERS`` and the exporter's port only: consumer groups through the admin API,
   partition granularity, its defaults).
 
-All three are scraped at the same moments every ``--scrape-every`` seconds (gzip, as Prometheus asks),
+All three are scraped at the same ticks every ``--scrape-every`` seconds (gzip, as Prometheus asks; each on
+its own, a tick that comes while its previous scrape runs is missed, as Prometheus would),
 and the script prints side by side: CPU-seconds per minute (utime+stime of the process tree from
 /proc/<pid>/stat over the window), steady (median) and peak RSS, /metrics scrape p50/p99 (txnwatch's
 split into quiet and during its polls, from its ``polls`` table), series count, and lag agreement: every
@@ -216,6 +217,7 @@ class Target:
     series: list[int] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
     cpu: tuple[float, float] = (0.0, 0.0)
+    missed: int = 0  # ticks that came while a scrape still ran
 
 
 def start(name: str, cmd: list[str], url: str, work: Path, env: dict[str, str] | None = None) -> Target:
@@ -292,21 +294,26 @@ def scrape(client: httpx.Client, target: Target, round_no: int, keep: int) -> No
         del target.bodies[old]
 
 
-def scrape_round(targets: list[Target], round_no: int, keep: int) -> None:
-    """txnwatch first, alone (this process's other threads would otherwise hold the GIL while it is timed),
-    then the peers at the same moment, each in its own thread (kafka_exporter takes seconds)."""
-    def one(t: Target) -> None:
-        with httpx.Client(timeout=120, headers={"Accept-Encoding": "gzip"}) as client:
-            scrape(client, t, round_no, keep)
+PEER_OFFSET_S = 0.5  # peers start their scrape this long after the tick, when txnwatch's is (nearly always) done
 
-    first = [t for t in targets if t.name == "txnwatch"]
-    for target in first:
-        one(target)
-    threads = [threading.Thread(target=one, args=(t,), daemon=True) for t in targets if t not in first]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+
+def scraper(target: Target, t0: float, every: float, end: float, stop: threading.Event) -> None:
+    """One target on its own schedule, as Prometheus scrapes it: at t0 + k * every (the same ticks for all, so
+    bodies of one tick were read at the same moment); a tick that comes while a scrape still runs is missed.
+    txnwatch's scrape starts on the tick, the peers' ``PEER_OFFSET_S`` later, so this process's other threads
+    rarely hold the GIL while txnwatch is timed."""
+    offset = 0.0 if target.name == "txnwatch" else PEER_OFFSET_S
+    with httpx.Client(timeout=300, headers={"Accept-Encoding": "gzip"}) as client:
+        k = 0
+        while not stop.is_set():
+            at = t0 + k * every + offset
+            if at >= end:
+                return
+            if stop.wait(max(0.0, at - time.monotonic())):
+                return
+            scrape(client, target, k, 8)
+            k = max(k + 1, int((time.monotonic() - t0 - offset) // every) + 1)  # overran: the missed ticks pass
+            target.missed = k - len(target.scrapes) - len(target.failures)
 
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)')
@@ -375,27 +382,29 @@ def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict
         target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
         splits[target.name] = per_process_cpu_s(target.proc.pid)
     storage0, t0 = storage_bytes(work), time.monotonic()
-    next_round, round_no, next_rss = t0, 0, t0
-    scraper: threading.Thread | None = None
+    stop_scraping = threading.Event()
+    threads = [threading.Thread(target=scraper, args=(t, t0, args.scrape_every, t0 + window_s, stop_scraping),
+                                daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    next_rss, next_load = t0, t0
     while (now := time.monotonic()) < t0 + window_s:
         if now >= next_rss:
             for target in targets:
                 target.rss.append(tree_rss_mb(target.proc.pid))
             next_rss = now + 1.0
-        if now >= next_round and (scraper is None or not scraper.is_alive()):
-            scraper = threading.Thread(target=scrape_round, args=(targets, round_no, 3), daemon=True)
-            scraper.start()
-            round_no += 1
-            next_round = now + args.scrape_every
+        if now >= next_load:
             loads.append(os.getloadavg())
+            next_load = now + 15.0
         time.sleep(0.2)
     elapsed = time.monotonic() - t0
     for target in targets:
         target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
         target.split = cpu_split(splits[target.name], per_process_cpu_s(target.proc.pid))
     storage1 = storage_bytes(work)
-    if scraper is not None:
-        scraper.join(timeout=180)
+    stop_scraping.set()
+    for thread in threads:
+        thread.join(timeout=300)
     loads.append(os.getloadavg())
     for target in targets:
         if target.proc.poll() is not None:
@@ -467,7 +476,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     row("scrape p50/p99 ms, quiet", [f"{pct(quiet[n], .5) * 1000:.1f}/{pct(quiet[n], .99) * 1000:.1f}" for n in names])
     row("scrape p50/p99 ms, in a poll", [f"{pct(during[n], .5) * 1000:.1f}/{pct(during[n], .99) * 1000:.1f}"
                                          for n in names])
-    row("scrapes (quiet/in a poll/failed)", [f"{len(quiet[n])}/{len(during[n])}/{len(by[n].failures)}" for n in names])
+    row("scrapes quiet/in poll/failed/missed", [f"{len(quiet[n])}/{len(during[n])}/{len(by[n].failures)}/{by[n].missed}"
+                                                 for n in names])
     row("series (median)", [f"{statistics.median(by[n].series):,.0f}" if by[n].series else "-" for n in names])
     row("scrape kB on the wire (median)", [f"{statistics.median([s[2] for s in by[n].scrapes]) / 1024:,.0f}"
                                           if by[n].scrapes else "-" for n in names])
@@ -536,9 +546,9 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
     for peer in ("kafka_exporter", "kminion"):
         if peer not in by:
             continue
-        rounds = sorted(ours.bodies.keys() & by[peer].bodies.keys())
+        rounds = sorted(ours.bodies.keys() & by[peer].bodies.keys())  # ticks both answered
         if not rounds:
-            print(f"lag agreement with {peer}: no scrape round where both answered")
+            print(f"lag agreement with {peer}: no tick where both answered")
             continue
         for round_no in rounds[-2:]:
             mine = lag_series(ours.bodies[round_no], *FAMILIES["txnwatch"])
@@ -546,7 +556,7 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
             a = agreement(mine, theirs, live)
             verdict = "every common series equal" if a["equal"] == a["common"] else (
                 "equal but for the live workload partitions" if not a["differ_still"] else "DISAGREE")
-            print(f"lag agreement with {peer} (round {round_no}): {a['equal']:,} of {a['common']:,} common series "
+            print(f"lag agreement with {peer} (tick {round_no}): {a['equal']:,} of {a['common']:,} common series "
                   f"equal, {a['differ_live']} differ on live partitions, {a['differ_still']} elsewhere -> {verdict}; "
                   f"txnwatch has {a['ours']:,} series ({a['only_ours']} not in {peer}'s), {peer} {a['theirs']:,} "
                   f"({a['only_theirs']:,} not in txnwatch's)")
