@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,9 +43,16 @@ def _backend_cpu_s(pid: int) -> float | None:
 
 def child(url: str, transactions: int, batch: int) -> None:
     """One run on the code of ``--service`` (benchmarks/txnlog.py puts it first on sys.path)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import txnlog as bench  # benchmarks/txnlog.py: the records and the decoder of the code under test
+    import importlib.util
+
     from sqlalchemy import text
+
+    # benchmarks/txnlog.py: the records, and the decoder and detector of the code under test (it puts --service
+    # first on sys.path as it loads).
+    spec = importlib.util.spec_from_file_location("txnlog_bench", Path(__file__).resolve().parent / "txnlog.py")
+    assert spec is not None and spec.loader is not None
+    bench: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
 
     from txnwatch.store import txnlog as store_txnlog
     from txnwatch.store.db import make_engine, make_sessionmaker
@@ -138,8 +146,8 @@ def compare(rev: str, rounds: int, transactions: int, batch: int, postgres: bool
               f"server cpu {after['server_cpu_s'] / before['server_cpu_s']:.3f}   load now {os.getloadavg()[0]:.2f}")
     finally:
         if server is not None:
-            server.stop()  # type: ignore[attr-defined]  # tests.fixtures.postgres_server.PostgresServer
-            shutil.rmtree(server.root, ignore_errors=True)  # type: ignore[attr-defined]  # its temp dir
+            server.stop()
+            shutil.rmtree(server.root, ignore_errors=True)
         shutil.rmtree(baseline, ignore_errors=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
