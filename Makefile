@@ -13,7 +13,9 @@ test:
 	@bash scripts/test.sh
 
 # The pure, unit and in-process API tests (SQLite only), after the same lint gates: no Kafka lab, PostgreSQL,
-# Spark or browser (a test that would start one fails and names the marker it lacks). Under three minutes.
+# Spark or browser (a test that would start one fails and names the marker it lacks), spread over every core
+# with pytest-xdist (-n auto; TEST_FAST_WORKERS=1 for one). Under three minutes on two quiet cores.
+TEST_FAST_WORKERS ?= auto
 test-fast:
 	@bash scripts/bootstrap.sh
-	@TXNWATCH_TEST_LANE=fast bash scripts/test.sh -m "not lab and not postgres and not spark and not browser and not slow" -q
+	@TXNWATCH_TEST_LANE=fast bash scripts/test.sh -m "not lab and not postgres and not spark and not browser and not slow" -q -n $(TEST_FAST_WORKERS)

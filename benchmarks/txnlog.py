@@ -30,6 +30,9 @@ bumped epoch and CompleteCommit per transaction.
     python benchmarks/txnlog.py --synthetic [--quick] [--profile] [--database-url URL]
     python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
                                                 # side by side in alternating child processes
+    python benchmarks/txnlog.py --baseline REV --compare-only --tagged
+                                                # synthetic records as Kafka 4.3+ writes them: PreviousProducerId
+                                                # (tag 0) on every value, which detection then reads
 
 ``--baseline REV`` extracts REV's ``service/`` (``git archive``) into a temporary directory and
 runs the synthetic decode+apply there and here in turns (``--rounds``, the order alternating), each
@@ -88,8 +91,8 @@ def encode_key(tid: str) -> bytes:
 
 
 def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, list[int]], last_ms: int,
-                 start_ms: int, tv: int = 2) -> bytes:
-    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it."""
+                 start_ms: int, tv: int = 2, previous_pid: int | None = None) -> bytes:
+    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it (4.3+ with ``previous_pid``: tag 0)."""
     body = struct.pack(">hqhib", 1, pid, epoch, 60_000, STATUS[state])
     body += _uvarint(len(partitions) + 1)
     for topic, ids in partitions.items():
@@ -98,12 +101,15 @@ def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, li
         body += b"\x00"
     body += struct.pack(">qq", last_ms, start_ms)
     tags = b"\x02\x02" + struct.pack(">h", tv)
-    return body + b"\x01" + tags
+    if previous_pid is None:
+        return body + b"\x01" + tags
+    return body + b"\x02\x00\x08" + struct.pack(">q", previous_pid) + tags
 
 
 def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
-               per_second: float | None = None) -> Iterator[tuple[float, bytes, bytes, int]]:
-    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each."""
+               per_second: float | None = None, tagged: bool = False) -> Iterator[tuple[float, bytes, bytes, int]]:
+    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each;
+    ``tagged``: each value carries PreviousProducerId, as Kafka 4.3+ writes it."""
     keys = [encode_key(f"bench-app-{i:06d}") for i in range(ids)]
     epochs = [0] * ids
     gap = 1.0 / per_second if per_second else 0.0
@@ -113,10 +119,11 @@ def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
         epoch = epochs[i]
         parts_one, parts_two = {"orders": [i % 12]}, {"orders": [i % 12], "payments": [i % 6]}
         arrival = n * gap
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at), i % 50
-        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at), i % 50
+        was = 1000 + i if tagged else None
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at, previous_pid=was), i % 50
+        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at, previous_pid=was), i % 50
         epochs[i] = epoch + 1
 
 
@@ -320,9 +327,9 @@ def rss_by_ids(counts: list[int]) -> list[tuple[int, float]]:
     return out
 
 
-def child_figures(transactions: int, batch: int) -> None:
+def child_figures(transactions: int, batch: int, tagged: bool = False) -> None:
     """One side of --baseline: figure 1 on this process's code, as one JSON line."""
-    raw = list(tv2_stream(5_000, transactions))
+    raw = list(tv2_stream(5_000, transactions, tagged=tagged))
     cpu0, wall0 = time.process_time(), time.perf_counter()
     rates = throughput(raw, batch)
     print(json.dumps({**rates, "cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - wall0,
@@ -340,26 +347,29 @@ def _extract(rev: str) -> Path:
     return target / "service"
 
 
-def compare(rev: str, rounds: int, transactions: int, batch: int) -> None:
+def compare(rev: str, rounds: int, transactions: int, batch: int, tagged: bool = False) -> None:
     """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
     baseline = _extract(rev)
     try:
         _compare({rev: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}, rev, rounds,
-                 transactions, batch)
+                 transactions, batch, tagged)
     finally:
         shutil.rmtree(baseline.parent)
 
 
-def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int) -> None:
+def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int,
+             tagged: bool = False) -> None:
     print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
-          f"per run, {rounds} rounds, order alternating; {os.cpu_count()} CPUs")
+          f"per run{' (PreviousProducerId on each)' if tagged else ''}, {rounds} rounds, order alternating; "
+          f"{os.cpu_count()} CPUs")
     load_before = os.getloadavg()
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     for n in range(rounds):
         order = list(sides) if n % 2 == 0 else list(reversed(sides))
         for name in order:
             out = subprocess.run([sys.executable, __file__, "--child", "--service", str(sides[name]),
-                                  "--transactions", str(transactions), "--batch", str(batch)],
+                                  "--transactions", str(transactions), "--batch", str(batch),
+                                  *(["--tagged"] if tagged else [])],
                                  check=True, capture_output=True, text=True).stdout
             run = json.loads(out.strip().splitlines()[-1])
             assert Path(run["code"]).is_relative_to(sides[name]), run["code"]
@@ -463,22 +473,23 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REV", help="first compare decode+apply with REV's code (git revision)")
     parser.add_argument("--rounds", type=int, default=7, help="--baseline: runs of each side")
     parser.add_argument("--compare-only", action="store_true", help="--baseline: stop after the comparison")
+    parser.add_argument("--tagged", action="store_true", help="synthetic records carry PreviousProducerId (4.3+)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--service", help=argparse.SUPPRESS)
     parser.add_argument("--transactions", type=int, default=25_000, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child_figures(args.transactions, args.batch)
+        child_figures(args.transactions, args.batch, args.tagged)
         return
     if args.baseline:
-        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch)
+        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch, args.tagged)
         if args.compare_only:
             return
     if not args.synthetic:
         lab_figures(args)
         return
     transactions = 25_000 if args.quick else 100_000
-    raw = list(tv2_stream(5_000, transactions))
+    raw = list(tv2_stream(5_000, transactions, tagged=args.tagged))
     print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")
     best = max((throughput(raw, args.batch) for _ in range(3)), key=lambda r: r["both"])
     print(f"   decode {best['decode']:>10,.0f} records/s")

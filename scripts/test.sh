@@ -13,4 +13,11 @@ status=0
 if [[ $status -eq 5 ]]; then
   echo "error: pytest collected no tests (exit 5); the suite must not pass empty" >&2
 fi
+# What the run cost, to compare runs on a shared machine: the wall time alone says more about the load than about
+# the suite. CPU is that of lint and pytest and the processes they waited for (xdist workers included); `times`
+# runs in this shell, not in a $(...) subshell, which would report zero.
+cpu_file=$(mktemp)
+times >"$cpu_file"
+echo "==> lint + tests: ${SECONDS} s wall, CPU user/sys $(tail -1 "$cpu_file" | tr ' ' /), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+rm -f "$cpu_file"
 exit $status

@@ -23,6 +23,7 @@ PAGES = {
     "now": "/console",
     "transaction": "/console/transactions/prod/orders-app-0_0",
     "partition": "/console/partitions/prod/orders/0?hours=2",
+    "groups": "/console/groups",
 }
 
 

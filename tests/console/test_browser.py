@@ -181,6 +181,47 @@ def test_an_unknown_partition_is_a_page_with_a_way_back(scene: Scene, browser: B
         assert page.locator("[data-testid=hanging]").count() >= 1
 
 
+def test_groups_show_the_records_a_read_committed_consumer_still_reads(scene: Scene, browser: Browser,
+                                                                         lab_cluster: Any) -> None:
+    """Six one-record transactions, two aborted: 12 offsets (each record and its marker), 4 records delivered."""
+    bootstrap = lab_cluster.bootstrap_servers
+    admin = lab_cluster.admin()
+    topic = unique_topic_name("console-records")
+    create_topic(admin, topic, 1, min(3, len(lab_cluster.brokers)))
+    group = f"rc-{topic}"
+    producer = faults.transactional_producer(bootstrap, faults.unique_transactional_id("console-records"), 10_000)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, isolation_level="read_committed",
+                             enable_auto_commit=False)
+    try:
+        for index in range(6):
+            producer.begin_transaction()
+            producer.send(topic, b"one", partition=0).get(timeout=30)
+            producer.abort_transaction() if index in (2, 5) else producer.commit_transaction()
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+        api = wait_for(lambda: (r := scene.daemon.get(f"/api/v1/consumer-groups/lab/{group}")).status_code == 200
+                       and r.json()["lag_records"] is not None and r.json()["lag_lso"] == 12 and r.json(), 60,
+                       what="the group's record lag counted")
+        assert (api["lag_lso"], api["lag_hwm"], api["lag_records"]) == (12, 12, 4)
+        with browser.open(f"{scene.daemon.url}/console/groups") as visit:
+            visit.assert_clean()
+            page = visit.page
+            row = page.locator(f"[data-testid=group-row][data-group='{group}']")
+            assert row.locator("[data-testid=lag-lso]").inner_text().strip() == "12"
+            assert row.locator("[data-testid=lag-records]").inner_text().strip() == "4"
+            assert "never delivered" in page.locator("[data-testid=lag-explained]").inner_text()
+            row.locator("a", has_text=group).click()
+            page.wait_for_url(f"**/console/groups/lab/{group}")
+            part = page.locator(f"[data-testid=partition-row][data-partition='{topic}-0']")
+            assert part.locator("[data-testid=lag-records]").inner_text().strip() == "4"
+            assert page.locator("[data-testid=group-facts] [data-testid=lag-hwm]").inner_text().strip() == "12"
+            visit.assert_clean()
+    finally:
+        consumer.close()
+        producer.close(timeout=5)
+        delete_topics_quietly(admin, [topic])
+        admin.close()
+
+
 def test_the_printed_abort_command_run_as_printed_ends_the_hanging_transaction(scene: Scene, lab_cluster: Any) -> None:
     """Last in the module: it ends the scene's hanging transaction.  The console's line, pasted into a shell
     with no config file and no txnwatch on PATH, as on-call would: first without --execute (a dry run that

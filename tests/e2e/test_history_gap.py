@@ -1,6 +1,6 @@
 """A compaction gap in __transaction_state is reported, never silent (issue 26 item 5).
 
-A one-broker lab whose transaction log compacts within seconds (tiny segments, any dirty ratio, a busy
+On Kafka 4.1.1 and 4.4.0, a one-broker lab whose transaction log compacts within seconds (tiny segments, any dirty ratio, a busy
 cleaner).  The daemon reads the log and stops; one producer then commits hundreds of transactions on the
 same id, so the cleaner keeps only the newest record of it and the offsets after the daemon's stored
 position vanish; the daemon starts again from that position and must say so: metric, API, console.
@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.daemon import Daemon, start_daemon, wait_for
 from txnwatch.lab.faults import transactional_producer, unique_transactional_id
+from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_VERSION
 from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -33,13 +34,15 @@ COMPACTING = {"log.roll.ms": "1000", "log.cleaner.min.cleanable.ratio": "0.01", 
               "log.cleaner.min.compaction.lag.ms": "0"}
 
 
-@pytest.fixture(scope="module")
-def compacting_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module", params=[DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_VERSION])
+def compacting_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from txnwatch.lab.cluster import start_lab
 
-    settings = LabSettings(brokers=1, combined=True, proxy=False, transactions=TransactionSettings(
-        max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS, state_log_num_partitions=1, extra=COMPACTING))
-    lab = start_lab(settings, tmp_path_factory.mktemp("txnwatch-lab-compacting"), die_with_parent=True)
+    settings = LabSettings(brokers=1, combined=True, proxy=False, kafka_version=request.param,
+                           transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS,
+                                                            state_log_num_partitions=1, extra=COMPACTING))
+    lab = start_lab(settings, tmp_path_factory.mktemp(f"txnwatch-lab-compacting-{request.param}"),
+                    die_with_parent=True)
     try:
         yield lab
     finally:

@@ -1,5 +1,6 @@
 """transactional_id_pattern on real brokers: Kafka 4.1+ filters ListTransactions itself (v2, KIP-1152, RE2/J),
-Kafka 3.9 lists every id and txnwatch filters; the ids kept must be the same, and the ones written here by hand.
+Kafka 3.9 lists every id and txnwatch filters (labs on 3.9.1, 4.1.1 and 4.4.0); the ids kept must be the same, and
+the ones written here by hand.
 
 The ids are made tricky on purpose (a prefix that only a search would find, upper case, a non-ASCII digit, a
 dot where the pattern has '.').  On 4.1 the broker's own answer (kafka-python's admin client, which sends the
@@ -18,7 +19,7 @@ from kafka.protocol.admin.transactions import ListTransactionsRequest
 
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 from txnwatch.lab.faults import transactional_producer
-from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, OLDER_KAFKA_VERSION
+from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_VERSION, OLDER_KAFKA_VERSION
 from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -52,7 +53,7 @@ def _lab(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any
         lab.down()
 
 
-@pytest.fixture(scope="module", params=[OLDER_KAFKA_VERSION, DEFAULT_KAFKA_VERSION])
+@pytest.fixture(scope="module", params=[OLDER_KAFKA_VERSION, DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_VERSION])
 def versioned_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from _lab(request.param, tmp_path_factory)
 

@@ -31,6 +31,25 @@ KIP-360, KIP-588):
   fields this code does not know.  Reported with their raw values; they never stop
   the tail.  An undecodable value leaves the id's state as it was.
 
+**The known tags, used when a record carries them.**  Kafka 4.3+ writes PreviousProducerId (tag 0) on
+every flexible value: the producer id the id had *before* this transition (``TransactionMetadata``'s
+``prepareTransitionTo`` takes the current id).  It is authoritative where the sequence can only infer:
+
+* a producer id change is ``producer_id != previous_producer_id``, and the transition links the two even
+  when txnwatch never saw the record before (the first record of an id read after a gap, or from a
+  compacted log: ``new`` *and* ``producer_id_change``), or saw a different one (records missed between:
+  the link is the tag's, and no epoch bump is guessed across it);
+* NextProducerId (tag 1) on a PrepareCommit/PrepareAbort says the coordinator has already picked the
+  producer id this transaction completes under (transaction version 2, the epoch exhausted at 32,767:
+  ``prepareAbortOrCommit``); the Prepare* transition names it in its detail, before the Complete* record
+  that moves the id arrives.
+
+Kafka <= 4.2 never writes tags 0 and 1 (KAFKA-20310): then the sequence decides, as before.  Where both
+are knowable (the previous record of the id was seen) they give the same history, which
+tests/unit/detect/test_txnlog_tags.py checks record by record.  No tag tells a fence from a transaction
+version 2 client's own abort (that needs a lastProducerEpoch, apache/kafka#22096, not written by any
+release yet), so that still waits for the next record.
+
 A value record is read in steps, each its own function: the id's identity move (new, new
 producer id, epoch bump), the move's legality, the rule of the state it reaches
 (:data:`_REACHING`), the outcome a Complete* state settles, unknown fields; the id's
@@ -133,6 +152,8 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
     if prev is None:
         bump, abort, client_tv, tally = 0, None, None, _NO_TALLY
         events.append(NEW)
+        if rec.previous_producer_id is not None and rec.previous_producer_id != rec.producer_id:
+            events.append(PRODUCER_ID_CHANGE)  # only the tag knows: the id's earlier records were never read
     else:
         tally = prev[12:]  # its five counts (a test checks the names)
         bump = _identity_move(prev, rec, events)
@@ -165,10 +186,18 @@ _MAY_PRECEDE = {state: VALID_PREVIOUS.get(state, frozenset(TxnState)) | {UNKNOWN
 
 
 def _identity_move(prev: IdState, rec: TxnLogRecord, events: list[str]) -> int:
-    """A new producer id, or an epoch bump within the producer id (by how much: the return value)."""
-    if rec.producer_id != prev.producer_id:
+    """A new producer id, or an epoch bump within the producer id (by how much: the return value).
+
+    The producer id before the record is the PreviousProducerId tag when the record carries it (Kafka 4.3+),
+    else the one of the id's previous record."""
+    was = rec.previous_producer_id
+    if was is None:
+        was = prev.producer_id
+    if rec.producer_id != was:
         events.append(PRODUCER_ID_CHANGE)
         return 0
+    if was != prev.producer_id:
+        return 0  # the tag says the id moved in records txnwatch did not read: no bump to measure here
     if rec.producer_epoch > prev.producer_epoch:
         events.append(EPOCH_BUMP)
         return rec.producer_epoch - prev.producer_epoch
@@ -199,11 +228,15 @@ def _value_transition(prev: IdState | None, rec: TxnLogRecord, state: TxnState, 
                       duration_ms: int | None) -> LogTransition:
     """The transition row of a value record (a plain tuple in LogTransition's order, as the id's state)."""
     to_state = _NAME[state] if state is not UNKNOWN else f"Unknown({rec.raw_status})"
-    detail = _value_detail(rec) if rec.raw_status is not None or rec.unknown_tags or rec.problem else None
-    if prev is None:
-        from_state, prev_producer_id, prev_producer_epoch = None, None, None
-    else:
+    detail = (_value_detail(rec) if rec.raw_status is not None or rec.unknown_tags or rec.problem
+              or rec.next_producer_id is not None else None)
+    was = rec.previous_producer_id
+    if prev is None:  # the tag names the producer id the id came from, if another
+        from_state, prev_producer_id, prev_producer_epoch = None, was if was != rec.producer_id else None, None
+    elif was is None or was == prev.producer_id:
         from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], prev.producer_id, prev.producer_epoch
+    else:  # the tag links another producer id than the last one read: its epoch is not known
+        from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], was, None
     return _new_tuple(LogTransition, (
         rec.transactional_id, rec.last_update_ms, rec.log_partition, rec.offset, from_state, to_state,
         rec.producer_id, rec.producer_epoch, prev_producer_id, prev_producer_epoch, rec.timeout_ms, rec.start_ms,
@@ -211,10 +244,19 @@ def _value_transition(prev: IdState | None, rec: TxnLogRecord, state: TxnState, 
 
 
 def _value_detail(rec: TxnLogRecord) -> str:
-    """What about the record this txnwatch does not know, raw: the problem, the status byte, tagged fields."""
+    """The coming rotation NextProducerId announces, then what about the record this txnwatch does not know, raw:
+    the problem, the status byte, tagged fields."""
     return "; ".join(filter(None, (
+        _rotation_detail(rec) if rec.next_producer_id is not None else None,
         rec.problem, f"transaction status {rec.raw_status}" if rec.raw_status is not None else None,
         ", ".join(f"tagged field {tag} = {raw.hex()[:256]}" for tag, raw in rec.unknown_tags) or None)))
+
+
+def _rotation_detail(rec: TxnLogRecord) -> str:
+    """NextProducerId (and NextProducerEpoch, Kafka 4.3+) as on-call reads it: where the id goes next."""
+    epoch = f" epoch {rec.next_producer_epoch}" if rec.next_producer_epoch is not None else ""
+    return f"next producer id {rec.next_producer_id}{epoch}: the id moves to it when this transaction completes"
+
 
 
 # --- the rule of each state reached (from a known previous state) ------------------------------------------

@@ -77,6 +77,10 @@ class CoordinatorRecord:
     last_update_ms: int = -1
     start_ms: int | None = None
     client_transaction_version: int | None = None
+    #: The value's PreviousProducerId / NextProducerId tags as the tool prints them (Kafka 4.3+ writes them;
+    #: None where the record has none: Kafka <= 4.2, KAFKA-20310).
+    previous_producer_id: int | None = None
+    next_producer_id: int | None = None
 
     @property
     def tombstone(self) -> bool:
@@ -117,7 +121,15 @@ def _parse_payload(payload: str) -> dict[str, Any] | None:
             "timeout_ms": int(data["transactionTimeoutMs"]), "partitions": parts,
             "last_update_ms": int(data["transactionLastUpdateTimestampMs"]),
             "start_ms": None if start is None or start < 0 else int(start),
-            "client_transaction_version": data.get("clientTransactionVersion", 0)}
+            "client_transaction_version": data.get("clientTransactionVersion", 0),
+            "previous_producer_id": _tagged_id(data, "previousProducerId"),
+            "next_producer_id": _tagged_id(data, "nextProducerId")}
+
+
+def _tagged_id(data: dict[str, Any], name: str) -> int | None:
+    """A producer id tag of the value: absent or -1 (its default, never written) is None."""
+    value = data.get(name)
+    return int(value) if value is not None and int(value) >= 0 else None
 
 
 def parse_dump(output: str) -> list[CoordinatorRecord]:

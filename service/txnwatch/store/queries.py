@@ -454,6 +454,39 @@ def group_partitions(session: Session, cluster_id: int, group_id: str) -> list[m
                                                 L.sampled_at == at).order_by(L.topic, L.partition)))
 
 
+def group_record_lags(session: Session, clusters: Collection[str]) -> dict[tuple[int, str], int | None]:
+    """(cluster id, group) -> the group's stored record lag in its cluster's latest lag sample: the sum over its
+    partitions when every one was counted (migration 0009), else None."""
+    L = m.ConsumerLagSample
+    latest = latest_sampled_at(session, L, clusters)
+    if not latest:
+        return {}
+    stmt = (select(L.cluster_id, L.group_id, func.count(), func.count(L.lag_records), func.sum(L.lag_records))
+            .where(_latest_condition(L, latest)).group_by(L.cluster_id, L.group_id))
+    return {(cid, gid): _int(total) if n == counted else None for cid, gid, n, counted, total in session.execute(stmt)}
+
+
+@dataclass(frozen=True)
+class GroupLagPoint:
+    """One lag sample of a group, summed over its partitions; ``lag_records`` only when every one was counted."""
+
+    sampled_at: datetime
+    lag_lso: int | None
+    lag_hwm: int | None
+    lag_records: int | None
+
+
+def group_lag_history(session: Session, cluster_id: int, group_id: str, since: datetime) -> list[GroupLagPoint]:
+    """The group's lag samples since ``since``, oldest first."""
+    L = m.ConsumerLagSample
+    group = (L.cluster_id == cluster_id, m.id_prefix(L.group_id) == group_id[:m.ID_INDEX_CHARS], L.group_id == group_id)
+    stmt = (select(L.sampled_at, func.sum(L.lag_lso), func.sum(L.lag_hwm), func.sum(L.lag_records), func.count(),
+                   func.count(L.lag_records))
+            .where(*group, L.sampled_at >= since).group_by(L.sampled_at).order_by(L.sampled_at))
+    return [GroupLagPoint(at, _int(lso), _int(hwm), _int(records) if n == counted else None)
+            for at, lso, hwm, records, n, counted in session.execute(stmt)]
+
+
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 

@@ -265,7 +265,8 @@ def load(session: Session, cluster_id: int) -> Resumed:
     A = m.TransactionTransition
     for tid, pid, epoch, kind in session.execute(
             select(A.transactional_id, A.producer_id, A.producer_epoch, A.anomaly)
-            .where(A.cluster_id == cluster_id, A.anomaly.in_((STUCK_PREPARE, LONG_TRANSACTION)))):
+            .where(A.cluster_id == cluster_id, A.anomaly.is_not(None),
+                   A.anomaly.in_((STUCK_PREPARE, LONG_TRANSACTION)))):
         s = ids.get(tid)
         if s is not None and kind is not None and (s.producer_id, s.producer_epoch) == (pid, epoch):
             reported.add((tid, pid, epoch, kind))

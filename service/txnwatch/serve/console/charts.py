@@ -98,6 +98,24 @@ def partition_offsets(points: Sequence[OffsetPoint], stalls: Sequence[Episode],
     return option
 
 
+def group_lag(points: Sequence[tuple[datetime, int | None, int | None, int | None]],
+              window: tuple[datetime, datetime] | None = None) -> dict[str, Any]:
+    """A group's lag over time, (sampled at, offset lag vs LSO, vs HWM, records) per sample: the two offset lags
+    and, beside them, the records a read_committed consumer still receives (a gap where a sample was not
+    counted)."""
+    option = _base("lag")
+    option["tooltip"] = {"trigger": "axis", "confine": True}
+    if window is not None:
+        begin, end = fitted_window(window, [at for at, _, _, _ in points])
+        option["xAxis"].update(min=to_ms(begin), max=to_ms(end))
+    option["series"] = [
+        {"name": name, "type": "line", "showSymbol": False, "connectNulls": False,
+         "data": [[to_ms(point[0]), point[column]] for point in points]}
+        for name, column in (("offset lag vs HWM", 2), ("offset lag vs LSO", 1),
+                             ("records (read_committed)", 3))]
+    return option
+
+
 @dataclass(frozen=True, slots=True)
 class StatePoint:
     at: datetime

@@ -39,7 +39,7 @@ from txnwatch.serve.api.routers.alerts import alert_view
 from txnwatch.serve.api.security import require_reader, token_matches, too_many
 from txnwatch.serve.api.sessions import COOKIE
 from txnwatch.serve.api.throttle import AuthThrottle, client_key
-from txnwatch.serve.console import assets, cards, charts, runbooks
+from txnwatch.serve.console import assets, cards, charts, group_lag, runbooks
 from txnwatch.store import context, queries, txnlog_queries
 
 HERE = Path(__file__).resolve().parent
@@ -85,7 +85,8 @@ def error_page(request: Request, status_code: int, detail: Any) -> HTMLResponse:
         detail = f"{where}: {first.get('msg', 'invalid')}" if isinstance(first, dict) else str(first)
     parts = request.url.path.split("/")
     names = {c.name for c in runtime_of(request).settings.clusters}
-    cluster = parts[3] if len(parts) > 3 and parts[2] in ("partitions", "transactions") and parts[3] in names else None
+    named = len(parts) > 3 and parts[2] in ("partitions", "transactions", "groups") and parts[3] in names
+    cluster = parts[3] if named else None
     html = _env.get_template("error.html").render(
         assets_ok=False, title=HEADINGS.get(status_code, "Error"), heading=HEADINGS.get(status_code, "Error"),
         detail=str(detail), status=status_code, cluster=cluster, generated_at=now())
@@ -234,6 +235,35 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
                  option=option, incident=incident)
+
+
+@router.get("/groups", response_class=HTMLResponse)
+def groups_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
+    runtime = runtime_of(request)
+    rows = group_lag.groups(session, runtime.state, [c.name for c in runtime.settings.clusters])
+    return _page(request, "groups.html", title="Consumer groups", now=now(), groups=rows,
+                 truncated=len(rows) >= group_lag.LIST_LIMIT)
+
+
+@router.get("/groups/{cluster}/{group_id:path}", response_class=HTMLResponse)
+def group_page(request: Request, _: Reader, session: ReadSession, cluster: str, group_id: str,
+               hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1) -> HTMLResponse:
+    runtime = runtime_of(request)
+    cid = _cluster_id(session, runtime, cluster)
+    at = now()
+    rows = group_lag.partitions(session, runtime.state, cid, cluster, group_id) if "\x00" not in group_id else []
+    if not rows:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"consumer group {group_id!r} has no committed offsets "
+                                                       f"recorded on cluster {cluster!r}")
+    lso = [r.lag_lso for r in rows if r.lag_lso is not None]
+    hwm = [r.lag_hwm for r in rows if r.lag_hwm is not None]
+    since = at - timedelta(hours=hours)
+    history = queries.group_lag_history(session, cid, group_id, since)
+    option = charts.group_lag([(p.sampled_at, p.lag_lso, p.lag_hwm, p.lag_records) for p in history],
+                              window=(since, at))
+    return _page(request, "group.html", title=f"Group {group_id}", now=at, cluster=cluster, group_id=group_id,
+                 rows=rows, lag_lso=sum(lso) if lso else None, lag_hwm=sum(hwm) if hwm else None,
+                 lag_records=group_lag.total(rows), hours=hours, option=option)
 
 
 def _blocker(stall: dict[str, Any]) -> str:
