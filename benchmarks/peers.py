@@ -163,6 +163,27 @@ def tree_cpu_s(root: int) -> float:
     return total / TICK
 
 
+def per_process_cpu_s(root: int) -> dict[int, tuple[str, float]]:
+    """{pid: (what it runs, utime+stime+reaped children)} over the tree: which of txnwatch's processes pays."""
+    out = {}
+    for pid in tree(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        label = next((w.rsplit("/", 1)[-1] for w in words if "txnwatch" in w and w.rsplit("/", 1)[-1] != "python"),
+                     " ".join(w.rsplit("/", 1)[-1] for w in words[:3]))
+        if (fields := _stat(pid)) is not None:
+            out[pid] = (label[:40], sum(int(x) for x in fields[11:15]) / TICK)
+    return out
+
+
+def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[str, float]]:
+    return [(f"{after[pid][0]} (pid {pid})", after[pid][1] - (before[pid][1] if pid in before else 0.0))
+            for pid in after]
+
+
 def tree_rss_mb(root: int) -> float:
     kb = 0
     for pid in tree(root):
@@ -188,6 +209,8 @@ class Target:
     log: Path
     scrapes: list[tuple[float, float, float]] = field(default_factory=list)  # (started epoch, seconds, wire bytes)
     probes: list[tuple[float, float, float]] = field(default_factory=list)  # txnwatch's fast probe after the window
+    split: list[tuple[str, float]] = field(default_factory=list)  # CPU-s of each process of the tree, window
+    probe_split: list[tuple[str, float]] = field(default_factory=list)  # the same over the probe
     failures: list[str] = field(default_factory=list)
     bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
     series: list[int] = field(default_factory=list)
@@ -239,10 +262,11 @@ def poll_windows(db: Path) -> list[tuple[float, float]]:
     return windows
 
 
-def storage_bytes(work: Path) -> int:
-    files = [p for p in work.glob("txnwatch.db*") if p.is_file()]
-    files += [p for p in (work / "archive").rglob("*") if p.is_file()] if (work / "archive").exists() else []
-    return sum(p.stat().st_size for p in files)
+def storage_bytes(work: Path) -> tuple[int, int]:
+    """(SQLite files, archive) bytes under the run's directory."""
+    db = sum(p.stat().st_size for p in work.glob("txnwatch.db*") if p.is_file())
+    archive = sum(p.stat().st_size for p in (work / "archive").rglob("*") if p.is_file())
+    return db, archive
 
 
 # -- scraping ---------------------------------------------------------------------------------------------
@@ -346,8 +370,10 @@ def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadli
 def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     window_s = args.minutes * 60
     loads = [os.getloadavg()]
+    splits = {}
     for target in targets:
         target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
+        splits[target.name] = per_process_cpu_s(target.proc.pid)
     storage0, t0 = storage_bytes(work), time.monotonic()
     next_round, round_no, next_rss = t0, 0, t0
     scraper: threading.Thread | None = None
@@ -366,6 +392,7 @@ def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict
     elapsed = time.monotonic() - t0
     for target in targets:
         target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
+        target.split = cpu_split(splits[target.name], per_process_cpu_s(target.proc.pid))
     storage1 = storage_bytes(work)
     if scraper is not None:
         scraper.join(timeout=180)
@@ -413,6 +440,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     print(f"lab: {built['brokers']} brokers, {scale['partitions']:,} partitions in {scale['topics']} topics + the "
           f"workload's 9, {scale['groups']} groups x {scale['offsets_per_group']} committed partitions + the "
           f"workload's 3 groups, the 'steady' workload (3 transactional producers); set up in {built['setup_s']:.0f} s")
+    print(f"peers: kafka_exporter {KAFKA_EXPORTER.version} (--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}), KMinion "
+          f"{KMINION.version}, built from source (Go); txnwatch on its defaults (15 s polls, the log tail, SQLite)")
     print(f"window: {result['window_s']:.0f} s wall, scrapes every {args.scrape_every:g} s; wall since start "
           f"{time.monotonic() - started:.0f} s")
     print()
@@ -449,6 +478,12 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         print(f"txnwatch alone, scraped every {args.probe_every:g} s for {args.probe_seconds:g} s after the window: "
               f"quiet p50 {pct(q, .5) * 1000:.1f} ms p99 {pct(q, .99) * 1000:.1f} ms (n={len(q)}); during its polls "
               f"p50 {pct(d, .5) * 1000:.1f} ms p99 {pct(d, .99) * 1000:.1f} ms (n={len(d)})")
+        for label, spent in by["txnwatch"].probe_split:
+            print(f"    CPU during the probe: {label} {spent:.2f} s = {spent / len(probes) * 1000:.2f} ms per scrape "
+                  f"if all of it were serving (load-independent)")
+    if "txnwatch" in by and len(by["txnwatch"].split) > 1:
+        print("txnwatch's CPU-s per minute by process: " + ", ".join(f"{label} {spent / minutes:.2f}"
+                                                                    for label, spent in by["txnwatch"].split))
     if "txnwatch" in by:
         polls = [w for w in windows if w[0] >= time.time() - result["window_s"] - 5]
         durations = [end - start for start, end in polls]
@@ -470,11 +505,13 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
             print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
                   f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
     if "txnwatch" in by:
-        s0, s1 = result["storage"]
+        (db0, ar0), (db1, ar1) = result["storage"]
+        s0, s1, mb = db0 + ar0, db1 + ar1, 2**20
         per_day = (s1 - s0) / result["window_s"] * 86400
-        print(f"txnwatch storage (SQLite files + archive): {s0 / 2**20:.1f} MB at the window's start, "
-              f"{s1 / 2**20:.1f} MB at its end: +{(s1 - s0) / 2**20:.1f} MB in {result['window_s']:.0f} s = "
-              f"{per_day / 2**20:,.0f} MB/day extrapolated (retention and archiving rounds not in a short window)")
+        print(f"txnwatch storage: SQLite {db0 / mb:.1f} -> {db1 / mb:.1f} MB, archive {ar0 / mb:.1f} -> {ar1 / mb:.1f} MB "
+              f"over the window: +{(s1 - s0) / mb:.1f} MB in {result['window_s']:.0f} s = {per_day / mb:,.0f} MB/day "
+              f"extrapolated (lag rows every lag_sample_interval_seconds; retention and archiving rounds are not in a "
+              f"window this short)")
     print("=" * 110)
 
 
@@ -517,6 +554,35 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
                 print(f"    e.g. {key}: txnwatch {mine_v:g}, {peer} {theirs_v:g}")
 
 
+def txnwatch_ports(free_ports: Any) -> tuple[int, int, int]:
+    """The API's port with the next one free too (txnwatch's metrics port defaults to api.port + 1), and two
+    more for the peers, none of them that next one."""
+    import socket
+
+    for _ in range(50):
+        api, exporter, kminion = free_ports(3)
+        if api + 1 in (exporter, kminion):
+            continue
+        with socket.socket() as probe_socket:
+            try:
+                probe_socket.bind(("127.0.0.1", api + 1))
+            except OSError:
+                continue
+        return api, exporter, kminion
+    raise RuntimeError("no free pair of ports for txnwatch's API and metrics port")
+
+
+def metrics_url(api_port: int) -> str:
+    """Where a user's Prometheus scrapes txnwatch by default: its metrics port when it serves, else the API."""
+    url = f"http://127.0.0.1:{api_port + 1}/metrics"
+    try:
+        if httpx.get(url, timeout=30).status_code == 200:
+            return url
+    except httpx.HTTPError:
+        pass
+    return f"http://127.0.0.1:{api_port}/metrics"
+
+
 def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
     txnwatch = Path(sys.executable).with_name("txnwatch")
     log = open(work / "workload.log", "w")  # noqa: SIM115 - held by the child for its life
@@ -539,9 +605,9 @@ def main() -> None:
     parser.add_argument("--skip-peers", action="store_true", help="txnwatch alone")
     parser.add_argument("--keep-lab", action="store_true", help="leave the lab up and the run's files in place")
     parser.add_argument("--scrape-every", type=float, default=15.0, help="seconds between scrape rounds")
-    parser.add_argument("--probe-seconds", type=float, default=60.0,
+    parser.add_argument("--probe-seconds", type=float, default=90.0,
                         help="after the window, scrape txnwatch alone this long (latency quiet and during polls)")
-    parser.add_argument("--probe-every", type=float, default=0.5)
+    parser.add_argument("--probe-every", type=float, default=0.25)
     parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
     parser.add_argument("--brokers", type=int, default=3)
     args = parser.parse_args()
@@ -567,12 +633,13 @@ def main() -> None:
         bootstrap = built["bootstrap"]
         workload = start_workload(bootstrap, work)
         built["live_topics"] = [f"txnwatch-steady-{s}" for s in ("input", "output", "java")]
-        port_t, port_e, port_m = free_ports(3)
+        port_t, port_e, port_m = txnwatch_ports(free_ports)
         config = work / "txnwatch.yaml"
         write_txnwatch_config(config, bootstrap, port_t)
         print(f"run directory {work}", flush=True)
         targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                           str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
+        api_metrics = targets[0].url
         if "kafka_exporter" in peers:
             targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
                                                     *[f"--kafka.server={b}" for b in bootstrap.split(",")],
@@ -586,11 +653,16 @@ def main() -> None:
                                  env=env))
         print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
         wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
+        targets[0].url = metrics_url(port_t)
+        print(f"  txnwatch's /metrics scraped at {targets[0].url}"
+              f"{' (its metrics port, api.port + 1 by default)' if targets[0].url != api_metrics else ''}", flush=True)
         print(f"measuring for {args.minutes:g} min", flush=True)
         result = measure(targets, args, work)
         if args.probe_seconds > 0:
             print(f"probing txnwatch's /metrics every {args.probe_every:g} s for {args.probe_seconds:g} s", flush=True)
+            before = per_process_cpu_s(targets[0].proc.pid)
             probe(targets[0], args.probe_seconds, args.probe_every)
+            targets[0].probe_split = cpu_split(before, per_process_cpu_s(targets[0].proc.pid))
         report(targets, result, built, args, work / "txnwatch.db", started, commit)
     finally:
         for target in targets:
