@@ -449,8 +449,10 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     print(f"lab: {built['brokers']} brokers, {scale['partitions']:,} partitions in {scale['topics']} topics + the "
           f"workload's 9, {scale['groups']} groups x {scale['offsets_per_group']} committed partitions + the "
           f"workload's 3 groups, the 'steady' workload (3 transactional producers); set up in {built['setup_s']:.0f} s")
-    print(f"peers: kafka_exporter {KAFKA_EXPORTER.version} (--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}), KMinion "
-          f"{KMINION.version}, built from source (Go); txnwatch on its defaults (15 s polls, the log tail, SQLite)")
+    if len(targets) > 1:
+        print(f"peers: kafka_exporter {KAFKA_EXPORTER.version} (--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}), "
+              f"KMinion {KMINION.version}, built from source (Go)")
+    print("txnwatch on its defaults (15 s polls, the log tail, SQLite)")
     print(f"window: {result['window_s']:.0f} s wall, scrapes every {args.scrape_every:g} s; wall since start "
           f"{time.monotonic() - started:.0f} s")
     print()
