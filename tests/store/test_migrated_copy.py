@@ -39,3 +39,15 @@ def test_an_existing_database_is_upgraded_in_place_not_replaced(tmp_path: Path) 
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'kept_by_the_test'").fetchall() \
             == [("kept_by_the_test",)]
+
+
+def test_a_database_in_a_directory_not_yet_made_is_created_as_upgrade_creates_it(tmp_path: Path) -> None:
+    path = tmp_path / "not" / "yet" / "made.db"
+    migrate(f"sqlite:///{path}")
+    assert _schema(path)[1] == _schema_of_upgraded(tmp_path)[1]
+
+
+def _schema_of_upgraded(tmp_path: Path) -> tuple[list[tuple[str, str, list[str]]], list[tuple[str]]]:
+    path = tmp_path / "reference.db"
+    upgrade(f"sqlite:///{path}")
+    return _schema(path)
