@@ -14,7 +14,8 @@ Then, each on its defaults and against the same brokers:
 * KMinion v2.3.5 (``KAFKA_BROKERS`` and the exporter's port only: consumer groups through the admin API,
   partition granularity, its defaults).
 
-All three are scraped at the same moments every ``--scrape-every`` seconds (gzip, as Prometheus asks),
+All three are scraped at the same ticks every ``--scrape-every`` seconds (gzip, as Prometheus asks; each on
+its own, a tick that comes while its previous scrape runs is missed, as Prometheus would),
 and the script prints side by side: CPU-seconds per minute (utime+stime of the process tree from
 /proc/<pid>/stat over the window), steady (median) and peak RSS, /metrics scrape p50/p99 (txnwatch's
 split into quiet and during its polls, from its ``polls`` table), series count, and lag agreement: every
@@ -163,6 +164,27 @@ def tree_cpu_s(root: int) -> float:
     return total / TICK
 
 
+def per_process_cpu_s(root: int) -> dict[int, tuple[str, float]]:
+    """{pid: (what it runs, utime+stime+reaped children)} over the tree: which of txnwatch's processes pays."""
+    out = {}
+    for pid in tree(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        label = next((w.rsplit("/", 1)[-1] for w in words if "txnwatch" in w and w.rsplit("/", 1)[-1] != "python"),
+                     " ".join(w.rsplit("/", 1)[-1] for w in words[:3]))
+        if (fields := _stat(pid)) is not None:
+            out[pid] = (label[:40], sum(int(x) for x in fields[11:15]) / TICK)
+    return out
+
+
+def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[str, float]]:
+    return [(f"{after[pid][0]} (pid {pid})", after[pid][1] - (before[pid][1] if pid in before else 0.0))
+            for pid in after]
+
+
 def tree_rss_mb(root: int) -> float:
     kb = 0
     for pid in tree(root):
@@ -188,11 +210,14 @@ class Target:
     log: Path
     scrapes: list[tuple[float, float, float]] = field(default_factory=list)  # (started epoch, seconds, wire bytes)
     probes: list[tuple[float, float, float]] = field(default_factory=list)  # txnwatch's fast probe after the window
+    split: list[tuple[str, float]] = field(default_factory=list)  # CPU-s of each process of the tree, window
+    probe_split: list[tuple[str, float]] = field(default_factory=list)  # the same over the probe
     failures: list[str] = field(default_factory=list)
     bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
     series: list[int] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
     cpu: tuple[float, float] = (0.0, 0.0)
+    missed: int = 0  # ticks that came while a scrape still ran
 
 
 def start(name: str, cmd: list[str], url: str, work: Path, env: dict[str, str] | None = None) -> Target:
@@ -239,10 +264,11 @@ def poll_windows(db: Path) -> list[tuple[float, float]]:
     return windows
 
 
-def storage_bytes(work: Path) -> int:
-    files = [p for p in work.glob("txnwatch.db*") if p.is_file()]
-    files += [p for p in (work / "archive").rglob("*") if p.is_file()] if (work / "archive").exists() else []
-    return sum(p.stat().st_size for p in files)
+def storage_bytes(work: Path) -> tuple[int, int]:
+    """(SQLite files, archive) bytes under the run's directory."""
+    db = sum(p.stat().st_size for p in work.glob("txnwatch.db*") if p.is_file())
+    archive = sum(p.stat().st_size for p in (work / "archive").rglob("*") if p.is_file())
+    return db, archive
 
 
 # -- scraping ---------------------------------------------------------------------------------------------
@@ -268,21 +294,26 @@ def scrape(client: httpx.Client, target: Target, round_no: int, keep: int) -> No
         del target.bodies[old]
 
 
-def scrape_round(targets: list[Target], round_no: int, keep: int) -> None:
-    """txnwatch first, alone (this process's other threads would otherwise hold the GIL while it is timed),
-    then the peers at the same moment, each in its own thread (kafka_exporter takes seconds)."""
-    def one(t: Target) -> None:
-        with httpx.Client(timeout=120, headers={"Accept-Encoding": "gzip"}) as client:
-            scrape(client, t, round_no, keep)
+PEER_OFFSET_S = 0.5  # peers start their scrape this long after the tick, when txnwatch's is (nearly always) done
 
-    first = [t for t in targets if t.name == "txnwatch"]
-    for target in first:
-        one(target)
-    threads = [threading.Thread(target=one, args=(t,), daemon=True) for t in targets if t not in first]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+
+def scraper(target: Target, t0: float, every: float, end: float, stop: threading.Event) -> None:
+    """One target on its own schedule, as Prometheus scrapes it: at t0 + k * every (the same ticks for all, so
+    bodies of one tick were read at the same moment); a tick that comes while a scrape still runs is missed.
+    txnwatch's scrape starts on the tick, the peers' ``PEER_OFFSET_S`` later, so this process's other threads
+    rarely hold the GIL while txnwatch is timed."""
+    offset = 0.0 if target.name == "txnwatch" else PEER_OFFSET_S
+    with httpx.Client(timeout=300, headers={"Accept-Encoding": "gzip"}) as client:
+        k = 0
+        while not stop.is_set():
+            at = t0 + k * every + offset
+            if at >= end:
+                return
+            if stop.wait(max(0.0, at - time.monotonic())):
+                return
+            scrape(client, target, k, 8)
+            k = max(k + 1, int((time.monotonic() - t0 - offset) // every) + 1)  # overran: the missed ticks pass
+            target.missed = k - len(target.scrapes) - len(target.failures)
 
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)')
@@ -346,29 +377,34 @@ def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadli
 def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     window_s = args.minutes * 60
     loads = [os.getloadavg()]
+    splits = {}
     for target in targets:
         target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
+        splits[target.name] = per_process_cpu_s(target.proc.pid)
     storage0, t0 = storage_bytes(work), time.monotonic()
-    next_round, round_no, next_rss = t0, 0, t0
-    scraper: threading.Thread | None = None
+    stop_scraping = threading.Event()
+    threads = [threading.Thread(target=scraper, args=(t, t0, args.scrape_every, t0 + window_s, stop_scraping),
+                                daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    next_rss, next_load = t0, t0
     while (now := time.monotonic()) < t0 + window_s:
         if now >= next_rss:
             for target in targets:
                 target.rss.append(tree_rss_mb(target.proc.pid))
             next_rss = now + 1.0
-        if now >= next_round and (scraper is None or not scraper.is_alive()):
-            scraper = threading.Thread(target=scrape_round, args=(targets, round_no, 3), daemon=True)
-            scraper.start()
-            round_no += 1
-            next_round = now + args.scrape_every
+        if now >= next_load:
             loads.append(os.getloadavg())
+            next_load = now + 15.0
         time.sleep(0.2)
     elapsed = time.monotonic() - t0
     for target in targets:
         target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
+        target.split = cpu_split(splits[target.name], per_process_cpu_s(target.proc.pid))
     storage1 = storage_bytes(work)
-    if scraper is not None:
-        scraper.join(timeout=180)
+    stop_scraping.set()
+    for thread in threads:
+        thread.join(timeout=300)
     loads.append(os.getloadavg())
     for target in targets:
         if target.proc.poll() is not None:
@@ -413,6 +449,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     print(f"lab: {built['brokers']} brokers, {scale['partitions']:,} partitions in {scale['topics']} topics + the "
           f"workload's 9, {scale['groups']} groups x {scale['offsets_per_group']} committed partitions + the "
           f"workload's 3 groups, the 'steady' workload (3 transactional producers); set up in {built['setup_s']:.0f} s")
+    print(f"peers: kafka_exporter {KAFKA_EXPORTER.version} (--kafka.version={KAFKA_EXPORTER_KAFKA_VERSION}), KMinion "
+          f"{KMINION.version}, built from source (Go); txnwatch on its defaults (15 s polls, the log tail, SQLite)")
     print(f"window: {result['window_s']:.0f} s wall, scrapes every {args.scrape_every:g} s; wall since start "
           f"{time.monotonic() - started:.0f} s")
     print()
@@ -438,7 +476,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     row("scrape p50/p99 ms, quiet", [f"{pct(quiet[n], .5) * 1000:.1f}/{pct(quiet[n], .99) * 1000:.1f}" for n in names])
     row("scrape p50/p99 ms, in a poll", [f"{pct(during[n], .5) * 1000:.1f}/{pct(during[n], .99) * 1000:.1f}"
                                          for n in names])
-    row("scrapes (quiet/in a poll/failed)", [f"{len(quiet[n])}/{len(during[n])}/{len(by[n].failures)}" for n in names])
+    row("scrapes quiet/in poll/failed/missed", [f"{len(quiet[n])}/{len(during[n])}/{len(by[n].failures)}/{by[n].missed}"
+                                                 for n in names])
     row("series (median)", [f"{statistics.median(by[n].series):,.0f}" if by[n].series else "-" for n in names])
     row("scrape kB on the wire (median)", [f"{statistics.median([s[2] for s in by[n].scrapes]) / 1024:,.0f}"
                                           if by[n].scrapes else "-" for n in names])
@@ -449,6 +488,12 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         print(f"txnwatch alone, scraped every {args.probe_every:g} s for {args.probe_seconds:g} s after the window: "
               f"quiet p50 {pct(q, .5) * 1000:.1f} ms p99 {pct(q, .99) * 1000:.1f} ms (n={len(q)}); during its polls "
               f"p50 {pct(d, .5) * 1000:.1f} ms p99 {pct(d, .99) * 1000:.1f} ms (n={len(d)})")
+        for label, spent in by["txnwatch"].probe_split:
+            print(f"    CPU during the probe: {label} {spent:.2f} s = {spent / len(probes) * 1000:.2f} ms per scrape "
+                  f"if all of it were serving (load-independent)")
+    if "txnwatch" in by and len(by["txnwatch"].split) > 1:
+        print("txnwatch's CPU-s per minute by process: " + ", ".join(f"{label} {spent / minutes:.2f}"
+                                                                    for label, spent in by["txnwatch"].split))
     if "txnwatch" in by:
         polls = [w for w in windows if w[0] >= time.time() - result["window_s"] - 5]
         durations = [end - start for start, end in polls]
@@ -470,11 +515,13 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
             print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
                   f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
     if "txnwatch" in by:
-        s0, s1 = result["storage"]
+        (db0, ar0), (db1, ar1) = result["storage"]
+        s0, s1, mb = db0 + ar0, db1 + ar1, 2**20
         per_day = (s1 - s0) / result["window_s"] * 86400
-        print(f"txnwatch storage (SQLite files + archive): {s0 / 2**20:.1f} MB at the window's start, "
-              f"{s1 / 2**20:.1f} MB at its end: +{(s1 - s0) / 2**20:.1f} MB in {result['window_s']:.0f} s = "
-              f"{per_day / 2**20:,.0f} MB/day extrapolated (retention and archiving rounds not in a short window)")
+        print(f"txnwatch storage: SQLite {db0 / mb:.1f} -> {db1 / mb:.1f} MB, archive {ar0 / mb:.1f} -> {ar1 / mb:.1f} MB "
+              f"over the window: +{(s1 - s0) / mb:.1f} MB in {result['window_s']:.0f} s = {per_day / mb:,.0f} MB/day "
+              f"extrapolated (lag rows every lag_sample_interval_seconds; retention and archiving rounds are not in a "
+              f"window this short)")
     print("=" * 110)
 
 
@@ -499,9 +546,9 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
     for peer in ("kafka_exporter", "kminion"):
         if peer not in by:
             continue
-        rounds = sorted(ours.bodies.keys() & by[peer].bodies.keys())
+        rounds = sorted(ours.bodies.keys() & by[peer].bodies.keys())  # ticks both answered
         if not rounds:
-            print(f"lag agreement with {peer}: no scrape round where both answered")
+            print(f"lag agreement with {peer}: no tick where both answered")
             continue
         for round_no in rounds[-2:]:
             mine = lag_series(ours.bodies[round_no], *FAMILIES["txnwatch"])
@@ -509,12 +556,41 @@ def lag_report(by: dict[str, Target], built: dict[str, Any]) -> None:
             a = agreement(mine, theirs, live)
             verdict = "every common series equal" if a["equal"] == a["common"] else (
                 "equal but for the live workload partitions" if not a["differ_still"] else "DISAGREE")
-            print(f"lag agreement with {peer} (round {round_no}): {a['equal']:,} of {a['common']:,} common series "
+            print(f"lag agreement with {peer} (tick {round_no}): {a['equal']:,} of {a['common']:,} common series "
                   f"equal, {a['differ_live']} differ on live partitions, {a['differ_still']} elsewhere -> {verdict}; "
                   f"txnwatch has {a['ours']:,} series ({a['only_ours']} not in {peer}'s), {peer} {a['theirs']:,} "
                   f"({a['only_theirs']:,} not in txnwatch's)")
             for key, mine_v, theirs_v in a["examples"]:
                 print(f"    e.g. {key}: txnwatch {mine_v:g}, {peer} {theirs_v:g}")
+
+
+def txnwatch_ports(free_ports: Any) -> tuple[int, int, int]:
+    """The API's port with the next one free too (txnwatch's metrics port defaults to api.port + 1), and two
+    more for the peers, none of them that next one."""
+    import socket
+
+    for _ in range(50):
+        api, exporter, kminion = free_ports(3)
+        if api + 1 in (exporter, kminion):
+            continue
+        with socket.socket() as probe_socket:
+            try:
+                probe_socket.bind(("127.0.0.1", api + 1))
+            except OSError:
+                continue
+        return api, exporter, kminion
+    raise RuntimeError("no free pair of ports for txnwatch's API and metrics port")
+
+
+def metrics_url(api_port: int) -> str:
+    """Where a user's Prometheus scrapes txnwatch by default: its metrics port when it serves, else the API."""
+    url = f"http://127.0.0.1:{api_port + 1}/metrics"
+    try:
+        if httpx.get(url, timeout=30).status_code == 200:
+            return url
+    except httpx.HTTPError:
+        pass
+    return f"http://127.0.0.1:{api_port}/metrics"
 
 
 def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
@@ -539,9 +615,9 @@ def main() -> None:
     parser.add_argument("--skip-peers", action="store_true", help="txnwatch alone")
     parser.add_argument("--keep-lab", action="store_true", help="leave the lab up and the run's files in place")
     parser.add_argument("--scrape-every", type=float, default=15.0, help="seconds between scrape rounds")
-    parser.add_argument("--probe-seconds", type=float, default=60.0,
+    parser.add_argument("--probe-seconds", type=float, default=90.0,
                         help="after the window, scrape txnwatch alone this long (latency quiet and during polls)")
-    parser.add_argument("--probe-every", type=float, default=0.5)
+    parser.add_argument("--probe-every", type=float, default=0.25)
     parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
     parser.add_argument("--brokers", type=int, default=3)
     args = parser.parse_args()
@@ -567,12 +643,13 @@ def main() -> None:
         bootstrap = built["bootstrap"]
         workload = start_workload(bootstrap, work)
         built["live_topics"] = [f"txnwatch-steady-{s}" for s in ("input", "output", "java")]
-        port_t, port_e, port_m = free_ports(3)
+        port_t, port_e, port_m = txnwatch_ports(free_ports)
         config = work / "txnwatch.yaml"
         write_txnwatch_config(config, bootstrap, port_t)
         print(f"run directory {work}", flush=True)
         targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                           str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
+        api_metrics = targets[0].url
         if "kafka_exporter" in peers:
             targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
                                                     *[f"--kafka.server={b}" for b in bootstrap.split(",")],
@@ -586,11 +663,16 @@ def main() -> None:
                                  env=env))
         print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
         wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
+        targets[0].url = metrics_url(port_t)
+        print(f"  txnwatch's /metrics scraped at {targets[0].url}"
+              f"{' (its metrics port, api.port + 1 by default)' if targets[0].url != api_metrics else ''}", flush=True)
         print(f"measuring for {args.minutes:g} min", flush=True)
         result = measure(targets, args, work)
         if args.probe_seconds > 0:
             print(f"probing txnwatch's /metrics every {args.probe_every:g} s for {args.probe_seconds:g} s", flush=True)
+            before = per_process_cpu_s(targets[0].proc.pid)
             probe(targets[0], args.probe_seconds, args.probe_every)
+            targets[0].probe_split = cpu_split(before, per_process_cpu_s(targets[0].proc.pid))
         report(targets, result, built, args, work / "txnwatch.db", started, commit)
     finally:
         for target in targets:

@@ -43,14 +43,21 @@ TOPIC = "__transaction_state"
 
 # -- the children ----------------------------------------------------------------------------------
 
+def fetch_config() -> dict[str, int]:
+    """The tail's kafka-python fetch settings, or ``TXNLOG_BENCH_FETCH``'s (JSON) over them, to compare settings."""
+    from txnwatch.kafka import txnlog
+
+    config = {**txnlog.FETCH_CONFIG, **json.loads(os.environ.get("TXNLOG_BENCH_FETCH", "{}"))}
+    txnlog.FETCH_CONFIG = config  # what TransactionLogTail reads when it builds its consumer
+    return config
+
+
 def _consumer(bootstrap: str) -> Any:
     """A consumer configured like ``TransactionLogTail``'s own (fetch sizes, max poll records)."""
     from kafka import KafkaConsumer
 
-    from txnwatch.kafka.txnlog import FETCH_CONFIG
-
     return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                         auto_offset_reset="earliest", **FETCH_CONFIG)
+                         auto_offset_reset="earliest", **fetch_config())
 
 
 def floor(bootstrap: str, expected: int) -> dict[str, float]:
@@ -122,8 +129,11 @@ def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool) -> tuple[Any, 
     opened: list[Any] = []
     lags: list[float] = []
 
+    config = fetch_config()
+
     def open_tail(positions: Mapping[int, int]) -> Any:
-        tail: Any = TransactionLogTail(connection, positions=positions, from_beginning=from_beginning)
+        tail: Any = TransactionLogTail(connection, positions=positions, from_beginning=from_beginning,
+                                       max_poll_records=config["max_poll_records"])
         if stamped:
             tail = _Stamped(tail)
         opened.append(tail)

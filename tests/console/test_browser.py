@@ -214,6 +214,9 @@ def test_groups_show_the_records_a_read_committed_consumer_still_reads(scene: Sc
             part = page.locator(f"[data-testid=partition-row][data-partition='{topic}-0']")
             assert part.locator("[data-testid=lag-records]").inner_text().strip() == "4"
             assert page.locator("[data-testid=group-facts] [data-testid=lag-hwm]").inner_text().strip() == "12"
+            assert page.locator("[data-testid=lag-history] canvas").count() >= 1, "ECharts drew no lag history"
+            option = page.locator("[data-testid=lag-history]").get_attribute("data-chart") or ""
+            assert '"records (read_committed)"' in option and ",4]" in option, "the stored record lag is charted"
             visit.assert_clean()
     finally:
         consumer.close()

@@ -7,6 +7,7 @@ built with kafka-python's own v2 builder, so the layout is not this code's idea 
 
 from __future__ import annotations
 
+import itertools
 import struct
 from types import SimpleNamespace
 from typing import Any
@@ -65,6 +66,8 @@ def installed(data: bytes, fetch_offset: int = 0) -> tuple[list[TxnLogRecord], l
     consumer = SimpleNamespace(_fetcher=SimpleNamespace(PartitionRecords=Fetcher.PartitionRecords))
     assert txnlog_batches.install(consumer, decode_record, problems)
     part = consumer._fetcher.PartitionRecords(fetch_offset, TP, MemoryRecords(data))
+    # Plain v2 bytes take this module's walk; anything else kafka-python's (itertools.dropwhile over its records).
+    assert isinstance(part.record_iterator, itertools.dropwhile) is not txnlog_batches.plain_v2(data)
     out = part.take()
     assert all(type(r) is TxnLogRecord for r in out)
     return out, problems, part.next_fetch_offset
@@ -134,6 +137,15 @@ def test_records_before_a_damaged_batch_still_come_back_first() -> None:
         part.take()
 
 
+def test_a_read_committed_consumer_keeps_kafka_pythons_aborted_transaction_filter() -> None:
+    problems: list[RequestError] = []
+    consumer = SimpleNamespace(_fetcher=SimpleNamespace(PartitionRecords=Fetcher.PartitionRecords))
+    txnlog_batches.install(consumer, decode_record, problems)
+    part = consumer._fetcher.PartitionRecords(0, TP, MemoryRecords(MIXED), isolation_level=1)
+    assert isinstance(part.record_iterator, itertools.dropwhile)  # kafka-python's own walk, not unpack()
+    assert part.take() == kafka_python(MIXED)[0]
+
+
 def test_install_declines_a_fetcher_it_was_not_written_for() -> None:
     class Other:
         def __init__(self, tp: Any, records: Any) -> None:
@@ -157,3 +169,18 @@ def test_any_records_come_out_as_kafka_python_gives_them(records: list[tuple[byt
                                                          first_ts: int, log_append_time: bool) -> None:
     data = batch(5, records, first_ts=first_ts, log_append_time=log_append_time) + batch(5 + len(records), records)
     assert installed(data) == kafka_python(data)
+
+
+def test_the_installed_kafka_pythons_consumer_takes_the_batch_walk() -> None:
+    """On the consumer TransactionLogTail builds (kafka-python as pinned), install() takes hold: were it to
+    decline, the tail would still be right, only as slow as before, and nothing else would say so."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers="127.0.0.1:1", api_version=(3, 0), group_id=None)
+    try:
+        assert txnlog_batches.install(consumer, decode_record, [])
+        part = consumer._fetcher.PartitionRecords(0, TP, MemoryRecords(MIXED))
+        assert not isinstance(part.record_iterator, itertools.dropwhile)
+        assert part.take() == kafka_python(MIXED)[0]
+    finally:
+        consumer.close()

@@ -81,6 +81,29 @@ def test_the_daemon_imports_neither_the_lab_nor_the_pipeline() -> None:
     assert unwanted == []
 
 
+# The app as the daemon builds it, then one console page: jinja2 and markdown-it come with the page, not before.
+CONSOLE_IMPORTS = """
+import json, sys
+from fastapi.testclient import TestClient
+from txnwatch.core.config import load_settings
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
+settings = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}])
+app = create_app(build_runtime(settings, collect=False), manage_lifecycle=False)
+before = sorted(m for m in sys.modules if m.split(".")[0] in ("jinja2", "markdown_it"))
+TestClient(app).get("/console/login")
+after = sorted(m for m in sys.modules if m.split(".")[0] in ("jinja2", "markdown_it"))
+print(json.dumps([before, "jinja2" in after]))
+"""
+
+
+def test_the_console_loads_its_template_engine_on_its_first_page() -> None:
+    """Issue 25, idle RSS: a daemon nobody opens the console of never imports jinja2 or markdown-it."""
+    result = _python(CONSOLE_IMPORTS)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], True]
+
+
 def test_a_missing_extra_is_named_with_its_install_command() -> None:
     # sys.modules[name] = None blocks the import as if the package were not installed.
     result = _python("import sys; sys.modules['pyspark'] = None\n"

@@ -510,6 +510,13 @@ class RetentionConfig(_Strict):
     archive_dir: str = Field(default="./var/archive", description="Parquet history archive: a local path or a Hadoop filesystem URI.")
     archive_days: float | None = Field(default=None, gt=0, description="Archive retention: date partitions older "
                                        "than this are removed from the Parquet archive; unset keeps them.")
+    downsample_after_hours: float = Field(default=1, gt=0, le=24 * 366, description=(
+        "Partition offsets and lag samples older than this are thinned to one per downsample_minutes (the archive "
+        "keeps them all); the latest state is never thinned."))
+    downsample_minutes: float = Field(default=60, ge=0, le=1440, description=(
+        "The window of the thinning: per partition its first offset sample of each window and the first sample "
+        "of each pinned LSO stay, and the first lag sample of each window; 0 keeps every sample. See "
+        "docs/performance.md (Storage per day)."))
 
 
 class TransactionLogConfig(_Strict):

@@ -180,7 +180,9 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError]) -> bool
         def __init__(self, fetch_offset: int, tp: Any, records: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(fetch_offset, tp, records, *args, **kwargs)
             data = getattr(records, "_buffer", None)
-            if isinstance(data, bytes) and plain_v2(data):  # else kafka-python's records, decoded below
+            # read_uncommitted only (the tail's): a read_committed consumer's aborted-transaction filter is
+            # kafka-python's.  Anything else: kafka-python's records, decoded below.
+            if getattr(self, "isolation_level", None) == 0 and isinstance(data, bytes) and plain_v2(data):
                 self.record_iterator = self._batches(tp.partition, data)
 
         def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:

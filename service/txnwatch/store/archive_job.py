@@ -33,6 +33,8 @@ _ENV = {
     "archive_dir": "TXNWATCH_ARCHIVE_JOB_ARCHIVE_DIR",
     "retention_days": "TXNWATCH_ARCHIVE_JOB_RETENTION_DAYS",
     "archive_days": "TXNWATCH_ARCHIVE_JOB_ARCHIVE_DAYS",
+    "downsample_after_hours": "TXNWATCH_ARCHIVE_JOB_DOWNSAMPLE_AFTER_HOURS",
+    "downsample_minutes": "TXNWATCH_ARCHIVE_JOB_DOWNSAMPLE_MINUTES",
     "hot_minutes": "TXNWATCH_ARCHIVE_JOB_HOT_MINUTES",
     "log_level": "TXNWATCH_ARCHIVE_JOB_LOG_LEVEL",
     "log_format": "TXNWATCH_ARCHIVE_JOB_LOG_FORMAT",
@@ -51,6 +53,8 @@ def run_in_child(job: str, settings: Settings) -> bool:
         _ENV["retention_days"]: repr(settings.retention.days),
         _ENV["archive_days"]: "" if settings.retention.archive_days is None else repr(settings.retention.archive_days),
         _ENV["hot_minutes"]: repr(settings.transaction_log.hot_transitions_minutes),
+        _ENV["downsample_after_hours"]: repr(settings.retention.downsample_after_hours),
+        _ENV["downsample_minutes"]: repr(settings.retention.downsample_minutes),
         _ENV["log_level"]: settings.log_level,
         _ENV["log_format"]: settings.log_format,
     })
@@ -67,15 +71,20 @@ def run_in_child(job: str, settings: Settings) -> bool:
     return done.returncode == 0
 
 
-def _history(database_url: str, archive_dir: str, retention_days: float, archive_days: float | None) -> None:
+def _history(database_url: str, archive_dir: str, retention_days: float, archive_days: float | None,
+             downsample: tuple[float, float] = (1.0, 0.0)) -> None:
+    """``downsample``: (after hours, window minutes) of store.downsample; samples are thinned once archived."""
     from txnwatch.store.archive import export_history, prune_archive
     from txnwatch.store.db import make_engine, make_sessionmaker
+    from txnwatch.store.downsample import downsample as thin
     from txnwatch.store.retention import purge
 
     engine = make_engine(database_url)
     try:
         export_history(engine, archive_dir)
-        purge(make_sessionmaker(engine), datetime.now(timezone.utc), retention_days)
+        now = datetime.now(timezone.utc)
+        purge(make_sessionmaker(engine), now, retention_days)
+        thin(make_sessionmaker(engine), now, timedelta(hours=downsample[0]), timedelta(minutes=downsample[1]))
     finally:
         engine.dispose()
     if archive_days is not None:
@@ -116,7 +125,9 @@ def main(argv: list[str]) -> int:
         if job == "history":
             archive_days = os.environ.get(_ENV["archive_days"]) or None
             _history(url, archive_dir, float(os.environ[_ENV["retention_days"]]),
-                     float(archive_days) if archive_days is not None else None)
+                     float(archive_days) if archive_days is not None else None,
+                     (float(os.environ.get(_ENV["downsample_after_hours"]) or 1),
+                      float(os.environ.get(_ENV["downsample_minutes"]) or 0)))
         else:
             _transitions(url, archive_dir, float(os.environ[_ENV["hot_minutes"]]))
     except Exception:

@@ -43,8 +43,8 @@ class TimelineEntry:
     log_partition: int | None = None
     log_offset: int | None = None
     client_transaction_version: int | None = None
-
-
+    #: What the record said beyond its fields (a coming producer id rotation, unknown tags or status, raw).
+    detail: str | None = None
 
 
 def _from_row(r: m.TransactionTransition) -> TimelineEntry:
@@ -55,7 +55,7 @@ def _from_row(r: m.TransactionTransition) -> TimelineEntry:
         producer_epoch=r.producer_epoch, prev_producer_id=r.prev_producer_id, prev_producer_epoch=r.prev_producer_epoch,
         timeout_ms=r.timeout_ms, txn_started_at=from_ms(r.start_ms), partitions=m.split(r.partitions),
         events=m.split(r.events), duration_ms=r.duration_ms, log_partition=r.log_partition, log_offset=r.log_offset,
-        client_transaction_version=r.client_transaction_version)
+        client_transaction_version=r.client_transaction_version, detail=r.detail)
 
 
 def _from_archive(row: dict[str, Any]) -> TimelineEntry:
@@ -67,7 +67,8 @@ def _from_archive(row: dict[str, Any]) -> TimelineEntry:
         timeout_ms=row["timeout_ms"], txn_started_at=row.get("txn_started_at"),
         partitions=list(row.get("partitions") or []), events=list(row.get("events") or []),
         duration_ms=row.get("duration_ms"), log_partition=row.get("log_partition"),
-        log_offset=row.get("log_offset"), client_transaction_version=row.get("client_transaction_version"))
+        log_offset=row.get("log_offset"), client_transaction_version=row.get("client_transaction_version"),
+        detail=row.get("detail"))
 
 
 def _key(r: TimelineEntry) -> tuple[Any, ...]:

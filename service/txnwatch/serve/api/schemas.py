@@ -141,6 +141,9 @@ class TransitionOut(_Out):
     log_offset: int | None = Field(default=None, description="Offset of that record; null when inferred.")
     client_transaction_version: int | None = Field(default=None, description="ClientTransactionVersion the "
                                                    "coordinator wrote with the record (2 = KIP-890 part 2).")
+    detail: str | None = Field(default=None, description="What the record said beyond these fields: the producer id "
+                                                          "a Prepare* announces the id moves to (NextProducerId, "
+                                                          "Kafka 4.3+), or what txnwatch does not know (raw).")
 
 
 class TxnPartition(_Out):

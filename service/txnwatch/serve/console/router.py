@@ -20,7 +20,6 @@ from urllib.parse import parse_qs, quote, urlencode
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
@@ -46,8 +45,30 @@ HERE = Path(__file__).resolve().parent
 LOGIN = "/console/login"
 router = APIRouter(prefix="/console", include_in_schema=False)
 
-_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]),
-                   trim_blocks=True, lstrip_blocks=True)
+
+
+class _Templates:
+    """jinja2's Environment, built on the first console page (issue 25, idle RSS): a daemon nobody opens the
+    console of never imports jinja2 nor compiles a template.  Filters and globals are gathered at import."""
+
+    def __init__(self) -> None:
+        self.filters: dict[str, Any] = {}
+        self.globals: dict[str, Any] = {}
+        self._environment: Any = None
+
+    def get_template(self, name: str) -> Any:
+        if self._environment is None:  # two first requests at once build two: harmless, the last one stays
+            from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+            environment = Environment(loader=FileSystemLoader(HERE / "templates"),
+                                      autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+            environment.filters.update(self.filters)
+            environment.globals.update(self.globals)
+            self._environment = environment
+        return self._environment.get_template(name)
+
+
+_env = _Templates()
 _env.filters.update(duration=humanize.duration, ts=humanize.timestamp, urlpart=lambda v: quote(str(v), safe=""))
 
 

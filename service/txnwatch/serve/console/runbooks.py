@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from txnwatch.alerting.pagerduty import DEFAULT_RUNBOOK_URL
@@ -25,7 +25,14 @@ from txnwatch.serve.console.assets import VENDOR
 
 CANDIDATES = (Path(__file__).resolve().parents[4] / "docs" / "runbooks.md", VENDOR / "runbooks.md")
 DOCS_URL = DEFAULT_RUNBOOK_URL.rsplit("/", 1)[0] + "/"  # where the project's docs/ are rendered
-_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+@cache
+def _markdown() -> Any:
+    """markdown-it, imported when the runbooks page is first rendered (not by a daemon nobody opens it on)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 @dataclass(frozen=True)
@@ -49,18 +56,19 @@ def _relink(tokens: list[Any]) -> None:
 
 
 def parse(text: str) -> list[Section]:
-    tokens = _MD.parse(text)
+    md = _markdown()
+    tokens = md.parse(text)
     _relink(tokens)
     cuts = [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     first = next((i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1"), None)
     intro = tokens[:cuts[0] if cuts else len(tokens)]
     if first is not None and first < len(intro):  # the page has its own title: drop the document's
         intro = intro[:first] + intro[first + 3:]
-    sections = [Section("Runbooks", "top", Markup(_MD.renderer.render(intro, _MD.options, {})))]
+    sections = [Section("Runbooks", "top", Markup(md.renderer.render(intro, md.options, {})))]
     for n, cut in enumerate(cuts):
         title = tokens[cut + 1].content
         body = tokens[cut + 3:cuts[n + 1] if n + 1 < len(cuts) else len(tokens)]
-        sections.append(Section(title.strip(), _anchor(title), Markup(_MD.renderer.render(body, _MD.options, {}))))
+        sections.append(Section(title.strip(), _anchor(title), Markup(md.renderer.render(body, md.options, {}))))
     return sections
 
 
