@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
-from tests.fixtures.lanes import in_fast_lane, mark_heavy, refuse_in_fast_lane
+from tests.fixtures.lanes import examples, in_fast_lane, mark_heavy, refuse_in_fast_lane
 
 pytest_plugins = [
     "tests.fixtures.databases",
@@ -14,6 +15,10 @@ pytest_plugins = [
 
 def pytest_configure(config: pytest.Config) -> None:
     if in_fast_lane():
+        # Property tests without their own max_examples (Hypothesis's 100) get a third too, as examples() gives
+        # those that set one; `make test` keeps Hypothesis's default profile.
+        hypothesis_settings.register_profile("fast-lane", max_examples=examples(100))
+        hypothesis_settings.load_profile("fast-lane")
         # Every lab cluster, the plugin's and those the end-to-end tests start themselves, goes through start_lab.
         from txnwatch.lab import cluster
 

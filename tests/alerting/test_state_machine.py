@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 
 from tests.alerting.fixtures import pagerduty, sessions  # noqa: F401  (fixtures)
 from tests.alerting.helpers import T0, hanging, rules
+from tests.fixtures.lanes import examples
 from txnwatch.alerting import OutboxDispatcher, evaluate
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
@@ -43,7 +44,7 @@ polls = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(polls=polls, failure_rate=st.sampled_from([0.0, 0.3, 0.7]), seed=st.integers(0, 2**32 - 1))
 def test_triggers_and_resolves_alternate(engine: Engine, polls: list[tuple[frozenset[int], int, bool]],
                                           failure_rate: float, seed: int) -> None:

@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tests.api.factory import BOOTSTRAP, PROD, STAGING, Scenario, seed_scenario
+from tests.fixtures.migrated import migrate
 from txnwatch.core.config import Settings
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.app import create_app
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 
 def make_settings(url: str, **api: Any) -> Settings:
@@ -45,7 +45,7 @@ def seeded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         url = f"sqlite:///{tmp_path_factory.mktemp('api') / 'txnwatch.db'}"
     else:
         url = request.getfixturevalue("postgres_server").create_database("api_" + uuid.uuid4().hex[:12])
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     try:
         with Session(engine) as session:

@@ -18,6 +18,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, Factory, seed_scenario
+from tests.fixtures.migrated import migrate
 from txnwatch.core.views import ClusterView
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
@@ -30,7 +31,6 @@ from txnwatch.serve.answer_cache import (
 )
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 LISTS = [
     "/api/v1/transactions",
@@ -82,7 +82,7 @@ def test_a_cached_answer_equals_an_uncached_one(clients: tuple[TestClient, TestC
 def own(tmp_path: Path) -> Iterator[tuple[Runtime, TestClient, str]]:
     """A database of its own: these tests write to it between requests."""
     url = f"sqlite:///{tmp_path / 'txnwatch.db'}"
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     with Session(engine) as session:
         seed_scenario(session)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING
+from tests.fixtures.lanes import examples
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
 
@@ -54,7 +55,7 @@ def test_hostile_api_parameters_never_answer_5xx(client: TestClient, path: str) 
 
 
 @given(cluster=st.sampled_from([PROD, STAGING, "x"]), topic=st.text(min_size=1, max_size=300), partition=st.integers(), hours=st.floats(allow_nan=True, allow_infinity=True))
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_console_partition_url_answers_5xx(client: TestClient, cluster: str, topic: str, partition: int,
                                               hours: float) -> None:
     response = client.get(f"/console/partitions/{cluster}/{quote(topic, safe='')}/{partition}", params={"hours": str(hours)})
@@ -62,7 +63,7 @@ def test_no_console_partition_url_answers_5xx(client: TestClient, cluster: str, 
 
 
 @given(partition=st.integers(), producer_id=st.integers(), coordinator_epoch=st.integers())
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 def test_abort_body_numbers_past_kafka_types_are_422(admin_client: TestClient, partition: int, producer_id: int,
                                                      coordinator_epoch: int) -> None:
     body = dict(cluster=PROD, topic="orders", partition=partition, producer_id=producer_id, producer_epoch=0,

@@ -12,10 +12,10 @@ from sqlalchemy.orm import Session
 
 from tests.api.conftest import Seeded, make_client, make_settings
 from tests.api.factory import PROD, STAGING, seed_scenario
+from tests.fixtures.migrated import migrate
 from tests.fixtures.postgres_server import PostgresServer, start_postgres
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 TOKEN = "s3cret-read-token"
 READ_URLS = ["/api/v1/clusters", f"/api/v1/clusters/{PROD}", "/api/v1/transactions",
@@ -25,7 +25,7 @@ READ_URLS = ["/api/v1/clusters", f"/api/v1/clusters/{PROD}", "/api/v1/transactio
 
 
 def seed(url: str) -> None:
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     try:
         with Session(engine) as session:

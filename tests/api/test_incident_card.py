@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session
 
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import PROD, Factory, ago
+from tests.fixtures.migrated import migrate
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.console import router
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 NOW = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)
 
@@ -32,7 +32,7 @@ NOW = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     url = f"sqlite:///{Path(tmp_path_factory.mktemp('position')) / 'txnwatch.db'}"
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     with Session(engine) as session:
         f = Factory(session, NOW)

@@ -15,6 +15,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.api.conftest import make_settings
+from tests.fixtures.lanes import examples
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.app import create_app
@@ -47,7 +48,7 @@ others = schema.include(path_regex="^/api/v1/").exclude(path_regex=OURS).exclude
 
 
 @ours.parametrize()
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:
     """Also: every status is documented and every body matches its response model."""
     APP.state.runtime = runtime
@@ -57,7 +58,7 @@ def test_no_input_causes_a_server_error(case, runtime: Runtime) -> None:
 
 
 @others.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=list(HealthCheck))
 def test_other_read_routers_never_answer_5xx(case, runtime: Runtime) -> None:
     APP.state.runtime = runtime
     case.validate_response(case.call(), checks=[not_a_server_error])

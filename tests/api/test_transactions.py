@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import BULK, PROD, STAGING, Factory, Scenario
 from tests.api.helpers import flat, invalid_param, ok, walk
+from tests.fixtures.migrated import migrate
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 URL = "/api/v1/transactions"
 OPEN = {"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"}
@@ -181,7 +181,7 @@ def test_unknown_ids_and_clusters_are_404(client: TestClient, path: str) -> None
 def test_names_sort_bytewise_on_both_backends(db_url: str) -> None:
     """PostgreSQL databases often use a locale collation; ids must still page in one, stable byte order."""
     names = ["a_1", "B-1", "a.1", "a-1", "a1", "A-2", "b", "é-1"]
-    upgrade(db_url)
+    migrate(db_url)
     engine = make_engine(db_url)
     with Session(engine) as session:
         f = Factory(session, datetime.now(timezone.utc))

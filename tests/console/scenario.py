@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tests.api.factory import seed_scenario
+from tests.fixtures.migrated import migrate
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.app import create_app
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 
 FROZEN = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)  # 3 a.m., as on-call meets it
 PAGES = {
@@ -34,7 +34,7 @@ def console_client(directory: Path, **settings: Any) -> Iterator[TestClient]:
     from txnwatch.serve.console import router
 
     url = f"sqlite:///{directory / 'console.db'}"
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     try:
         with Session(engine) as session:

@@ -35,11 +35,20 @@ def _listed(d: Daemon, tid: str) -> str | None:
 
 
 def _sample(d: Daemon, cluster: str, tid: str) -> dict[str, Any]:
-    detail = d.get(f"/api/v1/transactions/{cluster}/{tid}").json()
-    page = d.get(f"/console/transactions/{cluster}/{tid}").text
-    console = _CONSOLE_STATE.search(page)
-    families = [s for s in _age_series(d) if s.labels.get("transactional_id") == tid]
-    return dict(list=_listed(d, tid), detail=detail["state"], detail_source=detail["source"],
+    """One moment as the four readers show it: the list is read before and after the other three, and a
+    sample is taken again when it changed in between (the coordinator moved the id while the four requests
+    ran: on a loaded machine a phase may outlive the transaction's timeout), so readers are compared only
+    over a moment in which the id did not move."""
+    for _ in range(5):
+        before = _listed(d, tid)
+        detail = d.get(f"/api/v1/transactions/{cluster}/{tid}").json()
+        page = d.get(f"/console/transactions/{cluster}/{tid}").text
+        console = _CONSOLE_STATE.search(page)
+        families = [s for s in _age_series(d) if s.labels.get("transactional_id") == tid]
+        listed = _listed(d, tid)
+        if listed == before:
+            break
+    return dict(list=listed, detail=detail["state"], detail_source=detail["source"],
                 console=html.unescape(console.group(1)) if console else None,
                 metrics=families[0].labels["state"] if families else None)
 

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests.fixtures.migrated import migrate
 from txnwatch.alerting import Alerting
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collect.poll_loop import POLL_BACKOFF, ClusterPollLoop
@@ -23,7 +24,6 @@ from txnwatch.core.views import LatestState
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.db import make_engine, make_sessionmaker
-from txnwatch.store.migrate import upgrade
 
 INTERVAL_S = 1.0
 FOR_S = 8.0
@@ -58,7 +58,7 @@ class Cluster:
 
 @pytest.fixture
 def sessions(sqlite_url: str) -> Any:
-    upgrade(sqlite_url)
+    migrate(sqlite_url)
     engine = make_engine(sqlite_url)
     sessions = make_sessionmaker(engine)
     with sessions.begin() as session:  # as the daemon's store does at start

@@ -22,12 +22,12 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from tests.fixtures.migrated import migrate
 from txnwatch.core.config import ApiConfig, ConfigError, Settings, load_settings
 from txnwatch.runtime.admin import AdminRefused, check_admin
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.api.security import Check, check_reader, token_matches
 from txnwatch.serve.app import create_app
-from txnwatch.store.migrate import upgrade
 
 #: Every visible ASCII character but the alphanumerics: each must work as a bearer and on the login form.
 PUNCTUATION_TOKEN = "Tk-._~+/=!#$%&'()*,:;<>?@[]^`{|}\"\\0"
@@ -118,7 +118,7 @@ def test_tokens_are_compared_as_bytes(offered: bytes, expected: bool) -> None:
 @pytest.fixture
 def app_client(tmp_path: Path) -> Iterator[tuple[TestClient, Settings]]:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     settings = load_settings(None, database_url=url, clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}],
                              api={"read_token": PUNCTUATION_TOKEN, "admin_enabled": True,
                                   "admin_token": PUNCTUATION_TOKEN[::-1]})
@@ -148,7 +148,7 @@ def test_every_door_compares_the_same_bytes(app_client: tuple[TestClient, Settin
 def test_an_empty_admin_token_past_the_config_never_reaches_kafka(tmp_path: Path) -> None:
     """The defect as it was: the abort without an Authorization header.  Settings forced past validation."""
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     base = load_settings(None, database_url=url, clusters=[{"name": "c", "bootstrap_servers": "127.0.0.1:1"}])
     settings = base.model_copy(update={"api": ApiConfig.model_construct(
         **{**base.api.model_dump(), "admin_enabled": True, "admin_token": SecretStr(""),

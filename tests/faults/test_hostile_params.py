@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fixtures.migrated import migrate
 from txnwatch.core.config import Settings
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.app import create_app
-from txnwatch.store.migrate import upgrade
 
 EDGES = {
     "date": ["9999-12-31", "0001-01-01", "2024-02-30", "10000-01-01"],
@@ -35,7 +35,7 @@ def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         import uuid
 
         url = request.getfixturevalue("postgres_server").create_database("hostile_" + uuid.uuid4().hex[:10])
-    upgrade(url)
+    migrate(url)
     runtime = build_runtime(Settings(database_url=url, clusters=[{"name": "c", "bootstrap_servers": "h:9092"}]),
                             collect=False)
     yield TestClient(create_app(runtime, manage_lifecycle=False), raise_server_exceptions=False)

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fixtures.migrated import migrate
 from txnwatch.core.config import Settings
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.api.sessions import COOKIE, LEGACY_COOKIE
 from txnwatch.serve.app import create_app
-from txnwatch.store.migrate import upgrade
 
 TOKEN = "r34d-t0ken"
 GUARDED = ["/metrics", "/openapi.json", "/docs", "/redoc", "/api/v1/clusters", "/api/v1/alerts", "/no/such/page"]
@@ -25,7 +25,7 @@ GUARDED = ["/metrics", "/openapi.json", "/docs", "/redoc", "/api/v1/clusters", "
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     url = f"sqlite:///{tmp_path_factory.mktemp('token') / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     # Many wrong tokens from one client here: a limit of failures these tests never reach (test_auth_throttle).
     runtime = build_runtime(Settings(database_url=url, api={"read_token": TOKEN, "auth_failures_per_window": 10_000},
                                      clusters=[{"name": "c", "bootstrap_servers": "h:9092"}]), collect=False)
@@ -70,7 +70,7 @@ def test_admin_keeps_its_own_token(client: TestClient) -> None:
 
 def test_no_token_configured_means_open(tmp_path_factory: pytest.TempPathFactory) -> None:
     url = f"sqlite:///{tmp_path_factory.mktemp('open') / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     runtime = build_runtime(Settings(database_url=url), collect=False)
     client = TestClient(create_app(runtime, manage_lifecycle=False))
     assert client.get("/metrics").status_code == 200 and client.get("/openapi.json").status_code == 200

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.record.util import calc_crc32c
 
+from tests.fixtures.lanes import examples
 from txnwatch.core.model import GroupSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.kafka.record_count import Counted, RecordCounts, count_records, parse_fetch, wanted
 
@@ -164,7 +165,7 @@ def _logs(draw: Any) -> _Log:
     return _Log(raw, aborted, sorted(o for o in delivered if o < lso), lso)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(log=_logs(), data=st.data())
 def test_the_count_is_what_a_read_committed_consumer_delivers(log: _Log, data: Any) -> None:
     committed = data.draw(st.integers(0, log.lso))

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 
+from tests.fixtures.lanes import examples
 from txnwatch.core.model import PartitionSnapshot, TimeLagUnknown, TopicPartition
 from txnwatch.kafka.records import Dated, RecordDates, Unreadable, fetch_calls, first_data_record, parse_fetch
 
@@ -142,7 +143,7 @@ def test_older_message_formats_go_through_kafka_python() -> None:
     assert first_data_record(bytes(builder.buffer()), 8, 9) == Dated(6_000, 9)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(codec=st.sampled_from([0, 1, 2, 3, 4]),
        batches=st.lists(st.lists(st.tuples(st.integers(0, 2**40), st.binary(max_size=300)), min_size=1, max_size=8),
                         min_size=1, max_size=4),

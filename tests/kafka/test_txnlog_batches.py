@@ -22,6 +22,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
+from tests.fixtures.lanes import examples
 from tests.kafka.test_txnlog import EMPTY, KEY, ONGOING_ONE_PARTITION, PREPARE_COMMIT_TWO
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.kafka import txnlog_batches
@@ -159,7 +160,7 @@ def test_install_declines_a_fetcher_it_was_not_written_for() -> None:
     assert not txnlog_batches.install(SimpleNamespace(), decode_record, [])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(records=st.lists(st.tuples(st.one_of(st.none(), st.just(KEY), st.binary(max_size=80)),
                                   st.one_of(st.none(), st.sampled_from(VALUES), st.binary(max_size=200))),
                         min_size=1, max_size=6),

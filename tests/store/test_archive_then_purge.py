@@ -7,11 +7,11 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from tests.fixtures.migrated import migrate
 from txnwatch.core.config import load_settings
 from txnwatch.core.epoch import to_ms
 from txnwatch.runtime.wiring import archive_then_purge, build_runtime
 from txnwatch.store import models as m
-from txnwatch.store.migrate import upgrade
 
 
 def seed_old_transition(runtime) -> None:
@@ -32,7 +32,7 @@ def count(runtime) -> int:
 
 def test_old_history_is_archived_then_purged(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     archive = tmp_path / "archive"
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(archive))),
                             collect=False)
@@ -44,7 +44,7 @@ def test_old_history_is_archived_then_purged(tmp_path: Path) -> None:
 
 def test_nothing_is_purged_when_archiving_fails(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    upgrade(url)
+    migrate(url)
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the archive directory should be")
     runtime = build_runtime(load_settings(None, database_url=url, retention=dict(days=14, archive_dir=str(blocked / "a"))),

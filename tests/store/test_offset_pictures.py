@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select
 
+from tests.fixtures.migrated import migrate
 from txnwatch.core.epoch import from_ms
 from txnwatch.core.model import ClusterSnapshot, PartitionSnapshot, ProducerState, TopicPartition
 from txnwatch.store import context, queries
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine, make_sessionmaker
-from txnwatch.store.migrate import upgrade
 from txnwatch.store.offset_pictures import OffsetPictures
 from txnwatch.store.recorder import Recorder
 
@@ -105,7 +105,7 @@ def _answers(engine: Engine, at_ms: int) -> dict[str, Any]:
 
 def _migrated(path: Path) -> Engine:
     url = f"sqlite:///{path}"
-    upgrade(url)
+    migrate(url)
     return make_engine(url)
 
 

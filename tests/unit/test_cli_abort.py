@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
+from tests.fixtures.migrated import migrate
 from txnwatch.cli import abort as abort_cli
 from txnwatch.cli import commands as cli
 from txnwatch.core import exitcodes
@@ -22,7 +23,6 @@ from txnwatch.core.config import ClusterConfig
 from txnwatch.core.model import AbortOutcome, TopicPartition
 from txnwatch.runtime.admin import AbortTarget
 from txnwatch.store.db import make_engine
-from txnwatch.store.migrate import upgrade
 from txnwatch.store.models import AdminAudit
 
 CLUSTER = ClusterConfig(name="127.0.0.1-39092", bootstrap_servers="127.0.0.1:39092")
@@ -45,7 +45,7 @@ class FakeKafka:
 @pytest.fixture
 def database(tmp_path: Path) -> Any:
     url = f"sqlite:///{tmp_path / 'audit.db'}"
-    upgrade(url)
+    migrate(url)
     engine = make_engine(url)
     yield engine
     engine.dispose()

@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from tests.deploy.tools import tool
+from tests.fixtures.lanes import examples
 from txnwatch.metrics.exposition import Exposition
 from txnwatch.metrics.render import LINES_PER_SLICE, LeanGauge, int_label, render_gzip, render_text, write_exposition
 
@@ -46,7 +47,7 @@ VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
                    st.sampled_from([0.0, -0.0, 1e-7, 1234567.0, 12345678.0, 1e21]))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(rows=st.lists(st.tuples(st.tuples(LABEL_VALUES, LABEL_VALUES, LABEL_VALUES), VALUES), max_size=12))
 def test_lean_gauge_lines_equal_generate_latest(rows: list[tuple[tuple[str, ...], float]]) -> None:
     # Label names out of order: generate_latest sorts them, so the lean writer must too.

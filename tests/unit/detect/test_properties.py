@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fixtures.lanes import examples
 from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
@@ -22,7 +23,7 @@ TPS = [TopicPartition("t", i) for i in range(3)]
 PIDS = [1, 2, 3]
 COORDINATORS = [1, 2]
 SETTINGS = DetectionSettings(lso_stall_ms=1_000, verification_grace_ms=500, prepare_stuck_ms=1_000)
-EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -136,7 +137,7 @@ def test_episodes_samples_and_lags_are_consistent(seq: list[ClusterSnapshot]) ->
             assert stuck.duration_ms > SETTINGS.prepare_stuck_ms and stuck.state.is_prepare
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequences())
 def test_detection_is_a_pure_function_of_its_inputs(seq: list[ClusterSnapshot]) -> None:
     assert _run(seq) == _run(seq)

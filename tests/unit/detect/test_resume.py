@@ -7,6 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fixtures.lanes import examples
 from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 from txnwatch import detect
 from txnwatch.core.model import ClusterSnapshot, LsoStall, TransactionDescription, TxnState
@@ -58,7 +59,7 @@ def test_prepare_clock_carries_on_for_the_same_transaction_only() -> None:
 polls = st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 3]), st.integers(0, 5)), min_size=2, max_size=25)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(polls, st.data())
 def test_a_restart_at_any_poll_keeps_every_open_episode(steps: list[tuple[int, int]], data: st.DataObject) -> None:
     """Replaying with a restart (state rebuilt from the open episodes, as the store has them) changes no episode

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.fixtures.lanes import examples
 from txnwatch.fleet.balance import HOUSEKEEPING, LeaseView, fair_share, plan
 
 ORPHAN_AFTER = 2.0
@@ -74,7 +75,7 @@ def assert_balanced(table: Table, replicas: set[str]) -> None:
     assert table.holder[HOUSEKEEPING] in replicas
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(n_clusters=st.integers(1, 9), n_replicas=st.integers(1, 5), seed=st.integers(0, 2**32),
        victim=st.integers(0, 4))
 def test_fleet_converges_and_survives_a_death(n_clusters: int, n_replicas: int, seed: int, victim: int) -> None:
