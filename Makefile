@@ -14,7 +14,7 @@ test:
 
 # The pure, unit and in-process API tests (SQLite only), after the same lint gates: no Kafka lab, PostgreSQL,
 # Spark or browser (a test that would start one fails and names the marker it lacks), spread over every core
-# with pytest-xdist (-n auto; TEST_FAST_WORKERS=1 for one). Under three minutes on two quiet cores.
+# with pytest-xdist (-n auto; TEST_FAST_WORKERS=0 for one process). ~140 s on two quiet cores (docs/contributing.md).
 TEST_FAST_WORKERS ?= auto
 test-fast:
 	@bash scripts/bootstrap.sh

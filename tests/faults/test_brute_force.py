@@ -154,7 +154,7 @@ def test_with_api_workers_the_collector_renders_what_the_workers_counted(tmp_pat
                             stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: answers_ok(base + "/healthz"), 60, what="the API workers to serve")
+        wait_for(lambda: answers_ok(base + "/healthz"), 180, what="the API workers to serve")
         # Two clients (X-Forwarded-For from the trusted 127.0.0.1), new connections each time: both workers serve.
         statuses = [httpx.get(base + "/api/v1/clusters", timeout=10, headers={
             "X-Forwarded-For": f"192.0.2.{i % 2}", "Authorization": "Bearer guess"}).status_code for i in range(60)]
@@ -167,7 +167,7 @@ def test_with_api_workers_the_collector_renders_what_the_workers_counted(tmp_pat
             return sum(s.value for s in families["txnwatch_auth_failures"].samples
                        if s.name.endswith("_total") and s.labels["kind"] == "read")
 
-        wait_for(lambda: counted_total() == 60, 30, what="every failure rendered by the collector")
+        wait_for(lambda: counted_total() == 60, 90, what="every failure rendered by the collector")
     finally:
         terminate(proc)
     assert log.read_text().count("authentication failed from 192.0.2.") <= 2 * 2  # a line per client per worker
