@@ -283,6 +283,9 @@ class TransactionLogTail:
             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
             **{**FETCH_CONFIG, "max_poll_records": max_poll_records},
             request_timeout_ms=max(settings.request_timeout_ms, 1_000),
+            # The cluster's connect timeout, as the poll loop's own bootstrap uses (kafka-python's default is 30 s,
+            # and a daemon stopping while its tail bootstraps against an unreachable cluster waited that long).
+            bootstrap_timeout_ms=settings.connect_timeout_ms,
             fetch_max_wait_ms=min(500, max(settings.request_timeout_ms, 1_000) // 2),
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
         try:
