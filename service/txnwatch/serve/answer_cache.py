@@ -86,23 +86,20 @@ class AnswerCache:
         self.hits += 1
         return answer
 
-    def peek(self, key: Key) -> Answer | None:
-        """The entry as kept, without counting a hit or checking its age (for requests waiting on its computation)."""
-        return self._entries.get(key)
-
-    def put(self, key: Key, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+    def put(self, key: Key, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> Answer | None:
+        """Keeps the answer and returns it, or None when it is too big to keep."""
         size = len(body) + sum(len(k) + len(v) for k, v in headers) + len(key[0]) + len(key[1]) + ENTRY_OVERHEAD_BYTES
         if size > self.max_entry_bytes:
-            return False
+            return None
         old = self._entries.pop(key, None)
         if old is not None:
             self.used_bytes -= old.size
-        self._entries[key] = Answer(status, tuple(headers), body, self._clock(), size)
+        self._entries[key] = answer = Answer(status, tuple(headers), body, self._clock(), size)
         self.used_bytes += size
         while self.used_bytes > self.budget_bytes:
             _, evicted = self._entries.popitem(last=False)
             self.used_bytes -= evicted.size
-        return True
+        return answer
 
 
 def normalised_query(raw: bytes) -> str:
@@ -171,8 +168,9 @@ class AnswerCacheMiddleware:
                 if not message.get("more_body", False) and start is not None and start["status"] == 200:
                     headers = list(start.get("headers", []))
                     body = b"".join(chunks)
-                    if self.cache.put(key, 200, headers, body) and not flight.done():
-                        flight.set_result(self.cache.peek(key))
+                    kept = self.cache.put(key, 200, headers, body)
+                    if kept is not None and not flight.done():
+                        flight.set_result(kept)
             await send(message)
 
         await self.app(scope, receive, keep)
