@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from txnwatch.core.config import load_settings
 from txnwatch.metrics.exposition import Exposition
 from txnwatch.runtime.wiring import build_runtime
-from txnwatch.serve.api.routers.metrics import accepts_gzip
 from txnwatch.serve.app import create_app
+from txnwatch.serve.metrics_port import accepts_gzip
 
 
 @pytest.mark.parametrize(("header", "expected"), [

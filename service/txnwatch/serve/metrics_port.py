@@ -51,9 +51,11 @@ SECURITY_HEADERS = (b"X-Content-Type-Options: nosniff\r\nX-Frame-Options: DENY\r
 _PR_SET_PDEATHSIG = 1
 
 
-def accepts_gzip(accept_encoding: str) -> bool:
-    """As txnwatch.serve.api.routers.metrics.accepts_gzip: ``gzip`` (or ``*``) listed without ``q=0``."""
-    for item in accept_encoding.split(","):
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """RFC 9110 content coding negotiation, enough for scrapers: ``gzip`` (or ``*``) listed without ``q=0``.
+
+    Defined here, in the module that may import nothing of txnwatch, and used by the API's /metrics route too."""
+    for item in (accept_encoding or "").split(","):
         coding, _, params = item.strip().partition(";")
         if coding.strip().lower() in ("gzip", "x-gzip", "*"):
             q = params.strip().lower().removeprefix("q=")

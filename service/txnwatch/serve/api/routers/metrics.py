@@ -10,21 +10,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from txnwatch.runtime.publication import NotPublishedYet
 from txnwatch.serve.api.deps import RuntimeDep
+from txnwatch.serve.metrics_port import accepts_gzip
 
 router = APIRouter(tags=["metrics"])
-
-
-def accepts_gzip(accept_encoding: str | None) -> bool:
-    """RFC 9110 content coding negotiation, enough for scrapers: ``gzip`` (or ``*``) listed without ``q=0``."""
-    for item in (accept_encoding or "").split(","):
-        coding, _, params = item.strip().partition(";")
-        if coding.strip().lower() in ("gzip", "x-gzip", "*"):
-            q = params.strip().lower().removeprefix("q=")
-            try:
-                return not params.strip() or float(q) > 0
-            except ValueError:
-                return True
-    return False
 
 
 @router.get("/metrics", summary="Prometheus metrics (see docs/metrics.md)", response_class=Response)
