@@ -117,18 +117,25 @@ def track_commits(previous: Mapping[CommitKey, CommitSeen], snapshot: ClusterSna
     """
     seen: dict[CommitKey, CommitSeen] = {}
     for group in snapshot.groups.values():
-        for tp, offset in group.offsets.items():
-            if offset is None or offset < 0:
-                continue
-            key = (group.group_id, tp)
-            before = previous.get(key)
-            if before is None:
-                seen[key] = (offset, None)
-            elif before[0] != offset:
-                seen[key] = (offset, now_ms)
-            else:
-                seen[key] = before
+        track_group_commits(seen, previous, group, now_ms)
     return seen
+
+
+def track_group_commits(seen: dict[CommitKey, CommitSeen], previous: Mapping[CommitKey, CommitSeen],
+                        group: GroupSnapshot, now_ms: int) -> None:
+    """One group's entries of :func:`track_commits`, written into ``seen`` (detect/lag_reuse.py calls it for the
+    groups whose offsets changed)."""
+    for tp, offset in group.offsets.items():
+        if offset is None or offset < 0:
+            continue
+        key = (group.group_id, tp)
+        before = previous.get(key)
+        if before is None:
+            seen[key] = (offset, None)
+        elif before[0] != offset:
+            seen[key] = (offset, now_ms)
+        else:
+            seen[key] = before
 
 
 def _seconds(snapshot: ClusterSnapshot, history: Mapping[TopicPartition, LsoHistory], tp: TopicPartition,

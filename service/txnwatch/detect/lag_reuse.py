@@ -86,17 +86,7 @@ def track_commits(memo: LagMemo, previous: Mapping[lag.CommitKey, lag.CommitSeen
     if not memo.groups:  # no memo (first poll, resumed state): nothing in ``seen`` is known to be this poll's
         seen = {}
     for group in fresh:
-        for tp, offset in group.offsets.items():
-            if offset is None or offset < 0:
-                continue
-            key = (group.group_id, tp)
-            before_seen = previous.get(key)
-            if before_seen is None:
-                seen[key] = (offset, None)
-            elif before_seen[0] != offset:
-                seen[key] = (offset, now_ms)
-            else:
-                seen[key] = before_seen
+        lag.track_group_commits(seen, previous, group, now_ms)
     return seen
 
 
