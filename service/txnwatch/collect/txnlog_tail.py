@@ -28,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.core import threadnames
 from txnwatch.core.model import RequestError, TxnLogRecord
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
 from txnwatch.detect import txnlog as detect_txnlog
@@ -360,7 +361,7 @@ class TxnLogService:
 
     def start(self) -> None:
         for tail in self._tails:
-            thread = threading.Thread(target=self._run, args=(tail,), name=f"txnlog:{tail.name}", daemon=True)
+            thread = threadnames.thread(self._run, f"txnlog:{tail.name}", args=(tail,))
             thread.start()
             self._threads.append(thread)
 
