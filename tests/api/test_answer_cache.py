@@ -30,8 +30,8 @@ from txnwatch.serve.answer_cache import (
     normalised_query,
 )
 from txnwatch.store import models as m
-from txnwatch.store.rollup_models import Offender
 from txnwatch.store.db import make_engine
+from txnwatch.store.rollup_models import Offender
 
 LISTS = [
     "/api/v1/transactions",
