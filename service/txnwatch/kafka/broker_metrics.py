@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from txnwatch.core import threadnames
 from txnwatch.core.model import BrokerInfo, BrokerVerification
 from txnwatch.kafka.broker_signals import parse_signals
 
@@ -109,7 +110,8 @@ def scrape(urls: Mapping[str, str], timeout_ms: int) -> tuple[BrokerVerification
     if not urls:
         return ()
     items = sorted(urls.items())
-    with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="broker-metrics") as pool:
+    with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="brokermetrics",
+                            initializer=threadnames.name_current_from_python) as pool:
         return tuple(pool.map(lambda item: _scrape_one(item[0], item[1], timeout_ms), items))
 
 
