@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sqlalchemy import insert
+
 from txnwatch.store import models as m
 from txnwatch.store.archive_pacing import ArchivePacing, newest_transition_id
 from txnwatch.store.db import make_engine, make_sessionmaker
@@ -27,7 +29,7 @@ def pacing(newest: list[int], ran: list[float], clock: Clock, fails: list[bool] 
 
 
 def test_first_check_runs_then_a_trickle_waits_for_max_wait() -> None:
-    clock, newest, ran = Clock(), [5], []
+    clock, newest, ran = Clock(), [5], list[float]()
     paced = pacing(newest, ran, clock)
     assert paced() is True  # at start, as before
     for _ in range(9):  # nine minutely checks, 99 rows staged: not yet
@@ -40,7 +42,7 @@ def test_first_check_runs_then_a_trickle_waits_for_max_wait() -> None:
 
 
 def test_a_batch_of_rows_runs_it_at_the_next_check() -> None:
-    clock, newest, ran = Clock(), [0], []
+    clock, newest, ran = Clock(), [0], list[float]()
     paced = pacing(newest, ran, clock)
     paced()
     clock.now += 60
@@ -56,7 +58,7 @@ def test_a_batch_of_rows_runs_it_at_the_next_check() -> None:
 
 
 def test_a_failed_run_is_tried_again_at_the_next_check() -> None:
-    clock, newest, ran = Clock(), [0], []
+    clock, newest, ran = Clock(), [0], list[float]()
     paced = pacing(newest, ran, clock, fails=[False, True])
     paced()
     clock.now += 600
@@ -74,7 +76,7 @@ def test_newest_id_reads_the_table(tmp_path: Path) -> None:
     with sessions.begin() as session:
         session.add(m.Cluster(id=1, name="c", bootstrap_servers="b", created_at=datetime.now(timezone.utc)))
         session.flush()
-        session.execute(m.TransactionTransition.__table__.insert(), [_row(m.TransactionTransition, i) for i in (7, 42)])
+        session.execute(insert(m.TransactionTransition), [_row(m.TransactionTransition, i) for i in (7, 42)])
     assert newest_transition_id(sessions) == 42
     engine.dispose()
 
