@@ -1,24 +1,45 @@
-"""REST API latency under a steady 200 requests/s on the list endpoints, on a real PostgreSQL.
+"""REST API reads at 200 requests/s on PostgreSQL: the issue-25 case by default, a seeded database on request.
 
-Seeds a throwaway PostgreSQL with 10,000 transactions (plus partitions, lag samples,
+**The issue's case** (the default): a PostgreSQL (Debian's binaries, as the tests start it), a one-broker
+Kafka lab (``txnwatch.lab``) filled by benchmarks/poll.py's raw-protocol builders with hundreds of
+transactional ids, open and hanging transactions, partitions and consumer groups, and ``txnwatch run`` on its
+defaults against both (15 s polls, the transaction-log tail, the API in the daemon's process, the answer cache,
+the metrics port).  After a few polls:
+
+1. ``--burn N`` processes each spin one CPU (the issue's "one CPU of other work": ``--burn 1``);
+2. the daemon's and PostgreSQL's CPU are measured for ``--idle`` seconds with no requests (polls, tail and
+   render go on): their idle rate;
+3. vegeta (github.com/tsenart/vegeta, a maintained **open-loop constant-rate** generator: a request leaves
+   every 1/rate s whether or not the others returned, so queueing shows as latency) sends ``--rate`` req/s
+   for ``--seconds`` over the list endpoints at their default page size, round-robin;
+4. each list endpoint alone at ``--each-rate`` req/s for ``--each-seconds`` (the cached ones, which miss at
+   most once a second and once per generation, and those never cached: reports, verification).
+
+Printed: p50/p95/p99/max latency, errors, achieved rate, per-endpoint p50/p99, API CPU per request (the daemon
+process's CPU over the window minus its idle rate, divided by the requests), PostgreSQL CPU per request
+(likewise), the share of slow requests sent while a poll ran, the load average and the other work on the
+machine.  Latency on a shared machine is only as quiet as the machine: CPU per request is the figure to compare.
+
+    .venv/bin/python benchmarks/api.py --burn 1             # the issue's case: 60 s at 200 req/s, one CPU burnt
+    .venv/bin/python benchmarks/api.py --quick              # a smaller lab, 20 s: for iteration
+    .venv/bin/python benchmarks/api.py --seeded [...]       # the older in-process comparison below
+
+vegeta is taken from PATH or Go's bin directory; when missing and ``go`` is on PATH it is installed with
+``go install github.com/tsenart/vegeta/v12@v12.13.0`` (the Go module proxy).
+
+**Seeded** (``--seeded``): seeds a throwaway PostgreSQL with 10,000 transactions (plus partitions, lag samples,
 episodes and alerts as a busy cluster has them), serves the app with uvicorn in its own
-process on 127.0.0.1, and drives the list endpoints open-loop (requests are sent on a
-fixed schedule, not when the previous one returns, so a slow server cannot hide its
-queueing).  Prints p50/p99 latency and the achieved rate (target: p99 ≤ 50 ms at 200 req/s), plus
+process on 127.0.0.1 (no Kafka, no polls), and drives the list endpoints open-loop with a home-made asyncio
+generator and then vegeta.  Prints p50/p99 latency and the achieved rate, plus
 the closed-loop capacity and the CPU each request costs the API server, PostgreSQL and the load
-generator, so a miss can be told apart from a machine busy with other work.
+generator.
 
-    .venv/bin/python benchmarks/api.py [--rate 200] [--seconds 20] [--workers 0,2] [--cache off,on] [--no-vegeta]
+    .venv/bin/python benchmarks/api.py --seeded [--rate 200] [--seconds 20] [--workers 0,2] [--cache off,on]
+        [--no-vegeta]
 
 ``--cache off,on`` measures every server without and then with the list endpoints' answer cache
-(txnwatch/serve/answer_cache.py), one after the other in the same run on the same seed.
-
-When vegeta (a maintained constant-rate load generator, github.com/tsenart/vegeta, installed with
-``go install github.com/tsenart/vegeta/v12@v12.12.0`` through the Go module proxy; the script does
-that itself when ``go`` is on PATH) is available, the same server is also attacked by vegeta at the
-same rate: first ``/healthz`` (the framework's floor: routing, middleware, JSON, no database),
-then the list endpoints round-robin; p50/p99 of both and the API server's CPU per request above
-the floor are printed.  The home-made generator's figures stay for comparison.
+(txnwatch/serve/answer_cache.py), one after the other in the same run on the same seed: first ``/healthz``
+(the framework's floor: routing, middleware, JSON, no database), then the list endpoints round-robin.
 """
 
 from __future__ import annotations
@@ -39,6 +60,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "service")]
@@ -185,7 +207,7 @@ class Outcome:
     slow_at_s: list[float] = field(default_factory=list)  # send offsets of requests over the target
 
 
-VEGETA_MODULE = "github.com/tsenart/vegeta/v12@v12.12.0"
+VEGETA_MODULE = "github.com/tsenart/vegeta/v12@v12.13.0"
 
 
 def vegeta_binary() -> str | None:
@@ -383,16 +405,33 @@ def pct(values: list[float], p: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=float, default=200)
-    parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--workers", default="0,2", help="api.workers values measured one after the other, same run")
-    parser.add_argument("--cache", default="off,on", help="the answer cache (api.answer_cache_bytes 0 or its "
-                                                              "default), each measured with every --workers value")
-    parser.add_argument("--no-vegeta", action="store_true", help="only the home-made generator")
+    parser.add_argument("--seconds", type=float, default=None, help="measured window (default 60; --quick 20; "
+                                                                     "--seeded 20)")
+    parser.add_argument("--burn", type=int, default=0, help="processes spinning one CPU each during the window")
+    parser.add_argument("--idle", type=float, default=None, help="seconds of the daemon's idle CPU measured first "
+                                                                  "(default 30, two polls; --quick 15)")
+    parser.add_argument("--each-rate", type=float, default=50, help="each endpoint alone at this rate ...")
+    parser.add_argument("--each-seconds", type=float, default=None, help="... for this long (default 10, --quick 4; "
+                                                                          "0 skips)")
+    parser.add_argument("--warmup-polls", type=int, default=3, help="daemon polls before measuring")
+    parser.add_argument("--quick", action="store_true", help="a smaller lab and shorter windows, for iteration")
+    parser.add_argument("--keep", action="store_true", help="keep the run's files (daemon log, config)")
+    parser.add_argument("--seeded", action="store_true", help="the seeded in-process comparison instead")
+    parser.add_argument("--workers", default="0,2", help="--seeded: api.workers values measured one after the other")
+    parser.add_argument("--cache", default="off,on", help="--seeded: the answer cache (api.answer_cache_bytes 0 or "
+                                                          "its default), each measured with every --workers value")
+    parser.add_argument("--no-vegeta", action="store_true", help="--seeded: only the home-made generator")
     parser.add_argument("--serve", nargs=4, metavar=("URL", "PORT", "WORKERS", "CACHE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), int(args.serve[2]), args.serve[3] == "on")
         return 0
+    if not args.seeded:
+        args.seconds = args.seconds or (20 if args.quick else 60)
+        args.idle = args.idle or (15 if args.quick else 30)
+        args.each_seconds = args.each_seconds if args.each_seconds is not None else (4 if args.quick else 10)
+        return lab_main(args)
+    args.seconds = args.seconds or 20
 
     server = start_postgres()
     vegeta = None if args.no_vegeta else vegeta_binary()
@@ -499,6 +538,282 @@ def measure(url: str, workers: int, cache: str, rate: float, seconds: float, veg
               f"({'met' if lists['p99_ms'] <= TARGET_P99_MS and lists['success'] == 1 else 'MISSED'}); "
               f"CPU per request above the floor: {lists['cpu_ms_per_request'] - floor['cpu_ms_per_request']:.1f} ms")
     return bool(everything) and not outcome.errors
+
+
+# -- the issue's case: the daemon on defaults, a lab, PostgreSQL, vegeta, burners ------------------------------
+
+LAB_CLUSTER = "apilab"
+#: The list endpoints at their default page size, as a dashboard or a script reads them.
+LAB_ENDPOINTS = [
+    "/api/v1/transactions",
+    "/api/v1/transactions?min_age_seconds=60",
+    "/api/v1/transactions?hanging=true",
+    "/api/v1/hanging",
+    "/api/v1/lso-stalls",
+    "/api/v1/partitions",
+    "/api/v1/consumer-groups",
+    "/api/v1/alerts",
+    "/api/v1/clusters",
+]
+#: List endpoints the answer cache never keeps (written by the pipeline, or asking the brokers' own figures).
+UNCACHED_ENDPOINTS = [
+    f"/api/v1/reports/{LAB_CLUSTER}/transactions",
+    f"/api/v1/reports/{LAB_CLUSTER}/topics",
+    f"/api/v1/reports/{LAB_CLUSTER}/lag",
+    f"/api/v1/reports/{LAB_CLUSTER}/offenders",
+    "/api/v1/verification",
+]
+
+
+@dataclass(frozen=True)
+class LabScale:
+    partitions: int
+    topics: int
+    ids: int
+    open_txns: int
+    hanging: int
+    groups: int
+    offsets_per_group: int
+
+
+FULL_LAB = LabScale(partitions=600, topics=30, ids=400, open_txns=60, hanging=6, groups=200, offsets_per_group=10)
+QUICK_LAB = LabScale(partitions=200, topics=10, ids=150, open_txns=20, hanging=3, groups=60, offsets_per_group=5)
+
+
+@dataclass
+class Window:
+    """CPU and wall of one measured stretch: the daemon's process, PostgreSQL's (postmaster and backends), the
+    whole machine's busy CPU, and the load average at both ends."""
+
+    wall_s: float
+    daemon_cpu_s: float
+    postgres_cpu_s: float
+    machine_cpu_s: float
+    load: tuple[float, float]
+
+
+class Meter:
+    def __init__(self, daemon_pid: int, postgres_pid: int) -> None:
+        self.daemon_pid, self.postgres_pid = daemon_pid, postgres_pid
+
+    def start(self) -> tuple[float, float, float, float, float]:
+        return (time.perf_counter(), process_cpu_seconds(self.daemon_pid), process_cpu_seconds(self.postgres_pid, True),
+                machine_cpu_seconds(), os.getloadavg()[0])
+
+    def stop(self, began: tuple[float, float, float, float, float]) -> Window:
+        t, daemon, postgres, machine, load = began
+        return Window(time.perf_counter() - t, process_cpu_seconds(self.daemon_pid) - daemon,
+                      process_cpu_seconds(self.postgres_pid, True) - postgres, machine_cpu_seconds() - machine,
+                      (load, os.getloadavg()[0]))
+
+
+@dataclass
+class Results:
+    """vegeta's results, one row per request: sent at (unix s), status, latency (ms), url, error."""
+
+    sent_s: list[float] = field(default_factory=list)
+    status: list[int] = field(default_factory=list)
+    latency_ms: list[float] = field(default_factory=list)
+    url: list[str] = field(default_factory=list)
+    error: list[str] = field(default_factory=list)
+
+
+def vegeta_results(binary: str, base: str, paths: list[str], rate: float, seconds: float) -> Results:
+    """One constant-rate attack, every request's row decoded from ``vegeta encode --to csv``."""
+    import csv
+    import io
+
+    targets = "".join(f"GET {base}{path}\n\n" for path in paths)
+    attack = subprocess.run([binary, "attack", f"-rate={rate:g}/s", f"-duration={seconds:g}s", "-timeout=10s",
+                             "-max-body=0", "-workers=16"], input=targets.encode(), capture_output=True, check=True)
+    encoded = subprocess.run([binary, "encode", "--to", "csv"], input=attack.stdout, capture_output=True,
+                             check=True).stdout.decode()
+    out = Results()
+    # timestamp (ns), code, latency (ns), bytes out, bytes in, error, body, attack name, seq, method, url, headers
+    for row in csv.reader(io.StringIO(encoded)):
+        out.sent_s.append(int(row[0]) / 1e9)
+        out.status.append(int(row[1]))
+        out.latency_ms.append(int(row[2]) / 1e6)
+        out.error.append(row[5])
+        out.url.append(row[10][len(base):])
+    return out
+
+
+def poll_windows(url: str) -> list[tuple[float, float]]:
+    """(start, end) unix seconds of every poll the daemon recorded."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT started_at, duration_ms FROM polls ORDER BY started_at")).all()
+    engine.dispose()
+    return [(r[0].timestamp(), r[0].timestamp() + r[1] / 1000) for r in rows]
+
+
+def lab_config(path: Path, url: str, bootstrap: str, port: int) -> None:
+    """The daemon's defaults, but for what points it at the lab and PostgreSQL and keeps its files here."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({
+        "database_url": url,
+        "clusters": [{"name": LAB_CLUSTER, "bootstrap_servers": bootstrap.split(",")}],
+        "api": {"host": "127.0.0.1", "port": port},
+        "retention": {"archive_dir": str(path.parent / "archive")},
+    }))
+
+
+def burners(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes each spinning one CPU: the other work on the machine."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def rate_line(window: Window, idle: Window, requests: int) -> str:
+    api = max(0.0, window.daemon_cpu_s - idle.daemon_cpu_s / idle.wall_s * window.wall_s)
+    pg = max(0.0, window.postgres_cpu_s - idle.postgres_cpu_s / idle.wall_s * window.wall_s)
+    return (f"API CPU {api * 1000 / max(requests, 1):.2f} ms/request (daemon {window.daemon_cpu_s:.1f} CPU-s in "
+            f"{window.wall_s:.0f} s, idle rate {idle.daemon_cpu_s / idle.wall_s:.3f} CPU-s/s), PostgreSQL "
+            f"{pg * 1000 / max(requests, 1):.2f} ms/request; load {window.load[0]:.1f} -> {window.load[1]:.1f}")
+
+
+def report_attack(name: str, res: Results, window: Window, idle: Window, rate: float,
+                  polls: list[tuple[float, float]]) -> None:
+    ok = [lat for lat, code in zip(res.latency_ms, res.status, strict=True) if code == 200]
+    errors = Counter(f"HTTP {code}" if code else (err or "error")
+                     for code, err in zip(res.status, res.error, strict=True) if code != 200)
+    span = (max(res.sent_s) - min(res.sent_s)) if len(res.sent_s) > 1 else 0.0
+    print(f"{name}: {len(res.status)} requests offered at {rate:g} req/s, achieved "
+          f"{len(res.status) / max(span, 1e-9):.0f} req/s; errors {sum(errors.values())}"
+          f"{' ' + str(dict(errors)) if errors else ''}")
+    if ok:
+        p99 = pct(ok, 99)
+        print(f"  latency p50 {pct(ok, 50):.1f}  p95 {pct(ok, 95):.1f}  p99 {p99:.1f}  max {max(ok):.1f} ms; "
+              f"p99/target {p99 / TARGET_P99_MS:.2f} ({'met' if p99 <= TARGET_P99_MS and not errors else 'MISSED'})")
+    print(f"  {rate_line(window, idle, len(res.status))}")
+    other = max(0.0, window.machine_cpu_s - window.daemon_cpu_s - window.postgres_cpu_s) / window.wall_s
+    print(f"  other work on the machine (vegeta, burners, the lab, the rest): {other:.2f} of {os.cpu_count()} CPUs")
+    slow = [at for at, lat in zip(res.sent_s, res.latency_ms, strict=True) if lat > TARGET_P99_MS]
+    if slow:
+        in_poll = sum(any(a <= at <= b for a, b in polls) for at in slow)
+        t0 = min(res.sent_s)
+        seconds = sorted({int(at - t0) for at in slow})
+        print(f"  over {TARGET_P99_MS:.0f} ms: {len(slow)}, {in_poll} of them sent while a poll ran; in "
+              f"{len(seconds)} distinct seconds (at s: {', '.join(map(str, seconds[:15]))}"
+              f"{' ...' if len(seconds) > 15 else ''})")
+
+
+def per_endpoint(res: Results) -> None:
+    by: dict[str, list[float]] = defaultdict(list)
+    for url, lat, code in zip(res.url, res.latency_ms, res.status, strict=True):
+        if code == 200:
+            by[url].append(lat)
+    print(f"  {'endpoint':<48} {'n':>6} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    for url in sorted(by):
+        v = by[url]
+        print(f"  {url:<48} {len(v):>6} {pct(v, 50):>8.1f} {pct(v, 99):>8.1f} {max(v):>8.1f}")
+
+
+def wait_for(what: str, check: Any, deadline_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what}: the daemon exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not after {deadline_s:.0f} s")
+        time.sleep(1)
+
+
+def lab_main(args: argparse.Namespace) -> int:
+    """The issue's case in one run; see the module docstring."""
+    import tempfile
+
+    from benchmarks import biglab
+
+    vegeta = vegeta_binary()
+    if vegeta is None:
+        print("vegeta is needed (go on PATH installs it; or put vegeta on PATH)")
+        return 2
+    scale = QUICK_LAB if args.quick else FULL_LAB
+    started = time.perf_counter()
+    server = start_postgres()
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-apibench-"))
+    lab = daemon = None
+    built: dict[str, Any] = {}
+    burning: list[subprocess.Popen[bytes]] = []
+    try:
+        url = server.create_database("apibench")
+        upgrade(url)
+        postmaster = int((server.root / "data" / "postmaster.pid").read_text().split()[0])
+        lab, built = biglab.build_lab(argparse.Namespace(
+            brokers=1, ids=scale.ids, open=scale.open_txns, hanging=scale.hanging, partitions=scale.partitions,
+            topics=scale.topics, groups=scale.groups, offsets_per_group=scale.offsets_per_group, connections=8))
+        port = free_port()
+        lab_config(work / "txnwatch.yaml", url, built["bootstrap"], port)
+        log = open(work / "daemon.log", "wb")  # noqa: SIM115 - the child's for its life
+        daemon = subprocess.Popen([str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
+                                   str(work / "txnwatch.yaml")], stdout=log, stderr=subprocess.STDOUT, cwd=work)
+        base = f"http://127.0.0.1:{port}"
+        print(f"txnwatch run (defaults) on PostgreSQL, Kafka {lab.kafka_version}, 1 broker: {scale}", flush=True)
+        wait_for(f"{args.warmup_polls} polls", lambda: len(poll_windows(url)) >= args.warmup_polls, 300, daemon)
+        first = httpx.get(f"{base}/api/v1/clusters", timeout=10).json()
+        print(f"after {len(poll_windows(url))} polls: {first[0] if first else 'no cluster'}", flush=True)
+        for path in LAB_ENDPOINTS + UNCACHED_ENDPOINTS:
+            answer = httpx.get(base + path, timeout=10)
+            body = answer.json()
+            items = body.get("items") if isinstance(body, dict) else body
+            print(f"  {path:<48} HTTP {answer.status_code}, {len(items) if isinstance(items, list) else '-'} items, "
+                  f"{len(answer.content):,} bytes")
+        burning = burners(args.burn)
+        meter = Meter(daemon.pid, postmaster)
+        print(f"{args.burn} CPU burner(s) started; idle window {args.idle:g} s (polls go on, no requests)", flush=True)
+        began = meter.start()
+        time.sleep(args.idle)
+        idle = meter.stop(began)
+        print(f"idle: daemon {idle.daemon_cpu_s:.2f} CPU-s, PostgreSQL {idle.postgres_cpu_s:.2f} CPU-s in "
+              f"{idle.wall_s:.0f} s; load {idle.load[0]:.1f} -> {idle.load[1]:.1f}", flush=True)
+        print(f"\n=== vegeta, open loop, {args.rate:g} req/s for {args.seconds:g} s over {len(LAB_ENDPOINTS)} list "
+              f"endpoints at their default page size, {args.burn} CPU(s) burnt", flush=True)
+        began = meter.start()
+        res = vegeta_results(vegeta, base, LAB_ENDPOINTS, args.rate, args.seconds)
+        window = meter.stop(began)
+        report_attack("list endpoints", res, window, idle, args.rate, poll_windows(url))
+        per_endpoint(res)
+        if args.each_seconds > 0:
+            print(f"\n=== each list endpoint alone, {args.each_rate:g} req/s for {args.each_seconds:g} s "
+                  f"(cached ones miss once a second and once per generation; reports and verification always)")
+            print(f"  {'endpoint':<48} {'API ms/req':>10} {'PG ms/req':>9} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}")
+            for path in LAB_ENDPOINTS + UNCACHED_ENDPOINTS + ["/healthz"]:
+                began = meter.start()
+                one = vegeta_results(vegeta, base, [path], args.each_rate, args.each_seconds)
+                w = meter.stop(began)
+                n = len(one.status)
+                api = max(0.0, w.daemon_cpu_s - idle.daemon_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
+                pg = max(0.0, w.postgres_cpu_s - idle.postgres_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
+                ok = [lat for lat, code in zip(one.latency_ms, one.status, strict=True) if code == 200] or [0.0]
+                print(f"  {path:<48} {api:>10.2f} {pg:>9.2f} {pct(ok, 50):>7.1f} {pct(ok, 99):>7.1f} "
+                      f"{sum(c != 200 for c in one.status):>6}", flush=True)
+        print(f"\nwhole run {time.perf_counter() - started:.0f} s wall; load average now "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
+        return 0
+    finally:
+        for proc in burning:
+            proc.kill()
+            proc.wait()
+        if daemon is not None:
+            daemon.terminate()
+            try:
+                daemon.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+        if lab is not None:
+            lab.down()
+            shutil.rmtree(built["lab_dir"], ignore_errors=True)
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+        if args.keep:
+            print(f"kept the run's files in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

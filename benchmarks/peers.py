@@ -180,6 +180,38 @@ def per_process_cpu_s(root: int) -> dict[int, tuple[str, float]]:
     return out
 
 
+def per_thread_cpu_s(root: int) -> dict[tuple[int, int], tuple[str, float]]:
+    """{(pid, tid): (the thread's OS name, utime+stime)} over the tree.  txnwatch names its threads
+    (core/threadnames.py: the poll, the log tail, kafka-python's I/O loops, the render, ...), so this says which
+    one pays; a process's main thread carries the process's name."""
+    out = {}
+    for pid in tree(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            comm = raw[raw.index("(") + 1:raw.rindex(")")]
+            fields = raw.rsplit(")", 1)[1].split()
+            out[(pid, int(tid))] = (comm, (int(fields[11]) + int(fields[12])) / TICK)
+    return out
+
+
+def thread_split(before: dict[tuple[int, int], tuple[str, float]], after: dict[tuple[int, int], tuple[str, float]],
+                 procs: dict[int, str]) -> list[tuple[str, float]]:
+    """CPU-s per thread name over the window, summed over threads of one name (a pool's threads have one each),
+    the process's label before it when the tree has more than one process; biggest first."""
+    sums: dict[str, float] = {}
+    for key, (comm, spent) in after.items():
+        label = f"{procs.get(key[0], str(key[0]))}/{comm}" if len(procs) > 1 else comm
+        sums[label] = sums.get(label, 0.0) + spent - (before[key][1] if key in before else 0.0)
+    return sorted(sums.items(), key=lambda item: -item[1])
+
+
 def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[str, float]]:
     return [(f"{after[pid][0]} (pid {pid})", after[pid][1] - (before[pid][1] if pid in before else 0.0))
             for pid in after]
@@ -211,6 +243,7 @@ class Target:
     scrapes: list[tuple[float, float, float]] = field(default_factory=list)  # (started epoch, seconds, wire bytes)
     probes: list[tuple[float, float, float]] = field(default_factory=list)  # txnwatch's fast probe after the window
     split: list[tuple[str, float]] = field(default_factory=list)  # CPU-s of each process of the tree, window
+    threads: list[tuple[str, float]] = field(default_factory=list)  # CPU-s of each thread name of the tree, window
     probe_split: list[tuple[str, float]] = field(default_factory=list)  # the same over the probe
     failures: list[str] = field(default_factory=list)
     bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
@@ -377,10 +410,11 @@ def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadli
 def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict[str, Any]:
     window_s = args.minutes * 60
     loads = [os.getloadavg()]
-    splits = {}
+    splits, thread_splits = {}, {}
     for target in targets:
         target.cpu = (tree_cpu_s(target.proc.pid), 0.0)
         splits[target.name] = per_process_cpu_s(target.proc.pid)
+        thread_splits[target.name] = per_thread_cpu_s(target.proc.pid)
     storage0, t0 = storage_bytes(work), time.monotonic()
     stop_scraping = threading.Event()
     threads = [threading.Thread(target=scraper, args=(t, t0, args.scrape_every, t0 + window_s, stop_scraping),
@@ -400,7 +434,10 @@ def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict
     elapsed = time.monotonic() - t0
     for target in targets:
         target.cpu = (target.cpu[0], tree_cpu_s(target.proc.pid))
-        target.split = cpu_split(splits[target.name], per_process_cpu_s(target.proc.pid))
+        processes = per_process_cpu_s(target.proc.pid)
+        target.threads = thread_split(thread_splits[target.name], per_thread_cpu_s(target.proc.pid),
+                                      {pid: label.split()[0] for pid, (label, _) in processes.items()})
+        target.split = cpu_split(splits[target.name], processes)
     storage1 = storage_bytes(work)
     stop_scraping.set()
     for thread in threads:
@@ -496,6 +533,13 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     if "txnwatch" in by and len(by["txnwatch"].split) > 1:
         print("txnwatch's CPU-s per minute by process: " + ", ".join(f"{label} {spent / minutes:.2f}"
                                                                     for label, spent in by["txnwatch"].split))
+    if "txnwatch" in by and by["txnwatch"].threads:
+        t = by["txnwatch"]
+        shown = [(label, spent) for label, spent in t.threads if spent / minutes >= 0.005]
+        print("txnwatch's CPU-s per minute by thread (OS names; threads that ended in the window are only in the "
+              f"total, {(sum(s for _, s in t.threads)) / minutes:.2f} of {(t.cpu[1] - t.cpu[0]) / minutes:.2f}):")
+        for i in range(0, len(shown), 4):
+            print("    " + ", ".join(f"{label} {spent / minutes:.3f}" for label, spent in shown[i:i + 4]))
     if "txnwatch" in by:
         polls = [w for w in windows if w[0] >= time.time() - result["window_s"] - 5]
         durations = [end - start for start, end in polls]

@@ -191,6 +191,46 @@ def test_fetches_within_a_second_commit_once_with_one_row_per_id(engine: Engine,
     assert Counter(resumed.counters) == Counter({k: v for k, v in found.counts.items() if v})
 
 
+def test_an_idle_tail_leaves_the_generation_alone_and_a_commit_moves_it(engine: Engine) -> None:
+    """An idle tail publishes its history view after every empty read (twice a second in the daemon).  Each move of
+    the state's generation drops every answer the API keeps (serve/answer_cache.py), so an unchanged view must not
+    move it; a committed batch must, since the cached answers read its rows (issue 25)."""
+    sessions = registered(engine)
+    log = {0: the_log(ids=1, transactions=3)[0]}
+    written = [0]  # how much of the log the fake cluster holds so far
+
+    class Growing(FakeTail):
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            take = self._log[0][self._next[0]:written[0]]
+            self._next[0] += len(take)
+            return take, []
+
+        def end_offsets(self) -> dict[int, int]:
+            return {0: written[0]}
+
+    clock = [1_000.0]
+    state = LatestState(["c"])
+    tail = ClusterTail("c", "h", lambda p: Growing(log, p, random.Random(0)), sessions, state,
+                       clock=lambda: clock[0], read_timeout_ms=0)
+    tail.step()  # opens, reads nothing, checks the log's end: exact mode published
+    view = state.get("c")
+    assert view is not None and view.history.mode == "exact"
+    idle = state.generation
+    for _ in range(16):  # 4 s of empty reads, short of the next periodic check (CHECK_EVERY_S)
+        clock[0] += 0.25
+        tail.step()
+    assert state.generation == idle
+    written[0] = 5
+    clock[0] += 0.25
+    assert tail.step() == 5  # applied, not yet committed
+    assert state.generation == idle
+    clock[0] += 0.25
+    tail.step()  # the log is drained: the batch commits and the view says so
+    assert state.generation > idle
+    view = state.get("c")
+    assert view is not None and view.history.last_record_at_ms == max(r.at_ms for r in log[0][:5])
+
+
 def test_resume_carries_classification_across_a_restart(engine: Engine) -> None:
     """Stopping between a TV2 abort and the InitProducerId that proves the fence must still count the fence."""
     sessions = registered(engine)

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
+from txnwatch.core import threadnames
 from txnwatch.core.backoff import Backoff
 from txnwatch.core.logbudget import FailureStreak
 from txnwatch.store import models as m
@@ -197,7 +198,7 @@ class OutboxLoop:
         self._streak = FailureStreak(log, "outbox delivery")  # one line per outage, not one per tick
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="alerting-outbox", daemon=True)
+        self._thread = threadnames.thread(self._run, "outbox")
         self._thread.start()
 
     def wake(self) -> None:

@@ -32,6 +32,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from txnwatch.collect.pollwindow import PROCESS, PollWindow
+from txnwatch.core import threadnames
 from txnwatch.core.backoff import Backoff
 from txnwatch.core.logbudget import FailureStreak
 from txnwatch.core.model import ClusterSnapshot
@@ -260,6 +261,9 @@ class ClusterPollLoop:
         self._close_poller()
 
 
+THREAD_NAMES_EVERY_S = 30.0
+
+
 class Collector:
     """Schedules every ClusterPollLoop on its own interval and thread."""
 
@@ -267,7 +271,8 @@ class Collector:
         self._collectors = collectors
         workers = len(collectors) + 2  # side jobs get their own threads
         self._scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            executors={"default": ThreadPoolExecutor(max_workers=workers, pool_kwargs={
+                "thread_name_prefix": "poll", "initializer": threadnames.name_current_from_python})},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone="UTC",
         )
@@ -276,6 +281,10 @@ class Collector:
         for collector, interval in self._collectors:
             self._scheduler.add_job(collector.poll_once, "interval", seconds=interval, id=f"poll:{collector.name}",
                                     name=f"poll {collector.name}", next_run_time=_now())
+        # Threads that libraries start (kafka-python's I/O loops, the scheduler's own) get OS names too; a
+        # client's loop starts with its first request, so this looks again now and then (new threads only).
+        self._scheduler.add_job(threadnames.name_threads, "interval", seconds=THREAD_NAMES_EVERY_S, id="thread-names",
+                                name="thread-names", next_run_time=_now())
         self._scheduler.start()
 
     def add_job(self, func: Callable[[], object], seconds: float, job_id: str) -> None:

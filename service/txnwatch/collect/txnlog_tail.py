@@ -29,6 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.collect.pollwindow import PROCESS, PollWindow
+from txnwatch.core import threadnames
 from txnwatch.core.model import RequestError, TxnLogRecord
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
 from txnwatch.detect import txnlog as detect_txnlog
@@ -139,6 +140,7 @@ class ClusterTail:
         self._caught_up_ms: int | None = None
         self._decode_errors = 0
         self._reason = "starting"
+        self._wrote = False  # rows committed since the last publication (see _publish)
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -220,6 +222,7 @@ class ClusterTail:
             self._db_failed(exc, now)
             return False
         self._log_state = self._applied
+        self._wrote = True
         for key, value in findings.counts.items():
             self._counters[key] = self._counters.get(key, 0) + value
         self._last_record_ms = max(self._last_record_ms or 0, self._pending_last_ms)
@@ -265,6 +268,7 @@ class ClusterTail:
                 with self._sessions.begin() as session:
                     self._fence(session)
                     store_txnlog.write_anomalies(session, self._require_id(), found)
+                self._wrote = True
             except Exception as exc:
                 log.warning("cluster %s: could not store %d open-transaction anomalies (%s); will report them "
                             "again", self.name, len(found), exc)
@@ -330,15 +334,26 @@ class ClusterTail:
                                "position")
 
     def _publish(self, mode: str, reason: str) -> None:
+        """Publish the history view, unless it equals the published one and nothing was written since.
+
+        An idle tail comes here after every empty read (twice a second): publishing moves the state's generation,
+        and the API's answer cache (serve/answer_cache.py) drops every answer on each move, so an idle cluster
+        sent a burst of recomputed list answers every 0.5 s (issue 25).  Skipping an equal view changes nothing
+        a reader sees; a write (a batch, anomalies) always publishes, since cached answers read those rows."""
         s = self._log_state
         opened = detect_txnlog.open_transactions(s) if mode == EXACT else {}
         stuck = {k for k in s.reported if k[3] == detect_txnlog.STUCK_PREPARE}
-        self._state.update(self.name, history=HistoryView(
+        history = HistoryView(
             mode=mode, reason=reason, counters=dict(self._counters), lag_records=self._lag if mode == EXACT else None,
             last_record_at_ms=self._last_record_ms, caught_up_at_ms=self._caught_up_ms, ids=len(s.ids),
             open_transactions=len(opened), stuck_prepare=len(stuck), long_transactions=len(s.reported) - len(stuck),
             decode_errors=self._decode_errors, states=s.ids if mode == EXACT else {}, gaps=self._gaps,
-            gap_count=self._gap_count, gap_records=self._gap_records))
+            gap_count=self._gap_count, gap_records=self._gap_records)
+        published = self._state.get(self.name)
+        if not self._wrote and published is not None and published.history == history:
+            return
+        self._wrote = False
+        self._state.update(self.name, history=history)
 
     def _close(self) -> None:
         """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""
@@ -368,7 +383,7 @@ class TxnLogService:
 
     def start(self) -> None:
         for tail in self._tails:
-            thread = threading.Thread(target=self._run, args=(tail,), name=f"txnlog:{tail.name}", daemon=True)
+            thread = threadnames.thread(self._run, f"txnlog:{tail.name}", args=(tail,))
             thread.start()
             self._threads.append(thread)
 

@@ -133,8 +133,9 @@ class ClusterConfig(_Strict):
     max_groups: int = Field(default=500, ge=0, le=1_000_000, description="Consumer groups given lag series, "
                             "lag rows and API rows per poll, the most lagging first; the rest are counted in "
                             "txnwatch_cardinality_omitted (docs/metrics.md).")
-    max_group_partitions: int = Field(default=5_000, ge=0, le=10_000_000, description="Group partitions over "
-                                      "all kept groups; a group is kept or left out whole.")
+    max_group_partitions: int = Field(default=20_000, ge=0, le=10_000_000, description="Group partitions over "
+                                      "all kept groups; a group is kept or left out whole (20,000: a lab of 12,000 is served whole, "
+                                      "docs/performance.md gives the cost).")
     lag_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides the "
                                                       "top-level lag_sample_interval_seconds for this cluster.")
     offset_sample_interval_seconds: float | None = Field(default=None, ge=0, le=86_400, description="Overrides "

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from txnwatch.core import threadnames
 from txnwatch.fleet.balance import HOUSEKEEPING, plan
 from txnwatch.fleet.table import LeaseTable, holds_in
 
@@ -161,7 +162,7 @@ class FleetLeases:
     def start(self) -> None:
         """One round at once (so a lone replica polls from its first second), then the thread."""
         self.run_round()
-        self._thread = threading.Thread(target=self._run, name="fleet-leases", daemon=True)
+        self._thread = threadnames.thread(self._run, "leases")
         self._thread.start()
 
     def _run(self) -> None:

@@ -23,9 +23,9 @@ import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from txnwatch.core import threadnames
 from txnwatch.core.model import BrokerInfo, BrokerVerification
 from txnwatch.kafka.broker_signals import parse_signals
 
@@ -110,11 +110,14 @@ def scrape(urls: Mapping[str, str], timeout_ms: int) -> tuple[BrokerVerification
     if not urls:
         return ()
     items = sorted(urls.items())
-    with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="broker-metrics") as pool:
+    with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="brokermetrics",
+                            initializer=threadnames.name_current_from_python) as pool:
         return tuple(pool.map(lambda item: _scrape_one(item[0], item[1], timeout_ms), items))
 
 
 def _scrape_one(broker: str, url: str, timeout_ms: int) -> BrokerVerification:
+    import httpx  # only when exporter URLs are configured (~4.5 MB resident otherwise never loaded; issue 25)
+
     timeout = httpx.Timeout(timeout_ms / 1000)
     try:
         with httpx.Client(timeout=timeout, follow_redirects=False) as client, \

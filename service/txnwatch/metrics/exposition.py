@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from prometheus_client.registry import CollectorRegistry
 
 from txnwatch.collect import pollwindow
+from txnwatch.core import threadnames
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.metrics.family_cache import FamilyCache
 from txnwatch.metrics.render import render_text
@@ -120,7 +121,7 @@ class Exposition:
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="metrics-exposition", daemon=True)
+        self._thread = threadnames.thread(self._run, "exposition")
         self._thread.start()
 
     def stop(self) -> None:

@@ -26,6 +26,7 @@ from typing import Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from txnwatch.core import threadnames
 from txnwatch.core.config import Settings
 from txnwatch.serve.http_limits import connection_cap
 
@@ -106,7 +107,7 @@ class MetricsProcess:
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._supervise, name="metrics-port", daemon=True)
+        self._thread = threadnames.thread(self._supervise, "metrics-port")
         self._thread.start()
 
     def stop(self) -> None:

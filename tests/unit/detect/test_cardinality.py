@@ -88,3 +88,15 @@ def test_defaults_leave_a_small_cluster_alone() -> None:
 def test_negative_caps_are_refused() -> None:
     with pytest.raises(ValueError, match="max_groups"):
         DetectionSettings(max_groups=-1)
+
+
+def test_the_defaults_serve_the_issue_25_lab_whole_with_margin() -> None:
+    """300 groups of 40 committed partitions plus the workload's 3 (12,015 group partitions): the defaults keep
+    every one, so every lag series can be compared with kafka_exporter's; 5,000 (issue 23's) kept 125 of them.
+    The margin: half as many again still fits."""
+    defaults = DetectionSettings()
+    lab = [rank(f"g{i:03}", partitions=40) for i in range(300)] + [rank(f"w{i}", 5, partitions=5) for i in range(3)]
+    assert kept_groups(lab, defaults.max_groups, defaults.max_group_partitions) == {r.group_id for r in lab}
+    bigger = [rank(f"g{i:03}", partitions=40) for i in range(450)]
+    assert len(kept_groups(bigger, defaults.max_groups, defaults.max_group_partitions)) == 450
+    assert len(kept_groups(lab, defaults.max_groups, 5_000)) == 125
