@@ -789,8 +789,11 @@ def lab_main(args: argparse.Namespace) -> int:
                 api = max(0.0, w.daemon_cpu_s - idle.daemon_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
                 pg = max(0.0, w.postgres_cpu_s - idle.postgres_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
                 ok = [lat for lat, code in zip(one.latency_ms, one.status, strict=True) if code == 200] or [0.0]
+                errors = Counter(f"HTTP {code}" if code else (err or "error")
+                                 for code, err in zip(one.status, one.error, strict=True) if code != 200)
                 print(f"  {path:<48} {api:>10.2f} {pg:>9.2f} {pct(ok, 50):>7.1f} {pct(ok, 99):>7.1f} "
-                      f"{sum(c != 200 for c in one.status):>6}", flush=True)
+                      f"{sum(errors.values()):>6}{'  ' + str(dict(errors.most_common(2))) if errors else ''}",
+                      flush=True)
         print(f"\nwhole run {time.perf_counter() - started:.0f} s wall; load average now "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
         return 0

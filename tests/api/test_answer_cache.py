@@ -31,6 +31,7 @@ from txnwatch.serve.answer_cache import (
 )
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine
+from txnwatch.store.rollup_models import Offender
 
 LISTS = [
     "/api/v1/transactions",
@@ -44,6 +45,11 @@ LISTS = [
     "/api/v1/clusters",
     "/api/v1/alerts",
     "/api/v1/alerts?state=firing&state=pending&limit=5",
+    "/api/v1/verification",
+    f"/api/v1/reports/{PROD}/transactions",
+    f"/api/v1/reports/{PROD}/topics",
+    f"/api/v1/reports/{PROD}/lag",
+    f"/api/v1/reports/{PROD}/offenders",
 ]
 
 
@@ -51,7 +57,8 @@ def _timeless(value: Any) -> Any:
     """The answer without fields computed from the request's clock (ages, durations): two requests a few
     milliseconds apart differ there and nowhere else."""
     if isinstance(value, dict):
-        return {k: _timeless(v) for k, v in value.items() if "seconds" not in k and not k.endswith("_ago")}
+        return {k: _timeless(v) for k, v in value.items()
+                if "seconds" not in k and not k.endswith("_ago") and k not in ("window_start", "window_end")}
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
@@ -152,6 +159,25 @@ def test_alerts_are_kept_until_the_evaluator_has_written(own: tuple[Runtime, Tes
     assert len(client.get("/api/v1/alerts?limit=500").json()["items"]) == count  # the kept answer
     runtime.state.changed()  # the poll's sinks (the evaluator among them) have written
     assert client.get("/api/v1/alerts?limit=500").json()["items"] == []
+
+
+def test_a_report_is_kept_for_its_max_age_only(own: tuple[Runtime, TestClient, str]) -> None:
+    """The pipeline writes reports from another process, which no generation sees: a new run's rows show once the
+    kept answer is older than the max age (1 s by default), and never before."""
+    _, client, url = own
+    cache = client.app.state.answer_cache  # type: ignore[attr-defined]  # TestClient.app is a plain ASGI app
+    page = f"/api/v1/reports/{PROD}/offenders"
+    assert client.get(page).json() == []
+    engine = make_engine(url)
+    with Session(engine) as session:
+        day = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        session.add(Offender(cluster=PROD, period="day", period_start=day, computed_at=day, kind="txn_aborts",
+                             rank=1, subject="app-1", value=3.0))
+        session.commit()
+    engine.dispose()
+    assert client.get(page).json() == []  # the kept answer
+    cache.max_age_s = 0.0
+    assert [o["subject"] for o in client.get(page).json()] == ["app-1"]
 
 
 def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]) -> None:

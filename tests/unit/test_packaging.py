@@ -104,6 +104,32 @@ def test_the_console_loads_its_template_engine_on_its_first_page() -> None:
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], True]
 
 
+# The daemon as `txnwatch run` builds it (runtime, alerting, app), on defaults, then with a pager configured.
+HTTP_CLIENT_IMPORTS = """
+import json, sys
+from txnwatch.core.config import load_settings
+from txnwatch.runtime.wiring import build_runtime
+from txnwatch.serve.app import create_app
+from txnwatch.alerting.service import Alerting
+settings = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}])
+runtime = build_runtime(settings, collect=False)
+create_app(runtime, manage_lifecycle=False)
+unwanted = sorted(m for m in sys.modules if m.split(".")[0] in ("httpx", "httpcore", "alembic", "mako"))
+paged = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}],
+                      pagerduty={"enabled": True, "routing_key": "k" * 32})
+channels = Alerting.from_settings(paged, runtime.sessions)._channels
+print(json.dumps([unwanted, list(channels), "httpx" in sys.modules]))
+"""
+
+
+def test_a_daemon_that_pages_nobody_never_loads_an_http_client() -> None:
+    """Issue 25, idle RSS: httpx (~4.5 MB resident) comes with the first notifier or broker exporter scrape;
+    Alembic and Mako stay in the schema check's child process."""
+    result = _python(HTTP_CLIENT_IMPORTS)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], ["pagerduty"], True]
+
+
 def test_a_missing_extra_is_named_with_its_install_command() -> None:
     # sys.modules[name] = None blocks the import as if the package were not installed.
     result = _python("import sys; sys.modules['pyspark'] = None\n"

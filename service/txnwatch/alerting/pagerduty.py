@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import SecretStr
 
 from txnwatch.alerting.channel_text import PAGERDUTY_FIELD_MAX, PAGERDUTY_SUMMARY_MAX, fit_utf16, pagerduty_details
@@ -22,6 +21,9 @@ from txnwatch.alerting.snapshot import dedup_key
 from txnwatch.core.config import PagerDutyConfig
 from txnwatch.core.vocabulary import Severity
 from txnwatch.store import models as m
+
+if TYPE_CHECKING:  # httpx is imported when a notifier is built (docs/performance.md: idle RSS)
+    import httpx
 
 SUMMARY_MAX = PAGERDUTY_SUMMARY_MAX
 SEVERITIES = tuple(s.value for s in Severity)
@@ -109,7 +111,11 @@ class PagerDutyNotifier:
         self._url = events_url
         self._timeout = timeout_seconds
         self._context = context
-        self._client = client or httpx.Client()
+        if client is None:
+            import httpx  # a daemon that pages nobody never loads it (~4.5 MB resident; issue 25)
+
+            client = httpx.Client()
+        self._client = client
 
     @classmethod
     def from_config(cls, config: PagerDutyConfig, client_url: str | None = None,
@@ -126,6 +132,8 @@ class PagerDutyNotifier:
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
         body = pagerduty_event(event.payload, event.action, self._routing_key.get_secret_value(), self._context)
         timeout = self._timeout if timeout_seconds is None else max(0.1, min(self._timeout, timeout_seconds))
+        import httpx  # loaded by __init__ already
+
         try:
             response = self._client.post(self._url, json=body, timeout=timeout)
         except httpx.TimeoutException as exc:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import SecretStr
 
 from txnwatch.alerting.channel_text import (
@@ -26,6 +25,9 @@ from txnwatch.alerting.channel_text import (
 )
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.store import models as m
+
+if TYPE_CHECKING:  # httpx is imported when a notifier is built (docs/performance.md: idle RSS)
+    import httpx
 
 WEBHOOK = "webhook"
 SLACK = "slack"
@@ -74,7 +76,11 @@ class WebhookNotifier:
         self._render = render
         self._timeout = timeout_seconds
         self._headers = dict(headers or {})
-        self._transport = transport or httpx.HTTPTransport(retries=0)
+        if transport is None:
+            import httpx  # a daemon that pages nobody never loads it (~4.5 MB resident; issue 25)
+
+            transport = httpx.HTTPTransport(retries=0)
+        self._transport = transport
 
     @classmethod
     def slack(cls, url: SecretStr, **kwargs: Any) -> WebhookNotifier:
@@ -85,6 +91,8 @@ class WebhookNotifier:
 
     def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
         timeout = self._timeout if timeout_seconds is None else max(0.1, min(self._timeout, timeout_seconds))
+        import httpx  # loaded by __init__ already, unless a transport was handed in
+
         try:
             request = httpx.Request("POST", self._url.get_secret_value(), content=encode_json(self._render(event)),
                                     headers={"Content-Type": "application/json", **self._headers}, extensions={"timeout": httpx.Timeout(timeout).as_dict()})

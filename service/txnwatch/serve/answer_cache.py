@@ -20,12 +20,17 @@ served.  That bounds what no generation sees: ``age_seconds`` fields computed at
 transaction-log tail wrote between two publications an API worker reloads, a recorder that commits after the
 poll's sinks returned.
 
-Only what polls write is cached: transactions (the list, not one id's page), hanging, LSO stalls, partitions,
+What polls write is cached: transactions (the list, not one id's page), hanging, LSO stalls, partitions,
 consumer groups, clusters and alerts (alert rows are written by the evaluator, one of a poll's sinks, before the
-poll loop bumps the generation; the outbox writes its own table, which no alert answer shows).  Verification,
-reports (written by the pipeline), one id's page, the admin routes and the console are always computed.  Only whole 200 answers of at
-most ``max_entry_bytes`` are kept; memory is an LRU under a byte budget (``api.answer_cache_bytes``; 0 turns the
-cache off).  One cache per serving process, used on its event loop only (no lock).
+poll loop bumps the generation; the outbox writes its own table, which no alert answer shows), and verification
+(samples written by a poll's sinks, the brokers' figures of the latest poll; its window ends at the answer's
+time, which the max age bounds as it bounds ``age_seconds``).  The reports (``/api/v1/reports/...``) are cached
+too: the pipeline writes them once per run from another process, which no generation sees, so a new run's rows
+show at most ``max_age_s`` late; without the cache every report page cost ~3 ms of API CPU even when empty
+(issue 25: every list endpoint ≤ 1 ms per request).  One id's page, the admin routes and the console are always
+computed.  Only whole 200 answers of at most ``max_entry_bytes`` are kept; memory is an LRU under a byte budget
+(``api.answer_cache_bytes``; 0 turns the cache off).  One cache per serving process, used on its event loop only
+(no lock).
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ from txnwatch.runtime.lifecycle import Runtime
 #: Exact paths whose answers depend only on what polls write (see the module docstring for the others).
 CACHED_PATHS = frozenset({
     "/api/v1/transactions", "/api/v1/hanging", "/api/v1/lso-stalls", "/api/v1/partitions",
-    "/api/v1/consumer-groups", "/api/v1/clusters", "/api/v1/alerts",
+    "/api/v1/consumer-groups", "/api/v1/clusters", "/api/v1/alerts", "/api/v1/verification",
 })
+#: Path prefixes whose every answer is cached: the pipeline's reports, one route per cluster and rollup.
+CACHED_PREFIXES = ("/api/v1/reports/",)
 #: Bytes an entry costs beyond its key and body (the tuple, the headers list, the dict slot): an estimate that
 #: keeps the budget honest for many small answers.
 ENTRY_OVERHEAD_BYTES = 512
@@ -123,14 +130,19 @@ class AnswerCacheMiddleware:
     each running the query (measured by benchmarks/api.py at 200 req/s: without this, every expiry sent a burst
     of identical queries to the database and exhausted its connection pool)."""
 
-    def __init__(self, app: ASGIApp, *, cache: AnswerCache, paths: frozenset[str] = CACHED_PATHS) -> None:
+    def __init__(self, app: ASGIApp, *, cache: AnswerCache, paths: frozenset[str] = CACHED_PATHS,
+                 prefixes: tuple[str, ...] = CACHED_PREFIXES) -> None:
         self.app = app
         self.cache = cache
         self.paths = paths
+        self.prefixes = prefixes
         self._in_flight: dict[Key, asyncio.Future[Answer | None]] = {}
 
+    def cached(self, path: str) -> bool:
+        return path in self.paths or path.startswith(self.prefixes)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] not in self.paths:
+        if scope["type"] != "http" or scope["method"] != "GET" or not self.cached(scope["path"]):
             await self.app(scope, receive, send)
             return
         runtime: Runtime = scope["app"].state.runtime
