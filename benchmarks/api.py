@@ -616,6 +616,7 @@ class Results:
     latency_ms: list[float] = field(default_factory=list)
     url: list[str] = field(default_factory=list)
     error: list[str] = field(default_factory=list)
+    generator_cpu_s: float = 0.0  # vegeta's own CPU (attack and encode)
 
 
 def vegeta_results(binary: str, base: str, paths: list[str], rate: float, seconds: float) -> Results:
@@ -624,11 +625,13 @@ def vegeta_results(binary: str, base: str, paths: list[str], rate: float, second
     import io
 
     targets = "".join(f"GET {base}{path}\n\n" for path in paths)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     attack = subprocess.run([binary, "attack", f"-rate={rate:g}/s", f"-duration={seconds:g}s", "-timeout=10s",
                              "-max-body=0", "-workers=16"], input=targets.encode(), capture_output=True, check=True)
     encoded = subprocess.run([binary, "encode", "--to", "csv"], input=attack.stdout, capture_output=True,
                              check=True).stdout.decode()
-    out = Results()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = Results(generator_cpu_s=after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     # timestamp (ns), code, latency (ns), bytes out, bytes in, error, body, attack name, seq, method, url, headers
     for row in csv.reader(io.StringIO(encoded)):
         out.sent_s.append(int(row[0]) / 1e9)
@@ -716,7 +719,8 @@ def report_attack(name: str, res: Results, window: Window, idle: Window, rate: f
               f"p99/target {p99 / TARGET_P99_MS:.2f} ({'met' if p99 <= TARGET_P99_MS and not errors else 'MISSED'})")
     print(f"  {rate_line(window, idle, len(res.status))}")
     other = max(0.0, window.machine_cpu_s - window.daemon_cpu_s - window.postgres_cpu_s) / window.wall_s
-    print(f"  other work on the machine (vegeta, burners, the lab, the rest): {other:.2f} of {os.cpu_count()} CPUs")
+    print(f"  vegeta {res.generator_cpu_s * 1000 / max(len(res.status), 1):.2f} ms/request; other work on the machine "
+          f"(vegeta, burners, the lab, the rest): {other:.2f} of {os.cpu_count()} CPUs")
     slow = [at for at, lat in zip(res.sent_s, res.latency_ms, strict=True) if lat > TARGET_P99_MS]
     if slow:
         in_poll = sum(any(a <= at <= b for a, b in polls) for at in slow)
