@@ -17,7 +17,8 @@ Then, each on its defaults and against the same brokers:
 All three are scraped at the same ticks every ``--scrape-every`` seconds (gzip, as Prometheus asks; each on
 its own, a tick that comes while its previous scrape runs is missed, as Prometheus would),
 and the script prints side by side: CPU-seconds per minute (utime+stime of the process tree from
-/proc/<pid>/stat over the window), steady (median) and peak RSS, /metrics scrape p50/p99 (txnwatch's
+/proc/<pid>/stat over the window), steady (median) and peak RSS and PSS (each summed over the process tree:
+txnwatch's metrics port and archive jobs are its children), /metrics scrape p50/p99 (txnwatch's
 split into quiet and during its polls, from its ``polls`` table), series count, and lag agreement: every
 ``kafka_consumergroup_lag`` series of txnwatch against kafka_exporter's series of the same group, topic
 and partition in the same scrape round, and against KMinion's
@@ -38,6 +39,7 @@ of theirs is ever written into this repository.  ``$GO`` names the go command (d
     .venv/bin/python benchmarks/peers.py --scale 0.1 --minutes 1   # a quick check on a tenth of it
     .venv/bin/python benchmarks/peers.py --skip-peers         # txnwatch alone (no Go needed)
     .venv/bin/python benchmarks/peers.py --keep-lab           # leave the lab and the processes' files
+    .venv/bin/python benchmarks/peers.py --baseline main~3    # and that revision's txnwatch beside this one
 
 Nothing is asserted.
 """
@@ -217,16 +219,21 @@ def cpu_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, 
             for pid in after]
 
 
-def tree_rss_mb(root: int) -> float:
-    kb = 0
+def tree_memory_mb(root: int) -> tuple[float, float]:
+    """(RSS, PSS) summed over the process tree, MB.  The RSS sum counts the pages a parent shares with its
+    children (the interpreter, libraries) once per process; PSS splits each shared page between its sharers,
+    so its sum is the family's own memory (Go peers are one process each: both figures are theirs)."""
+    rss = pss = 0
     for pid in tree(root):
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    kb += int(line.split()[1])
-        except FileNotFoundError:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Rss:"):
+                    rss += int(line.split()[1])
+                elif line.startswith("Pss:"):
+                    pss += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
             pass
-    return kb / 1024
+    return rss / 1024, pss / 1024
 
 
 # -- the processes ----------------------------------------------------------------------------------------
@@ -249,6 +256,7 @@ class Target:
     bodies: dict[int, str] = field(default_factory=dict)  # scrape round -> exposition text (the last few)
     series: list[int] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
+    pss: list[float] = field(default_factory=list)
     cpu: tuple[float, float] = (0.0, 0.0)
     missed: int = 0  # ticks that came while a scrape still ran
 
@@ -425,7 +433,9 @@ def measure(targets: list[Target], args: argparse.Namespace, work: Path) -> dict
     while (now := time.monotonic()) < t0 + window_s:
         if now >= next_rss:
             for target in targets:
-                target.rss.append(tree_rss_mb(target.proc.pid))
+                rss, pss = tree_memory_mb(target.proc.pid)
+                target.rss.append(rss)
+                target.pss.append(pss)
             next_rss = now + 1.0
         if now >= next_load:
             loads.append(os.getloadavg())
@@ -507,6 +517,9 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     row("CPU-s in the window", [f"{by[n].cpu[1] - by[n].cpu[0]:.1f}" for n in names])
     row("RSS steady (median) MB", [f"{steady[n]:.0f}" for n in names])
     row("RSS peak MB", [f"{peak[n]:.0f}" for n in names])
+    pss = {t.name: statistics.median(t.pss) if t.pss else float("nan") for t in targets}
+    row("PSS steady (median) MB", [f"{pss[n]:.0f}" for n in names])
+    row("PSS peak MB", [f"{max(by[n].pss) if by[n].pss else float('nan'):.0f}" for n in names])
     for label, pick in (("scrape p50 ms (all)", lambda t: [s[1] for s in t.scrapes]),):
         row(label, [f"{pct(pick(by[n]), 0.5) * 1000:.1f}" for n in names])
         row("scrape p99 ms (all)", [f"{pct(pick(by[n]), 0.99) * 1000:.1f}" for n in names])
@@ -554,7 +567,8 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         c, r = cpu["txnwatch"] / cpu["kminion"], steady["txnwatch"] / steady["kminion"]
         p50 = pct([s[1] for s in by["txnwatch"].scrapes], 0.5) * 1000
         print(f"  CPU txnwatch/KMinion {c:.2f}x (goal <= {GOAL_CPU_RATIO:g}x) -> {'meets' if c <= GOAL_CPU_RATIO else 'MISSES'}")
-        print(f"  RSS txnwatch/KMinion {r:.2f}x (goal <= {GOAL_RSS_RATIO:g}x) -> {'meets' if r <= GOAL_RSS_RATIO else 'MISSES'}")
+        print(f"  RSS txnwatch/KMinion {r:.2f}x (goal <= {GOAL_RSS_RATIO:g}x) -> {'meets' if r <= GOAL_RSS_RATIO else 'MISSES'}"
+              f" (PSS, the process family's own memory: {pss['txnwatch'] / pss['kminion']:.2f}x)")
         print(f"  scrape p50 {p50:.1f} ms (goal < {GOAL_SCRAPE_P50_MS:g} ms) -> "
               f"{'meets' if p50 < GOAL_SCRAPE_P50_MS else 'MISSES'}")
         if "kafka_exporter" in by:
@@ -646,6 +660,25 @@ def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
                              "--report-every", "60"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def start_baseline(ref: str, bootstrap: str, work: Path, free_ports: Any) -> Target:
+    """txnwatch as it was at ``ref``, on the same defaults, lab and venv: for before/after figures in one run."""
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", ref], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tree = work / f"baseline-{commit}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(root), "archive", commit, "service", "alembic", "alembic.ini"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    port = txnwatch_ports(free_ports)[0]
+    config = tree / "txnwatch.yaml"
+    write_txnwatch_config(config, bootstrap, port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
+    env["PYTHONPATH"] = str(tree / "service")  # ahead of the venv's editable install of this checkout
+    return start(f"txnwatch@{commit}", [sys.executable, "-m", "txnwatch", "run", "--config", str(config)],
+                 f"http://127.0.0.1:{port}/metrics", work, env=env)
+
+
 def commit_of_checkout() -> str:
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -666,6 +699,8 @@ def main() -> None:
     parser.add_argument("--probe-every", type=float, default=0.25)
     parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
     parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--baseline", metavar="REF", help="also run the txnwatch of this git revision (its service/ "
+                        "and alembic/, exported to the run's directory; this venv) beside this checkout's, same lab")
     args = parser.parse_args()
     started = time.monotonic()
     commit = commit_of_checkout()
@@ -696,6 +731,8 @@ def main() -> None:
         targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                           str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
         api_metrics = targets[0].url
+        if args.baseline:
+            targets.append(start_baseline(args.baseline, bootstrap, work, free_ports))
         if "kafka_exporter" in peers:
             targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
                                                     *[f"--kafka.server={b}" for b in bootstrap.split(",")],
@@ -710,6 +747,9 @@ def main() -> None:
         print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
         wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
         targets[0].url = metrics_url(port_t)
+        for target in targets[1:]:
+            if target.name.startswith("txnwatch@"):
+                target.url = metrics_url(int(target.url.split(":")[2].split("/")[0]))
         print(f"  txnwatch's /metrics scraped at {targets[0].url}"
               f"{' (its metrics port, api.port + 1 by default)' if targets[0].url != api_metrics else ''}", flush=True)
         print(f"measuring for {args.minutes:g} min", flush=True)
