@@ -574,6 +574,10 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         if "kafka_exporter" in by:
             print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
                   f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
+        goal_mb = GOAL_RSS_RATIO * steady["kminion"]
+        for label, (rss, pss_mb) in import_floors().items():
+            print(f"  floor: {label}: RSS {rss:.0f} MB, PSS {pss_mb:.0f} MB "
+                  f"({rss / goal_mb:.2f}x the RSS goal of {goal_mb:.0f} MB)")
     if "txnwatch" in by:
         (db0, ar0), (db1, ar1) = result["storage"]
         s0, s1, mb = db0 + ar0, db1 + ar1, 2**20
@@ -658,6 +662,27 @@ def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
     log = open(work / "workload.log", "w")  # noqa: SIM115 - held by the child for its life
     return subprocess.Popen([str(txnwatch), "lab", "workload", "--scenario", "steady", "--bootstrap-server", bootstrap,
                              "--report-every", "60"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+# What an interpreter holds once it has imported, and nothing else: the floor under txnwatch's RSS.
+FLOORS = {
+    "the libraries alone (kafka, sqlalchemy.orm, fastapi)": "import kafka, sqlalchemy.orm, fastapi",
+    "`txnwatch run`'s start-up imports, no data": (
+        "from txnwatch.cli import commands; commands.app(['run', '--help'], standalone_mode=False)\n"
+        "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.app, txnwatch.serve.metrics_process"),
+}
+
+
+def import_floors() -> dict[str, tuple[float, float]]:
+    """(RSS, PSS) MB of a fresh interpreter of this venv after each FLOORS import, read from its own smaps."""
+    read = ("\nimport sys\nfor l in open('/proc/self/smaps_rollup'):\n    k = l.split(':')[0]\n"
+            "    if k in ('Rss', 'Pss'): print(k, int(l.split()[1]), file=sys.stderr)")
+    floors = {}
+    for label, code in FLOORS.items():
+        done = subprocess.run([sys.executable, "-c", code + read], capture_output=True, text=True, timeout=120)
+        kb = dict(line.split() for line in done.stderr.splitlines() if line.startswith(("Rss ", "Pss ")))
+        floors[label] = (int(kb.get("Rss", 0)) / 1024, int(kb.get("Pss", 0)) / 1024)
+    return floors
 
 
 def start_baseline(ref: str, bootstrap: str, work: Path, free_ports: Any) -> Target:
