@@ -4,10 +4,14 @@ Default (``--lab``, issue 25's honest figures), in one run on a one-broker lab (
 ``--kafka-version``), the log filled by Kafka's own Java TV2 producers (benchmarks/txnlog_lab.py):
 
 1. **floor**: kafka-python alone reading the whole ``__transaction_state`` with the tail's fetch
-   settings, nothing else (records/s, CPU s);
+   settings, nothing else (records/s, CPU s), pinned to CPU 1 (``taskset -c 1``) as the tail is;
 2. **tail**: the daemon's ClusterTail over TransactionLogTail (fetch, decode, apply, store in SQLite)
    on the same log, records/s, CPU s and its ratio to the floor (goal >= 0.9x);
 3. **synthetic**: decode + apply of generated TV2 records in this process, no client (second line);
+   Where the tail's CPU goes (py-spy on this log, 102,342 records, issue 25): about a quarter each in the
+   fetch's walk and decode, in apply, and in the SQLite store (its executemany of one 20-column transitions
+   row per record, half of which is the ``ix_transitions_txn`` btree); the cyclic GC, paused now for each
+   step, was a fifth.  The decode reads each record where it lies in the batch (``decode_in``);
 4. **trailing**: producers at the highest rate this machine's lab reaches while the tail, pinned to one
    core (``taskset -c 0``), follows from the log's end: p50/p99/max from the coordinator's append to the
    stored commit, the producers' transactions/s beside it (goal <= 2 s p99 at 10,000 transactions/s).
@@ -27,6 +31,7 @@ bumped epoch and CompleteCommit per transaction.
 
     python benchmarks/txnlog.py                 # lab: fill 200,000 records, floor, tail, trailing (~5 min)
     python benchmarks/txnlog.py --records 50000 --trail-seconds 20
+    python benchmarks/txnlog_replay.py          # trailing a REPLAY at 10,000 transactions/s (its docstring)
     python benchmarks/txnlog.py --synthetic [--quick] [--profile] [--database-url URL]
     python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
                                                 # side by side in alternating child processes
@@ -411,7 +416,7 @@ def lab_figures(args: argparse.Namespace) -> None:
         rows: dict[str, list[dict[str, float]]] = {"floor": [], "tail": []}
         for _ in range(args.runs):
             for side in rows:
-                run = lab_bench.run_child(side, bootstrap, have)
+                run = lab_bench.run_child(side, bootstrap, have, pin="1")  # each alone on one core
                 run["load"] = os.getloadavg()[0]
                 loads.append(run["load"])
                 rows[side].append(run)

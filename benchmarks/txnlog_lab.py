@@ -5,6 +5,7 @@ Used by ``benchmarks/txnlog.py`` (its default figures); runnable alone for one s
     .venv/bin/python benchmarks/txnlog_lab.py floor BOOTSTRAP RECORDS   # kafka-python alone, JSON line
     .venv/bin/python benchmarks/txnlog_lab.py tail BOOTSTRAP RECORDS    # the daemon's tail, JSON line
     .venv/bin/python benchmarks/txnlog_lab.py trail BOOTSTRAP SECONDS   # the tail from the log's end, lag per record
+    .venv/bin/python benchmarks/txnlog_lab.py trail-topic BOOTSTRAP SECONDS TOPIC   # the same on a replay topic
 
 The log is filled by Kafka's own Java producer (ProducerPerformance with a transactional id and a short
 ``--transaction-duration-ms``): on Kafka 4 it is a transaction version 2 client, so the coordinator writes
@@ -25,6 +26,7 @@ Each side runs in its own child process so that its CPU seconds are its own:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -118,7 +120,8 @@ class _Stamped:
         self.inner.close()
 
 
-def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool) -> tuple[Any, Any, list[Any], list[float]]:
+def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool,
+          topic: str = TOPIC) -> tuple[Any, Any, list[Any], list[float]]:
     """The daemon's ClusterTail over TransactionLogTail (as runtime/wiring.py builds it), on a fresh store."""
     from txnwatch.collect.txnlog_tail import ClusterTail
     from txnwatch.core.views import LatestState
@@ -133,7 +136,7 @@ def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool) -> tuple[Any, 
 
     def open_tail(positions: Mapping[int, int]) -> Any:
         tail: Any = TransactionLogTail(connection, positions=positions, from_beginning=from_beginning,
-                                       max_poll_records=config["max_poll_records"])
+                                       max_poll_records=config["max_poll_records"], topic=topic)
         if stamped:
             tail = _Stamped(tail)
         opened.append(tail)
@@ -148,7 +151,9 @@ def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool) -> tuple[Any, 
                 opened[-1].unstored.clear()
             return stored
 
-    return engine, Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"])), opened, lags
+    built = Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"]))
+    gc.freeze()  # the start-up objects, as the daemon leaves them after its start (txnwatch.serve.server)
+    return engine, built, opened, lags
 
 
 def tail(bootstrap: str, expected: int) -> dict[str, float]:
@@ -170,11 +175,13 @@ def tail(bootstrap: str, expected: int) -> dict[str, float]:
     return {"records": stored, "wall_s": wall, "cpu_s": cpu, "expected": expected}
 
 
-def trail(bootstrap: str, seconds: float) -> dict[str, Any]:
-    """The tail from the log's end for ``seconds`` while producers write: lag per stored record."""
-    engine, cluster_tail, opened, lags = _tail(bootstrap, from_beginning=False, stamped=True)
+def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
+    """The tail from the log's end for ``seconds`` while producers write: lag per stored record.  ``topic``:
+    another topic holding coordinator records (benchmarks/txnlog_replay.py's replay)."""
+    engine, cluster_tail, opened, lags = _tail(bootstrap, from_beginning=False, stamped=True, topic=topic)
     while not opened:
         cluster_tail.step()
+    print(json.dumps({"ready": True}), flush=True)  # at the log's end now: a replay may start writing
     first = sum(opened[-1].positions().values())
     wall, cpu = time.perf_counter(), time.process_time()
     end = time.monotonic() + seconds
@@ -276,6 +283,8 @@ def main(argv: list[str]) -> int:
         out = tail(bootstrap, int(amount))
     elif mode == "trail":
         out = trail(bootstrap, amount)
+    elif mode == "trail-topic":
+        out = trail(bootstrap, amount, argv[4])
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     print(json.dumps({**out, "pid": os.getpid()}))

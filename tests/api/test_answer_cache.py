@@ -25,12 +25,14 @@ from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.answer_cache import (
     CACHED_PATHS,
     ENTRY_OVERHEAD_BYTES,
+    REFRESH_AT,
     AnswerCache,
     AnswerCacheMiddleware,
     normalised_query,
 )
 from txnwatch.store import models as m
 from txnwatch.store.db import make_engine
+from txnwatch.store.rollup_models import Offender
 
 LISTS = [
     "/api/v1/transactions",
@@ -44,6 +46,11 @@ LISTS = [
     "/api/v1/clusters",
     "/api/v1/alerts",
     "/api/v1/alerts?state=firing&state=pending&limit=5",
+    "/api/v1/verification",
+    f"/api/v1/reports/{PROD}/transactions",
+    f"/api/v1/reports/{PROD}/topics",
+    f"/api/v1/reports/{PROD}/lag",
+    f"/api/v1/reports/{PROD}/offenders",
 ]
 
 
@@ -51,7 +58,8 @@ def _timeless(value: Any) -> Any:
     """The answer without fields computed from the request's clock (ages, durations): two requests a few
     milliseconds apart differ there and nowhere else."""
     if isinstance(value, dict):
-        return {k: _timeless(v) for k, v in value.items() if "seconds" not in k and not k.endswith("_ago")}
+        return {k: _timeless(v) for k, v in value.items()
+                if "seconds" not in k and not k.endswith("_ago") and k not in ("window_start", "window_end")}
     if isinstance(value, list):
         return [_timeless(v) for v in value]
     return value
@@ -152,6 +160,25 @@ def test_alerts_are_kept_until_the_evaluator_has_written(own: tuple[Runtime, Tes
     assert len(client.get("/api/v1/alerts?limit=500").json()["items"]) == count  # the kept answer
     runtime.state.changed()  # the poll's sinks (the evaluator among them) have written
     assert client.get("/api/v1/alerts?limit=500").json()["items"] == []
+
+
+def test_a_report_is_kept_for_its_max_age_only(own: tuple[Runtime, TestClient, str]) -> None:
+    """The pipeline writes reports from another process, which no generation sees: a new run's rows show once the
+    kept answer is older than the max age (1 s by default), and never before."""
+    _, client, url = own
+    cache = client.app.state.answer_cache  # type: ignore[attr-defined]  # TestClient.app is a plain ASGI app
+    page = f"/api/v1/reports/{PROD}/offenders"
+    assert client.get(page).json() == []
+    engine = make_engine(url)
+    with Session(engine) as session:
+        day = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        session.add(Offender(cluster=PROD, period="day", period_start=day, computed_at=day, kind="txn_aborts",
+                             rank=1, subject="app-1", value=3.0))
+        session.commit()
+    engine.dispose()
+    assert client.get(page).json() == []  # the kept answer
+    cache.max_age_s = 0.0
+    assert [o["subject"] for o in client.get(page).json()] == ["app-1"]
 
 
 def test_uncached_routes_see_writes_at_once(own: tuple[Runtime, TestClient, str]) -> None:
@@ -307,3 +334,46 @@ def test_waiters_compute_their_own_when_the_first_answer_cannot_be_kept() -> Non
     answers = asyncio.run(_requests(route, 5))
     assert route.calls == 5  # a 503 is never shared: each request gets an answer of its own
     assert {status for status, _ in answers} == {503}
+
+
+def test_a_hot_answer_is_recomputed_before_it_ages_out_so_no_request_waits_for_it() -> None:
+    """Past REFRESH_AT of its max age a requested answer is still served, and recomputed behind it: the next
+    request after the max age gets the new answer without computing (issue 25: expiries set the p99)."""
+    async def run() -> list[tuple[int, bytes]]:
+        clock = Clock()
+        cache = AnswerCache(1 << 20, 1.0, clock=clock)
+        route = _SlowRoute()
+        route.release.set()
+        app = type("App", (), {})()
+        app.state = type("State", (), {})()
+        app.state.runtime = _Generation()
+        middleware = AnswerCacheMiddleware(route, cache=cache)
+
+        async def one() -> tuple[int, bytes]:
+            got: list[Message] = []
+
+            async def send(message: Message) -> None:
+                got.append(message)
+
+            async def receive() -> Message:
+                return {"type": "http.request", "body": b""}
+
+            scope = {"type": "http", "method": "GET", "path": "/api/v1/partitions", "query_string": b"", "app": app}
+            await middleware(scope, receive, send)
+            return got[0]["status"], got[1]["body"]
+
+        seen = [await one()]  # computed: answer 1
+        clock.now += 0.5
+        seen.append(await one())  # young: served, nothing recomputed
+        assert route.calls == 1
+        clock.now += 0.3  # 0.8 s old, past REFRESH_AT (0.75) of the 1 s max age
+        seen.append(await one())  # still answer 1, and answer 2 is computed behind it
+        await asyncio.gather(*middleware._refreshing)
+        assert route.calls == 2
+        clock.now += 0.5  # answer 1 would be 1.3 s old now; answer 2 is 0.5 s old
+        seen.append(await one())
+        assert route.calls == 2  # no request computed it
+        return seen
+
+    assert asyncio.run(run()) == [(200, b"answer 1")] * 3 + [(200, b"answer 2")]
+    assert 0 < REFRESH_AT < 1

@@ -96,3 +96,25 @@ def test_polls_that_never_leave_a_gap_still_get_their_cyclic_garbage_collected(g
     assert not gc.isenabled(), "the poll still in flight keeps the GC paused"
     running.__exit__(None, None, None)
     assert gc.isenabled()
+
+
+def test_a_batch_pauses_the_gc_but_wait_quiet_does_not_wait_for_it(gc_enabled: None) -> None:
+    """The transaction-log tail's steps (PollWindow.batch): the GC waits for them as for a poll, a render's
+    wait_quiet does not (a busy log's tail runs step after step)."""
+    window = PollWindow()
+    batch = window.batch()
+    batch.__enter__()
+    assert not gc.isenabled() and window.polling == 0
+    assert window.wait_quiet(0), "a batch is not a poll"
+    with window.poll():
+        assert not window.wait_quiet(0)
+    assert not gc.isenabled(), "the batch still runs after the poll ended"
+    batch.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_gc_resumes_after_a_failed_batch(gc_enabled: None) -> None:
+    window = PollWindow()
+    with pytest.raises(ConnectionError), window.batch():
+        raise ConnectionError("the log's leader went away")
+    assert gc.isenabled()

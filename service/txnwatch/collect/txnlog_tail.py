@@ -28,6 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
+from txnwatch.collect.pollwindow import PROCESS, PollWindow
 from txnwatch.core import threadnames
 from txnwatch.core.model import RequestError, TxnLogRecord
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
@@ -88,13 +89,16 @@ class ClusterTail:
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
                  commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS,
-                 health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None) -> None:
-        """``health``: the store's health, where objects the database refuses are counted.  ``keeps``: the
+                 health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None,
+                 gc_window: PollWindow = PROCESS) -> None:
+        """``gc_window``: pauses CPython's cyclic GC during each step (collect/pollwindow.py).
+        ``health``: the store's health, where objects the database refuses are counted.  ``keeps``: the
         cluster's transactional_id_pattern (tenancy); other ids' records advance the positions and are checked
         for gaps, but are neither applied nor stored (undecodable records, which name no id, are kept)."""
         self.name = name
         self._rejections = Rejections(health or StoreHealth())
         self._keeps = keeps
+        self._gc_window = gc_window
         self._bootstrap = bootstrap_servers
         self._open_tail = open_tail
         self._sessions = sessions
@@ -142,6 +146,10 @@ class ClusterTail:
 
     def step(self) -> int:
         """Read and apply one batch (or open the tail); returns how many records were applied."""
+        with self._gc_window.batch():  # the fetch's records, states and transitions, without the GC's scans
+            return self._step()
+
+    def _step(self) -> int:
         term = self._leading()
         if self._tail is not None and term != self._term:
             # A new term (or none): another replica may have advanced the stored positions meanwhile.

@@ -380,8 +380,8 @@ class ApiConfig(_Strict):
         "Memory per serving process for answers of the list endpoints, kept until the next poll publishes "
         "(LRU; 0: no cache). Filled only by requests, so an idle daemon does not pay for it."))
     answer_cache_max_age_seconds: float = Field(default=1.0, gt=0, le=60, description=(
-        "A cached list answer is also recomputed after this long: its age fields and what a transaction-log "
-        "tail wrote since are never older than this."))
+        "A cached list answer is also recomputed after this long: its age fields, what a transaction-log "
+        "tail wrote since and the pipeline's reports are never older than this."))
     max_connections: int = Field(default=1000, ge=1, le=1_000_000, description=(
         "Open HTTP connections per serving process. At the cap, the connection that waited longest without a "
         "request in progress is closed for the new one, so probes and scrapes get in during a flood of idle "

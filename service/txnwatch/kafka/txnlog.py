@@ -83,8 +83,15 @@ _UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
 
 
 #: kafka-python's fetch settings for the tail; ``benchmarks/txnlog.py``'s client floor reads with the same ones.
+#: ``fetch_min_bytes``: a broker answers a fetch once this much is there or ``FETCH_MAX_WAIT_MS`` passed.  With
+#: kafka-python's default of 1 byte, every record of a producer trickling transactions came back in its own
+#: fetch round-trip (a few records each, the whole fetch session's partitions parsed every time): on the issue
+#: 25 lab (three producers) the tail's I/O thread spent 1.8 CPU-s a minute, the tail 1.0.  A log being read
+#: back (catching up) fills 64 KiB at once, so throughput is unchanged; a trickle waits at most the max wait.
 FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes": 16 * 1024 * 1024,
-                                   "max_partition_fetch_bytes": 4 * 1024 * 1024}
+                                   "max_partition_fetch_bytes": 4 * 1024 * 1024, "fetch_min_bytes": 64 * 1024}
+#: The longest a broker holds a fetch that has less than ``fetch_min_bytes``: what a trickle of records waits.
+FETCH_MAX_WAIT_MS = 500
 
 
 class TxnLogUnavailable(Exception):
@@ -263,6 +270,85 @@ def decode_record(key: bytes | None, value: bytes | None, log_partition: int, of
                             problem=str(exc) or type(exc).__name__, raw_value=bytes(value))
 
 
+# decode_in's tagged fields: where each known tag goes in its list (client transaction version, previous and next
+# producer id, next epoch); a tag added to VALUE_TAGS but not here is read by decode_value only.
+_FAST_SLOT = {"client_transaction_version": 0, "previous_producer_id": 1, "next_producer_id": 2,
+              "next_producer_epoch": 3}
+_FAST_TAGS = {tag: (_FAST_SLOT[t.field], t.layout.size, t.layout.unpack_from, t.unset)
+              for tag, t in VALUE_TAGS.items() if t.field in _FAST_SLOT}
+_VALUE = TxnLogKind.VALUE
+
+
+def decode_in(data: bytes, key_at: int, key_size: int, value_at: int, value_size: int, log_partition: int,
+              offset: int, timestamp_ms: int | None) -> TxnLogRecord | RequestError:
+    """:func:`decode_record` of the key and value that lie in ``data`` (a fetched record batch), without
+    copying them out first: the same answer for every input.
+
+    Everything Kafka 4 writes (key v0, value v1 with one-byte compact lengths and known tags) is read here
+    in one pass over the batch's bytes, building the record's tuple once.  Anything else (a tombstone,
+    value v0 or a newer version, a long name, an unknown tag or status, damaged bytes) goes to
+    :func:`decode_record`, which is the reference: this path gives up rather than decide.  Issue 25: the
+    per-record calls and copies of the general decoder were a third of the tail's CPU."""
+    try:
+        value_end = value_at + value_size
+        if (key_size < 4 or value_size < 18 or data[key_at] or data[key_at + 1] or data[key_at + 2] >= 0x80
+                or (data[key_at + 2] << 8 | data[key_at + 3]) != key_size - 4):
+            raise ValueError
+        version, producer_id, epoch, timeout_ms, status = _HEAD.unpack_from(data, value_at)
+        count = data[value_at + 17]
+        if version != 1 or not 0 <= status < _STATE_COUNT or count >= 0x80:
+            raise ValueError
+        tid = data[key_at + 4:key_at + key_size].decode("utf-8")
+        pos = value_at + 18
+        partitions: tuple[tuple[str, int], ...] = ()
+        if count > 1:  # count - 1 topics (0: a null list, 1: an empty one)
+            found: list[tuple[str, int]] = []
+            for _ in range(count - 1):
+                size = data[pos]
+                if size == 0 or size >= 0x80:
+                    raise ValueError
+                topic = data[pos + 1:pos + size].decode("utf-8")
+                pos += size
+                ids = data[pos] - 1
+                if ids == 1:
+                    found.append((topic, _I32.unpack_from(data, pos + 1)[0]))
+                elif 0 <= ids < 0x7F:
+                    found += [(topic, p) for p in struct.unpack_from(f">{ids}i", data, pos + 1)]
+                else:
+                    raise ValueError
+                pos += 1 + 4 * ids
+                if data[pos]:  # the topic's own tagged fields: none in any Kafka so far
+                    raise ValueError
+                pos += 1
+            partitions = tuple(found)
+        last_update_ms, start_ms = _TIMES.unpack_from(data, pos)
+        pos += 16
+        tags = data[pos]
+        if tags >= 0x80:
+            raise ValueError
+        pos += 1
+        tagged = [0, None, None, None]  # client transaction version, previous/next producer id, next epoch
+        for _ in range(tags):
+            known = _FAST_TAGS.get(data[pos])
+            size = data[pos + 1]
+            if known is None or known[1] != size:
+                raise ValueError
+            number = known[2](data, pos + 2)[0]
+            tagged[known[0]] = number if number >= 0 else known[3]
+            pos += 2 + size
+        if pos != value_end:
+            raise ValueError
+    except _DECODE_ERRORS:
+        return decode_record(data[key_at:key_at + key_size] if key_size >= 0 else None,
+                             data[value_at:value_at + value_size] if value_size >= 0 else None,
+                             log_partition, offset, timestamp_ms)
+    ctv, previous_pid, next_pid, next_epoch = tagged
+    return _new_tuple(TxnLogRecord, (
+        tid, log_partition, offset, timestamp_ms if timestamp_ms is not None and timestamp_ms >= 0 else None, _VALUE,
+        _STATES[status], None, producer_id, epoch, timeout_ms, partitions, last_update_ms,
+        start_ms if start_ms >= 0 else None, previous_pid, next_pid, ctv, 1, (), None, None, next_epoch))
+
+
 class TransactionLogTail:
     """Follows every partition of ``__transaction_state`` from stored positions onwards.
 
@@ -286,7 +372,7 @@ class TransactionLogTail:
             # The cluster's connect timeout, as the poll loop's own bootstrap uses (kafka-python's default is 30 s,
             # and a daemon stopping while its tail bootstraps against an unreachable cluster waited that long).
             bootstrap_timeout_ms=settings.connect_timeout_ms,
-            fetch_max_wait_ms=min(500, max(settings.request_timeout_ms, 1_000) // 2),
+            fetch_max_wait_ms=min(FETCH_MAX_WAIT_MS, max(settings.request_timeout_ms, 1_000) // 2),
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
         try:
             partitions = self._consumer.partitions_for_topic(topic) or set()
@@ -307,7 +393,7 @@ class TransactionLogTail:
             # kafka-python's fetch, its records decoded from the batch bytes (kafka/txnlog_batches.py): the
             # records it would otherwise build were most of the tail's CPU.
             self._problems: list[RequestError] = []
-            self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems)
+            self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems, decode_in)
             # Resolve now: a lazy seek would skip what is written before the first read.
             self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
         except Exception:

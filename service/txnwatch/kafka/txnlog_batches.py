@@ -10,7 +10,8 @@ one partition's fetched bytes is replaced, on this one consumer (:func:`install`
 * message format v2 batches (all Kafka >= 0.11 writes) are walked in place: the header as
   Kafka's ``DefaultRecordBatch`` lays it out, the batch's CRC-32C checked with kafka-python's own
   ``calc_crc32c`` (the C ``crc32c`` package when installed), control batches skipped, and each
-  record's key and value handed to :func:`txnwatch.kafka.txnlog.decode_record`;
+  record's key and value decoded where they lie (:func:`txnwatch.kafka.txnlog.decode_in`, the same answers as
+  :func:`~txnwatch.kafka.txnlog.decode_record` without copying them out);
 * a fetch holding anything else (a compressed batch, message format 0/1) goes through
   kafka-python's own unpacking, then the same decoding: the records come out the same.
 
@@ -32,6 +33,9 @@ from kafka.record.util import calc_crc32c, decode_varint
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 
 Decode = Callable[[bytes | None, bytes | None, int, int, int | None], "TxnLogRecord | RequestError"]
+#: (batch bytes, key at, key size, value at, value size, partition, offset, timestamp): the same as Decode on the
+#: key and value that lie there (a size of -1: null), without copying them out (kafka/txnlog.py's decode_in).
+DecodeIn = Callable[[bytes, int, int, int, int, int, int, "int | None"], "TxnLogRecord | RequestError"]
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # DefaultRecordBatch's header: 61 bytes
 _HEAD_SIZE = _HEAD.size
@@ -79,7 +83,7 @@ def _signed(data: bytes, pos: int) -> tuple[int, int]:
     return int(value), int(end)
 
 
-def unpack(owner: Any, partition: int, data: bytes, decode: Decode, problems: list[RequestError],
+def unpack(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problems: list[RequestError],
            check_crcs: bool) -> Iterator[TxnLogRecord]:
     """The decoded records of the whole v2 batches of one partition's fetched bytes, in offset order.
 
@@ -117,17 +121,14 @@ def unpack(owner: Any, partition: int, data: bytes, decode: Decode, problems: li
                 offset_delta, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _signed(data, at)
                 byte = data[at]
                 key_size, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _signed(data, at)
-                if key_size >= 0:
-                    key: bytes | None = data[at:at + key_size]
+                key_at = at
+                if key_size > 0:
                     at += key_size
-                else:
-                    key = None
-                value_size, at = _signed(data, at)
-                if value_size >= 0:
-                    value: bytes | None = data[at:at + value_size]
+                byte = data[at]
+                value_size, at = ((byte >> 1) ^ -(byte & 1), at + 1) if byte < 0x80 else _signed(data, at)
+                value_at = at
+                if value_size > 0:
                     at += value_size
-                else:
-                    value = None
                 if data[at]:
                     headers, at = _signed(data, at)
                     for _ in range(headers):
@@ -145,9 +146,10 @@ def unpack(owner: Any, partition: int, data: bytes, decode: Decode, problems: li
                 if offset < skip_below:
                     continue  # before the fetched offset (kafka-python skips these too)
                 timestamp = max_ts if log_append else first_ts + ts_delta
-                decoded = decode(key, value, partition, offset, timestamp)
-                yield decoded if type(decoded) is TxnLogRecord else as_record(decoded, partition, offset, timestamp,
-                                                                              value, problems)
+                decoded = decode_in(data, key_at, key_size, value_at, value_size, partition, offset, timestamp)
+                yield decoded if type(decoded) is TxnLogRecord else as_record(
+                    decoded, partition, offset, timestamp, data[value_at:value_at + value_size] if value_size >= 0
+                    else None, problems)
         except _BAD as exc:
             raise Errors.CorruptRecordError(f"Found invalid record structure in the batch at offset {base_offset} "
                                             f"of {owner.topic_partition}: {exc!r}") from None
@@ -159,8 +161,11 @@ def unpack(owner: Any, partition: int, data: bytes, decode: Decode, problems: li
         pos = batch_end
 
 
-def install(consumer: Any, decode: Decode, problems: list[RequestError]) -> bool:
+def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_in: DecodeIn | None = None) -> bool:
     """Make ``consumer.poll()`` return :class:`TxnLogRecord` (decoded by ``decode``) instead of ConsumerRecords.
+
+    ``decode_in``, the same decoding reading the key and value where they lie in the batch, is what walks
+    the batches in place (``decode`` on copies of them if not given); ``decode`` decodes kafka-python's records.
 
     Records that name no id are returned as undecodable and their problems appended to ``problems``.
     False where this kafka-python's fetcher is not the one this was written for (then nothing changed)."""
@@ -176,6 +181,13 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError]) -> bool
     if params != ["self", "fetch_offset", "tp", "records"]:
         return False
 
+    def copied(data: bytes, key_at: int, key_size: int, value_at: int, value_size: int, partition: int, offset: int,
+               timestamp: int | None) -> TxnLogRecord | RequestError:
+        return decode(data[key_at:key_at + key_size] if key_size >= 0 else None,
+                      data[value_at:value_at + value_size] if value_size >= 0 else None, partition, offset, timestamp)
+
+    in_place: DecodeIn = decode_in or copied
+
     class TxnLogPartitionRecords(base):  # type: ignore[misc,valid-type]  # kafka-python ships no types
         def __init__(self, fetch_offset: int, tp: Any, records: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(fetch_offset, tp, records, *args, **kwargs)
@@ -186,7 +198,7 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError]) -> bool
                 self.record_iterator = self._batches(tp.partition, data)
 
         def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:
-            yield from unpack(self, partition, data, decode, problems, self.check_crcs)
+            yield from unpack(self, partition, data, in_place, problems, self.check_crcs)
             self.drain()
 
         def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,

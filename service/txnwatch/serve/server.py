@@ -6,6 +6,7 @@ import gc
 import logging
 import resource
 import socket
+import sys
 from typing import Any
 
 from txnwatch.core import exitcodes, logs
@@ -21,6 +22,12 @@ log = logging.getLogger(__name__)
 # measured by benchmarks/api.py).  API workers take uvloop and httptools ("auto").
 DAEMON_HTTP = "httptools"
 DAEMON_LOOP = "asyncio"
+#: How long a thread may hold the GIL while another waits for it, in the daemon's process (CPython's default is
+#: 5 ms).  The API's event loop releases the GIL at every socket call and must win it back each time: while the
+#: poll, the render or the transaction-log tail computes, each of those waits lasted up to 5 ms, and a request
+#: makes several (issue 25: p99 at 200 req/s).  At 1 ms the loop waits at most 1 ms each time; a switch costs
+#: microseconds, so the computing threads lose well under 1 %.
+SWITCH_INTERVAL_S = 0.001
 
 
 class StartupError(Exception):
@@ -114,6 +121,7 @@ def serve(settings: Settings) -> None:
     runtime = build_runtime(settings, metrics_to=directory)
     app = create_app(runtime)
     gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # the API shares this process's GIL with the collector's threads
     metrics = (MetricsProcess(settings, metrics_listener, directory, runtime.auth_failures)
                if metrics_listener is not None and directory is not None else None)
     log.info("txnwatch serving on http://%s:%d (REST /api/v1, /metrics, /docs)%s watching %d cluster(s)",
