@@ -96,3 +96,77 @@ def test_the_exposition_renders_through_the_cache() -> None:
     source.lags[0] = -1.0
     assert gzip.decompress(exposition.render()) == generate_latest(_registry(source))
     assert exposition.families.rendered == 1
+
+
+class Big(Collector):
+    """One LeanGauge of several chunks, whose rows the test moves, inserts, removes and relabels."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows = [(f"g{n // 40}", "t", int_label(n % 40), float(n)) for n in range(rows)]
+
+    def collect(self) -> list[Metric]:
+        lag = LeanGauge("kafka_consumergroup_lag", "Lag.", ["consumergroup", "topic", "partition"])
+        for group, topic, partition, value in self.rows:
+            lag.add_metric((group, topic, partition), value)
+        return [lag]
+
+
+def test_a_moved_row_formats_only_its_chunk_and_the_body_stays_the_full_render() -> None:
+    from txnwatch.metrics.family_cache import CHUNK_ROWS
+
+    source = Big(3 * CHUNK_ROWS + 17)  # a header and four chunks
+    registry = _registry(source)
+    cache = FamilyCache()
+    cache.render_gzip(registry.collect())
+    assert cache.chunks_rendered == 5
+    group, topic, partition, _ = source.rows[CHUNK_ROWS + 5]
+    source.rows[CHUNK_ROWS + 5] = (group, topic, partition, -1.0)
+    body = cache.render_gzip(registry.collect())
+    assert cache.chunks_rendered == 1 and (cache.rendered, cache.reused) == (1, 0)
+    assert gzip.decompress(body) == generate_latest(registry)
+    assert cache.render_gzip(registry.collect()) == body and cache.chunks_rendered == 0
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param("insert-first", id="a-row-inserted-shifts-every-chunk"),
+    pytest.param("drop-last", id="the-last-row-gone"),
+    pytest.param("relabel", id="same-value-other-label"),
+    pytest.param("shrink", id="a-whole-chunk-gone"),
+    pytest.param("grow", id="a-chunk-added"),
+])
+def test_every_change_of_the_rows_still_renders_the_full_text(change: str) -> None:
+    from txnwatch.metrics.family_cache import CHUNK_ROWS
+
+    source = Big(2 * CHUNK_ROWS + 3)
+    registry = _registry(source)
+    cache = FamilyCache()
+    cache.render_gzip(registry.collect())
+    if change == "insert-first":
+        source.rows.insert(0, ("a", "t", "0", 1.0))
+    elif change == "drop-last":
+        source.rows.pop()
+    elif change == "relabel":
+        group, topic, partition, value = source.rows[7]
+        source.rows[7] = (group + "x", topic, partition, value)
+    elif change == "shrink":
+        del source.rows[CHUNK_ROWS:]
+    else:
+        source.rows += [("z", "t", int_label(n), 2.0) for n in range(CHUNK_ROWS)]
+    assert gzip.decompress(cache.render_gzip(registry.collect())) == generate_latest(registry)
+    # Chunks formatted again: every shifted one; none when whole chunks went; the grown last one and the new one.
+    assert cache.chunks_rendered == {"insert-first": 3, "drop-last": 1, "relabel": 1, "shrink": 0, "grow": 2}[change]
+
+
+def test_random_moves_keep_the_body_equal_to_a_full_render() -> None:
+    rng = random.Random(25)
+    source = Big(2500)
+    registry = _registry(source)
+    cache = FamilyCache()
+    for _ in range(20):
+        for _ in range(rng.randrange(4)):
+            n = rng.randrange(len(source.rows))
+            group, topic, partition, _ = source.rows[n]
+            source.rows[n] = (group, topic, partition, float(rng.randrange(-1, 3)))
+        if rng.random() < 0.2:
+            source.rows.insert(rng.randrange(len(source.rows)), ("new", "t", int_label(rng.randrange(9)), 0.0))
+        assert gzip.decompress(cache.render_gzip(registry.collect())) == generate_latest(registry)

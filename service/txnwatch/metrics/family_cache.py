@@ -5,8 +5,9 @@ every render formatted and compressed every series again.  The collectors still 
 from the latest views (cheap: tuples and a double array per family, txnwatch.metrics.render.LeanGauge),
 but formatting and gzip are paid only for a family whose token changed since the previous render:
 
-* a :class:`~txnwatch.metrics.render.LeanGauge`'s token is its name, help, label names and a hash of its
-  label tuples and of its values' bytes (C-speed: the label strings cache their own hashes);
+* a :class:`~txnwatch.metrics.render.LeanGauge` is cut into its header and chunks of ``CHUNK_ROWS`` rows, each
+  with its own token (the chunk's label tuples and its values' bytes, compared exactly at C speed), so a
+  family of 12,000 group partitions in which a few live ones moved formats and compresses a chunk or two;
 * any other family (small: counters, our own figures) is formatted by prometheus-client as before and its
   text is the token.
 
@@ -22,12 +23,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from prometheus_client.core import Metric
 
-from txnwatch.metrics.render import GZIP_LEVEL, LeanGauge, write_family
+from txnwatch.metrics.render import GZIP_LEVEL, LeanGauge, is_lean, lean_header, lean_rows, write_family
 
 _POLY = 0xEDB88320  # CRC-32 (gzip), reflected
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, mtime 0, unknown OS
@@ -78,50 +80,78 @@ class Piece:
     length: int
 
 
-def token_of(metric: Metric) -> object | None:
-    """What must change for a LeanGauge's text to change; None for other families (their text is the token)."""
-    if not isinstance(metric, LeanGauge):
-        return None
-    return (metric.name, metric.documentation, metric.labelnames, len(metric.rows), hash(tuple(metric.rows)),
-            hash(metric.values.tobytes()))
+#: Rows of a big family formatted and compressed together (issue 25): a family of 12,000 group partitions in
+#: which the workload's few live partitions move at every poll was formatted and compressed whole at every
+#: render; now only the chunks holding a changed row are (~0.1 MB of text each).
+CHUNK_ROWS = 1024
 
 
 class FamilyCache:
-    """The previous render's pieces by family name; one writer (the exposition, under its render lock)."""
+    """The previous render's pieces by family name; one writer (the exposition, under its render lock).
+
+    A LeanGauge is kept as its header's piece and one piece per ``CHUNK_ROWS`` rows, each with its own token
+    (the rows' label tuples and the values' bytes, compared exactly); any other family as one piece."""
 
     def __init__(self, level: int = GZIP_LEVEL) -> None:
         self._level = level
-        self._pieces: dict[str, Piece] = {}
-        self.reused = self.rendered = 0  # families, in the latest render
+        self._pieces: dict[str, list[Piece]] = {}
+        self.reused = self.rendered = 0  # families, in the latest render (rendered: any of its chunks)
+        self.chunks_rendered = 0  # pieces formatted and compressed in the latest render
 
     def render_gzip(self, families: Iterable[Metric]) -> bytes:
         """The families as one gzip member, byte for byte the same text as txnwatch.metrics.render.render_gzip."""
-        pieces: dict[str, Piece] = {}
+        pieces: dict[str, list[Piece]] = {}
         escaped: dict[str, str] = {}
         out = [GZIP_HEADER]
         crc, length = 0, 0
-        self.reused = self.rendered = 0
+        self.reused = self.rendered = self.chunks_rendered = 0
         for metric in families:
-            piece = self._piece(metric, escaped)
-            pieces[metric.name] = piece
-            out.append(piece.deflated)
-            crc = crc32_combine(crc, piece.crc, piece.length)
-            length += piece.length
+            before = self.chunks_rendered
+            family = self._lean_pieces(metric, escaped) if is_lean(metric) else [self._piece(metric, escaped)]
+            if self.chunks_rendered > before:
+                self.rendered += 1
+            else:
+                self.reused += 1
+            pieces[metric.name] = family
+            for piece in family:
+                out.append(piece.deflated)
+                crc = crc32_combine(crc, piece.crc, piece.length)
+                length += piece.length
         out += [FINAL_BLOCK, struct.pack("<II", crc, length & 0xFFFFFFFF)]
         self._pieces = pieces  # families that vanished are dropped with the previous dict
         return b"".join(out)
 
+    def _lean_pieces(self, metric: Metric, escaped: dict[str, str]) -> list[Piece]:
+        assert isinstance(metric, LeanGauge)
+        cached = self._pieces.get(metric.name, [])
+        header_token = (metric.name, metric.documentation)
+        head = cached[0] if cached and cached[0].token == header_token else None
+        if head is None:
+            head = self._compress(header_token, lambda sink: sink(lean_header(metric)))
+        family = [head]
+        rows, values, names = metric.rows, metric.values, metric.labelnames
+        for k, start in enumerate(range(0, len(rows), CHUNK_ROWS)):
+            stop = min(start + CHUNK_ROWS, len(rows))
+            token = (names, tuple(rows[start:stop]), values[start:stop].tobytes())
+            old = cached[k + 1] if k + 1 < len(cached) else None
+            if old is not None and old.token == token:
+                family.append(old)
+                continue
+            family.append(self._compress(token, partial(lean_rows, metric, start, stop, escaped=escaped)))
+        return family
+
     def _piece(self, metric: Metric, escaped: dict[str, str]) -> Piece:
-        token = token_of(metric)
         text: list[bytes] = []
-        if token is None:
-            write_family(metric, text.append, escaped)
-            token = b"".join(text)
+        write_family(metric, text.append, escaped)
+        token = b"".join(text)  # a small family (counters, our own figures): its text is its token
         cached = self._pieces.get(metric.name)
-        if cached is not None and cached.token == token:
-            self.reused += 1
-            return cached
-        self.rendered += 1
+        if cached is not None and len(cached) == 1 and cached[0].token == token:
+            return cached[0]
+        return self._compress(token, lambda sink: sink(token))
+
+    def _compress(self, token: object, write: Callable[[Callable[[bytes], None]], object]) -> Piece:
+        """One piece: what ``write`` sends to its sink, as raw deflate ending in a sync flush."""
+        self.chunks_rendered += 1
         compressor = zlib.compressobj(self._level, zlib.DEFLATED, -zlib.MAX_WBITS)
         deflated: list[bytes] = []
         state = [0, 0]  # crc, length
@@ -133,9 +163,6 @@ class FamilyCache:
             if chunk:
                 deflated.append(chunk)
 
-        if text:
-            sink(b"".join(text))
-        else:
-            write_family(metric, sink, escaped)
+        write(sink)
         deflated.append(compressor.flush(zlib.Z_SYNC_FLUSH))
         return Piece(token, b"".join(deflated), state[0], state[1])

@@ -98,15 +98,30 @@ def _escape_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def is_lean(metric: Metric) -> bool:
+    """Formatted here (lean_header + lean_rows), not by prometheus-client: a LeanGauge with a legacy name."""
+    return isinstance(metric, LeanGauge) and _is_valid_legacy_metric_name(metric.name)
+
+
+def lean_header(family: LeanGauge) -> bytes:
+    """The header exactly as generate_latest writes it, from an empty family with the same name and help."""
+    return generate_latest(_One(GaugeMetricFamily(family.name, family.documentation)))
+
+
 def _lean_lines(family: LeanGauge, sink: Callable[[bytes], object], escaped: dict[str, str]) -> None:
-    # The header exactly as generate_latest writes it, from an empty family with the same name and help.
-    sink(generate_latest(_One(GaugeMetricFamily(family.name, family.documentation))))
+    sink(lean_header(family))
+    lean_rows(family, 0, len(family.rows), sink, escaped)
+
+
+def lean_rows(family: LeanGauge, start: int, stop: int, sink: Callable[[bytes], object],
+              escaped: dict[str, str]) -> None:
+    """The lines of rows ``start:stop`` (a family's text is its header, then every row's line, in order)."""
     names = family.labelnames
     order = sorted(range(len(names)), key=names.__getitem__)  # generate_latest sorts labels by name
     keys = [f'{escape_label_name(names[i])}="' for i in order]
     prefix, fmt = family.name, floatToGoString
     buffer: list[str] = []
-    for row, value in zip(family.rows, family.values, strict=True):
+    for row, value in zip(family.rows[start:stop], family.values[start:stop], strict=True):
         if keys:
             parts = []
             for key, i in zip(keys, order, strict=True):
@@ -139,7 +154,8 @@ def write_exposition(registry: Collector, sink: Callable[[bytes], object]) -> No
 
 def write_family(metric: Metric, sink: Callable[[bytes], object], escaped: dict[str, str]) -> None:
     """One family's lines into ``sink`` (``escaped``: label values already escaped in this render)."""
-    if isinstance(metric, LeanGauge) and _is_valid_legacy_metric_name(metric.name):
+    if is_lean(metric):
+        assert isinstance(metric, LeanGauge)
         _lean_lines(metric, sink, escaped)
     else:
         sink(generate_latest(_One(metric)))

@@ -54,6 +54,7 @@ from txnwatch.metrics.registry import build_registry
 from txnwatch.runtime.lifecycle import Runtime, Service
 from txnwatch.runtime.publication import MetricsFile, Publication, Publisher
 from txnwatch.store import resume
+from txnwatch.store.archive_pacing import ArchivePacing, newest_transition_id
 from txnwatch.store.db import make_engine, make_read_sessionmaker, make_sessionmaker
 from txnwatch.store.health import StoreHealth
 from txnwatch.store.lag_sampling import LagSampling
@@ -177,8 +178,8 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     configured = [c.name for c in settings.clusters]
     tails = transaction_log_service(settings, sessions, state, leadership, health)
     if tails is not None:
-        collector.add_job(_when(housekeeping, partial(archive_transitions, settings)),
-                          TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
+        paced = ArchivePacing(partial(newest_transition_id, sessions), partial(archive_transitions, settings))
+        collector.add_job(_when(housekeeping, paced), TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
     retired_in: list[int | None] = [None]
 
     def retire_clusters() -> None:
@@ -234,12 +235,12 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
     return TxnLogService(tails)
 
 
-def archive_transitions(settings: Settings) -> None:
+def archive_transitions(settings: Settings) -> bool:
     """The full transition stream leaves the database once archived and older than the hot window
-    (in a child process: see txnwatch.store.archive_job)."""
+    (in a child process: see txnwatch.store.archive_job; paced by txnwatch.store.archive_pacing)."""
     from txnwatch.store.archive_job import run_in_child
 
-    run_in_child("transitions", settings)
+    return run_in_child("transitions", settings)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:

@@ -1,9 +1,9 @@
 """The daemon's archive jobs (history, then the transition stream) run in a short-lived child process.
 
 Why a child: writing Parquet needs pyarrow, and once imported pyarrow stays in a process for good
-(~45 MB of resident memory, a third of an idle daemon's). The jobs run hourly and minutely for a
-second or two; the daemon keeps its memory for what it does all the time (issue 18: idle RSS
-<= 100 MB). One job at a time: both rewrite the archive's manifest.
+(~45 MB of resident memory, a third of an idle daemon's). The jobs run hourly and (transitions) every
+10 minutes or 20,000 staged rows (txnwatch.store.archive_pacing), for a second or two; the daemon keeps its
+memory for what it does all the time (issue 18: idle RSS <= 100 MB). One job at a time: both rewrite the archive's manifest.
 
 The child gets the database URL through its environment (never its command line, which ``ps``
 shows), does exactly what the in-process job did — archive first, purge only what is archived —
