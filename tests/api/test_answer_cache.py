@@ -25,6 +25,7 @@ from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.answer_cache import (
     CACHED_PATHS,
     ENTRY_OVERHEAD_BYTES,
+    REFRESH_AT,
     AnswerCache,
     AnswerCacheMiddleware,
     normalised_query,
@@ -333,3 +334,46 @@ def test_waiters_compute_their_own_when_the_first_answer_cannot_be_kept() -> Non
     answers = asyncio.run(_requests(route, 5))
     assert route.calls == 5  # a 503 is never shared: each request gets an answer of its own
     assert {status for status, _ in answers} == {503}
+
+
+def test_a_hot_answer_is_recomputed_before_it_ages_out_so_no_request_waits_for_it() -> None:
+    """Past REFRESH_AT of its max age a requested answer is still served, and recomputed behind it: the next
+    request after the max age gets the new answer without computing (issue 25: expiries set the p99)."""
+    async def run() -> list[tuple[int, bytes]]:
+        clock = Clock()
+        cache = AnswerCache(1 << 20, 1.0, clock=clock)
+        route = _SlowRoute()
+        route.release.set()
+        app = type("App", (), {})()
+        app.state = type("State", (), {})()
+        app.state.runtime = _Generation()
+        middleware = AnswerCacheMiddleware(route, cache=cache)
+
+        async def one() -> tuple[int, bytes]:
+            got: list[Message] = []
+
+            async def send(message: Message) -> None:
+                got.append(message)
+
+            async def receive() -> Message:
+                return {"type": "http.request", "body": b""}
+
+            scope = {"type": "http", "method": "GET", "path": "/api/v1/partitions", "query_string": b"", "app": app}
+            await middleware(scope, receive, send)
+            return got[0]["status"], got[1]["body"]
+
+        seen = [await one()]  # computed: answer 1
+        clock.now += 0.5
+        seen.append(await one())  # young: served, nothing recomputed
+        assert route.calls == 1
+        clock.now += 0.3  # 0.8 s old, past REFRESH_AT (0.75) of the 1 s max age
+        seen.append(await one())  # still answer 1, and answer 2 is computed behind it
+        await asyncio.gather(*middleware._refreshing)
+        assert route.calls == 2
+        clock.now += 0.5  # answer 1 would be 1.3 s old now; answer 2 is 0.5 s old
+        seen.append(await one())
+        assert route.calls == 2  # no request computed it
+        return seen
+
+    assert asyncio.run(run()) == [(200, b"answer 1")] * 3 + [(200, b"answer 2")]
+    assert 0 < REFRESH_AT < 1
