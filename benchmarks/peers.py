@@ -19,7 +19,8 @@ Prometheus spreads targets (txnwatch at 0, kafka_exporter at 1/3, KMinion at 2/3
 a tick that comes while the target's previous scrape runs is missed, as Prometheus would; a scrape is timed
 to its body's last byte, before the scraper unzips it), txnwatch on its metrics port (the one Helm scrapes),
 and the script prints side by side: CPU-seconds per minute (utime+stime of the process tree from
-/proc/<pid>/stat over the window), steady (median) and peak RSS, /metrics scrape p50/p99 (txnwatch's
+/proc/<pid>/stat over the window), steady (median) and peak RSS and PSS (each summed over the process tree:
+txnwatch's metrics port and archive jobs are its children), /metrics scrape p50/p99 (txnwatch's
 split into quiet and during its polls, from its ``polls`` table), series count, and lag agreement: every
 ``kafka_consumergroup_lag`` series of txnwatch against kafka_exporter's series of the same group, topic
 and partition in the same scrape round, and against KMinion's
@@ -40,6 +41,7 @@ of theirs is ever written into this repository.  ``$GO`` names the go command (d
     .venv/bin/python benchmarks/peers.py --scale 0.1 --minutes 1   # a quick check on a tenth of it
     .venv/bin/python benchmarks/peers.py --skip-peers         # txnwatch alone (no Go needed)
     .venv/bin/python benchmarks/peers.py --keep-lab           # leave the lab and the processes' files
+    .venv/bin/python benchmarks/peers.py --baseline main~3    # and that revision's txnwatch beside this one
 
 Nothing is asserted.
 """
@@ -366,7 +368,7 @@ def scraper(target: Target, t0: float, every: float, end: float, stop: threading
     (``OFFSET_FRACTION`` of the interval); a tick that comes while a scrape still runs is missed.  Bodies of
     round k are compared for lag agreement: the lab's 300 groups do not move, the workload's live partitions
     are counted apart."""
-    offset = OFFSET_FRACTION.get(target.name, 0.0) * every
+    offset = OFFSET_FRACTION.get(target.name, 1 / 6) * every  # --baseline: between txnwatch and kafka_exporter
     with httpx.Client(timeout=300, headers={"Accept-Encoding": "gzip"}) as client:
         k = 0
         while not stop.is_set():
@@ -552,6 +554,7 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
     row("RSS peak MB", [f"{peak[n]:.0f}" for n in names])
     pss = {t.name: statistics.median(t.pss) if t.pss else float("nan") for t in targets}
     row("PSS steady (median) MB", [f"{pss[n]:.0f}" for n in names])
+    row("PSS peak MB", [f"{max(by[n].pss) if by[n].pss else float('nan'):.0f}" for n in names])
     if "txnwatch" in by:
         print(f"txnwatch scraped on {by['txnwatch'].where} ({by['txnwatch'].url}); every scrape timed to its body's "
               "last byte")
@@ -614,6 +617,10 @@ def report(targets: list[Target], result: dict[str, Any], built: dict[str, Any],
         if "kafka_exporter" in by:
             print(f"  (txnwatch/kafka_exporter: CPU {cpu['txnwatch'] / cpu['kafka_exporter']:.2f}x, "
                   f"RSS {steady['txnwatch'] / steady['kafka_exporter']:.2f}x)")
+        goal_mb = GOAL_RSS_RATIO * steady["kminion"]
+        for label, (rss, pss_mb) in import_floors().items():
+            print(f"  floor: {label}: RSS {rss:.0f} MB, PSS {pss_mb:.0f} MB "
+                  f"({rss / goal_mb:.2f}x the RSS goal of {goal_mb:.0f} MB)")
     if "txnwatch" in by:
         (db0, ar0), (db1, ar1) = result["storage"]
         s0, s1, mb = db0 + ar0, db1 + ar1, 2**20
@@ -703,6 +710,46 @@ def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
                              "--report-every", "60"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+# What an interpreter holds once it has imported, and nothing else: the floor under txnwatch's RSS.
+FLOORS = {
+    "the libraries alone (kafka, sqlalchemy.orm, fastapi)": "import kafka, sqlalchemy.orm, fastapi",
+    "`txnwatch run`'s start-up imports, no data": (
+        "from txnwatch.cli import commands; commands.app(['run', '--help'], standalone_mode=False)\n"
+        "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.app, txnwatch.serve.metrics_process"),
+}
+
+
+def import_floors() -> dict[str, tuple[float, float]]:
+    """(RSS, PSS) MB of a fresh interpreter of this venv after each FLOORS import, read from its own smaps."""
+    read = ("\nimport sys\nfor l in open('/proc/self/smaps_rollup'):\n    k = l.split(':')[0]\n"
+            "    if k in ('Rss', 'Pss'): print(k, int(l.split()[1]), file=sys.stderr)")
+    floors = {}
+    for label, code in FLOORS.items():
+        done = subprocess.run([sys.executable, "-c", code + read], capture_output=True, text=True, timeout=120)
+        kb = dict(line.split() for line in done.stderr.splitlines() if line.startswith(("Rss ", "Pss ")))
+        floors[label] = (int(kb.get("Rss", 0)) / 1024, int(kb.get("Pss", 0)) / 1024)
+    return floors
+
+
+def start_baseline(ref: str, bootstrap: str, work: Path, free_ports: Any) -> Target:
+    """txnwatch as it was at ``ref``, on the same defaults, lab and venv: for before/after figures in one run."""
+    root = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", ref], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    tree = work / f"baseline-{commit}"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(root), "archive", commit, "service", "alembic", "alembic.ini"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    port = txnwatch_ports(free_ports)[0]
+    config = tree / "txnwatch.yaml"
+    write_txnwatch_config(config, bootstrap, port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
+    env["PYTHONPATH"] = str(tree / "service")  # ahead of the venv's editable install of this checkout
+    return start(f"txnwatch@{commit}", [sys.executable, "-m", "txnwatch", "run", "--config", str(config)],
+                 f"http://127.0.0.1:{port}/metrics", work, env=env)
+
+
 def commit_of_checkout() -> str:
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -723,6 +770,8 @@ def main() -> None:
     parser.add_argument("--probe-every", type=float, default=0.25)
     parser.add_argument("--warmup-polls", type=int, default=3, help="txnwatch polls before the window")
     parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--baseline", metavar="REF", help="also run the txnwatch of this git revision (its service/ "
+                        "and alembic/, exported to the run's directory; this venv) beside this checkout's, same lab")
     args = parser.parse_args()
     started = time.monotonic()
     commit = commit_of_checkout()
@@ -753,6 +802,8 @@ def main() -> None:
         targets.append(start("txnwatch", [str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                           str(config)], f"http://127.0.0.1:{port_t}/metrics", work))
         api_metrics = targets[0].url
+        if args.baseline:
+            targets.append(start_baseline(args.baseline, bootstrap, work, free_ports))
         if "kafka_exporter" in peers:
             targets.append(start("kafka_exporter", [str(peers["kafka_exporter"]),
                                                     *[f"--kafka.server={b}" for b in bootstrap.split(",")],
@@ -767,6 +818,9 @@ def main() -> None:
         print(f"waiting for the targets (txnwatch: {args.warmup_polls} polls, the tail catching up)", flush=True)
         wait_ready(targets, work / "txnwatch.db", args.warmup_polls, deadline_s=900)
         targets[0].url = metrics_url(port_t)
+        for target in targets[1:]:
+            if target.name.startswith("txnwatch@"):
+                target.url = metrics_url(int(target.url.split(":")[2].split("/")[0]))
         targets[0].where = ("its metrics port (the port Helm scrapes)" if targets[0].url != api_metrics
                             else "its API port (no metrics port answered)")
         print(f"  txnwatch's /metrics scraped at {targets[0].url}"

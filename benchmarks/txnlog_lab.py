@@ -183,22 +183,36 @@ def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
         cluster_tail.step()
     print(json.dumps({"ready": True}), flush=True)  # at the log's end now: a replay may start writing
     first = sum(opened[-1].positions().values())
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, waited = time.perf_counter(), time.process_time(), _run_queue_s()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if cluster_tail.step() == 0:
             time.sleep(0.2)  # as TxnLogService does after an empty step
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu, waited = time.perf_counter() - wall, time.process_time() - cpu, _run_queue_s() - waited
     behind = sum(max(0, e - opened[-1].positions().get(p, e)) for p, e in opened[-1].end_offsets().items())
     read = sum(opened[-1].positions().values()) - first
     cluster_tail.close()
     engine.dispose()
     lags.sort()
     if not lags:
-        return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": 0}
+        return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": 0,
+                "run_queue_s": waited}
     return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": len(lags),
+            "run_queue_s": waited,
             "p50": statistics.median(lags), "p99": lags[min(len(lags) - 1, int(len(lags) * 0.99))],
             "max": lags[-1]}
+
+
+def _run_queue_s() -> float:
+    """Seconds this process's threads have waited runnable for a CPU (``/proc/PID/task/*/schedstat``, field 2):
+    on a loaded machine, how much of the trailing lag is the scheduler's rather than the tail's."""
+    total = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile, or no schedstat on this kernel
+    return total / 1e9
 
 
 # -- the parent: lab, producers, children ------------------------------------------------------------

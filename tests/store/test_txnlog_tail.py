@@ -324,3 +324,54 @@ def test_a_batch_over_the_decompression_budget_falls_back_to_polling_with_the_re
     clock[0] += 30.0
     tail.step()
     assert len(opened) == 2
+
+
+def test_a_commit_writes_only_the_positions_that_moved_and_the_stored_ones_stay_whole(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: every commit upserted all of the log's positions (50 partitions, every second on a busy
+    cluster); now only the partitions read since the last commit.  After a restart the stored positions are
+    still every partition's, and the tail resumes exactly there."""
+    sessions = registered(engine)
+    log = the_log(ids=4, transactions=5)
+    written: list[dict[int, int]] = []
+    original = store_txnlog.write_batch
+
+    def spied(session: Session, cluster_id: int, positions: Mapping[int, int], *args: Any, **kwargs: Any) -> None:
+        written.append(dict(positions))
+        original(session, cluster_id, positions, *args, **kwargs)
+
+    monkeypatch.setattr(store_txnlog, "write_batch", spied)
+
+    class OnePartitionAtATime(FakeTail):
+        """Reads partition 0 to its end first, then partition 1."""
+
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            for p in sorted(self._log):
+                if self._next[p] < len(self._log[p]):
+                    take = self._log[p][self._next[p]:self._next[p] + 5]
+                    self._next[p] += len(take)
+                    return take, []
+            return [], []
+
+    clock = [1_000.0]
+
+    def run() -> None:
+        tail = ClusterTail("c", "h", lambda p: OnePartitionAtATime(log, p, random.Random(0)), sessions,
+                           LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0)
+        for _ in range(200):
+            tail.step()
+            clock[0] += 2.0  # every step commits
+        tail.close()
+
+    run()
+    moved = [w for w in written if w]
+    assert moved[0] == {0: 5, 1: 0}  # the first commit: every position (the database held none)
+    done = next(i for i, w in enumerate(moved) if w.get(0) == len(log[0]))
+    assert all(list(w) == [0] for w in moved[1:done])  # while partition 0 is read, only its position is written
+    assert moved[done + 1:] and all(list(w) == [1] for w in moved[done + 1:])  # then partition 1's alone
+    ends = {p: len(r) for p, r in log.items()}
+    with sessions() as session:
+        assert store_txnlog.load(session, cluster_id_for(sessions, "c")).positions == ends
+    written.clear()
+    run()  # a restart resumes at the stored positions: nothing left to read, nothing written
+    assert not any(written)

@@ -117,6 +117,9 @@ class ClusterTail:
         self._applied: detect_txnlog.TxnLogState | None = None
         self._pending: list[detect_txnlog.TxnLogFindings] = []
         self._pending_positions: dict[int, int] = {}
+        # The positions the database holds (loaded at open, updated by each commit): a commit writes only the
+        # partitions that moved since, not all 50 of the log's every second (issue 25); empty when unknown.
+        self._stored_positions: dict[int, int] = {}
         self._pending_records = 0
         self._pending_problems = 0
         self._pending_last_ms = 0
@@ -205,22 +208,24 @@ class ClusterTail:
         """Commit everything applied since the last commit, with the positions it reached, in ONE transaction."""
         assert self._applied is not None
         findings = detect_txnlog.merge(self._pending)
+        moved = {p: o for p, o in self._pending_positions.items() if self._stored_positions.get(p) != o}
         try:
             try:
                 with self._sessions.begin() as session:
                     self._fence(session)  # refused unless this replica still holds the cluster's lease
-                    store_txnlog.write_batch(session, self._require_id(), self._pending_positions, findings)
+                    store_txnlog.write_batch(session, self._require_id(), moved, findings)
             except DBAPIError as exc:
                 if not refused_data(exc):
                     raise
                 # A tenant's id the database cannot hold costs that id's rows, not the tail (issue 23).
                 with self._sessions.begin() as session:
                     self._fence(session)
-                    store_txnlog.write_batch_isolating(session, self._require_id(), self._pending_positions,
-                                                       findings, self._rejections)
+                    store_txnlog.write_batch_isolating(session, self._require_id(), moved, findings,
+                                                       self._rejections)
         except Exception as exc:
             self._db_failed(exc, now)
             return False
+        self._stored_positions.update(moved)
         self._log_state = self._applied
         self._wrote = True
         for key, value in findings.counts.items():
@@ -299,6 +304,7 @@ class ClusterTail:
             self._unavailable(exc, now, "cannot open")
             return False
         self._tail = tail
+        self._stored_positions = dict(resumed.positions)
         self._log_state, self._counters = resumed.state, dict(resumed.counters)
         self._gap_watch = txnlog_gaps.start_watch(resumed.positions, resumed.state.ids.values())
         self._watching_all = False
@@ -358,6 +364,7 @@ class ClusterTail:
     def _close(self) -> None:
         """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""
         self._drop_pending()
+        self._stored_positions = {}
         tail, self._tail = self._tail, None
         self._lag = None
         if tail is not None:

@@ -11,6 +11,14 @@ shared by all threads anyway, so the GIL-bound daemon loses no parallelism that 
 
 An operator's ``MALLOC_ARENA_MAX`` wins (glibc has read it before any Python code runs).  Elsewhere than
 glibc (musl, macOS) this does nothing.
+
+Freed memory is also handed back after each /metrics render (:func:`heap_trimmer`, called by the exposition
+thread through ``runtime/wiring``): a poll's decoded answers and the render's temporaries leave free chunks
+inside glibc's heap that ``free()`` alone keeps resident, because only the heap's top is returned
+automatically.  ``malloc_trim(0)`` gives the free pages anywhere in the heap back to the kernel.  On issue 25's
+lab (2,009 partitions, 12,015 group partitions) one call after the first polls took the daemon from 139.8 to
+130.3 MB RSS (docs/performance.md, "Steady RSS on the peers lab").  An idle daemon that never polled has
+nothing to give back (its memory is what it imported).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 
 log = logging.getLogger(__name__)
 
@@ -46,3 +54,22 @@ def limit_arenas(environ: MutableMapping[str, str] = os.environ, arenas: int = A
         return None
     environ[ENV] = str(arenas)
     return arenas
+
+
+def heap_trimmer() -> Callable[[], bool] | None:
+    """glibc's ``malloc_trim(0)`` as a function (True when it released memory), or None without glibc.
+
+    ctypes releases the GIL around the call; glibc locks one arena at a time, so a thread allocating meanwhile
+    waits at most for one arena's walk (a few milliseconds at the lab's ~40 MB heap)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # musl has no malloc_trim
+        return None
+    malloc_trim.argtypes, malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+
+    def trim() -> bool:
+        return bool(malloc_trim(0))
+
+    return trim

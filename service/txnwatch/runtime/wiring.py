@@ -52,6 +52,7 @@ from txnwatch.metrics.lag import LagMetricOptions
 from txnwatch.metrics.poll_counters import PollMetrics
 from txnwatch.metrics.registry import build_registry
 from txnwatch.runtime.lifecycle import Runtime, Service
+from txnwatch.runtime.malloc_arenas import heap_trimmer
 from txnwatch.runtime.publication import MetricsFile, Publication, Publisher
 from txnwatch.store import resume
 from txnwatch.store.archive_pacing import ArchivePacing, newest_transition_id
@@ -91,7 +92,8 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
     elif metrics_to is not None:
         publisher = MetricsFile(metrics_to)
     exposition = Exposition(registry, max_age_s=fastest_poll_s(settings),
-                            on_render=publisher.publish if publisher is not None else None)
+                            on_render=after_render(publisher.publish if publisher is not None else None,
+                                                   heap_trimmer() if collect else None))
     services = (_services(settings, engine, sessions, state, leadership, health, registry, exposition)
                 if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
@@ -124,6 +126,24 @@ def build_api_runtime(settings: Settings, directory: Path, auth_counts: Any = No
                    refresh=publication.refresh, collector_problems=collector_problems)
 
 
+
+
+def after_render(publish: Callable[[bytes], None] | None,
+                 trim: Callable[[], bool] | None) -> Callable[[bytes], None] | None:
+    """What the exposition thread does with each render: hand it on (API workers, the metrics port), then give
+    the poll's and the render's freed memory back to the kernel (txnwatch.runtime.malloc_arenas.heap_trimmer:
+    after the render, the poll that preceded it is over and its answers are garbage)."""
+    if trim is None:
+        return publish
+
+    def then_trim(rendered: bytes) -> None:
+        try:
+            if publish is not None:
+                publish(rendered)
+        finally:
+            trim()
+
+    return then_trim
 
 
 def fastest_poll_s(settings: Settings) -> float:
