@@ -60,3 +60,35 @@ def test_lag_rows_once_per_interval_for_kept_groups_and_the_api_lists_them(engin
     assert [g.group_id for g in groups] == [f"g{i:03d}" for i in range(30, 40)]
     assert {g.sampled_at for g in groups} == {max(times)}
     assert groups[-1].lag_hwm == 100 - (90 + 20 - 39)
+
+
+def test_a_sample_larger_than_one_insert_chunk_is_written_whole_in_chunks(engine: Engine) -> None:
+    """Issue 25, RSS: 2,500 lag rows go in as 1,000 + 1,000 + 500 (the transient of parameters is one chunk's),
+    and every row arrives with its own lag, in the same transaction as the poll's other rows."""
+    from sqlalchemy import event
+
+    from txnwatch.store.recorder import INSERT_CHUNK_ROWS
+
+    batches: list[int] = []
+
+    def count(conn: object, cursor: object, statement: str, parameters: object, context: object,
+              executemany: bool) -> None:
+        if statement.startswith(f"INSERT INTO {m.ConsumerLagSample.__tablename__}"):
+            batches.append(len(parameters) if executemany else 1)  # type: ignore[arg-type]  # a list of rows when executemany
+
+    event.listen(engine, "before_cursor_execute", count)
+    sessions = make_sessionmaker(engine)
+    recorder = Recorder(sessions, {"c": "h:9092"}, lag_sampling=LagSampling({"c": 0}))
+    recorder.start()
+    snapshot = ClusterSnapshot(
+        cluster="c", taken_at_ms=T0, duration_ms=5,
+        partitions={TP: PartitionSnapshot(TP, leader=1, high_watermark=10_000, last_stable_offset=10_000, producers=())},
+        groups={f"g{i:04d}": GroupSnapshot(f"g{i:04d}", "Empty", "consumer", {TP: i}) for i in range(2_500)})
+    _, findings = detect.evaluate(detect.INITIAL, snapshot, T0, detect.DetectionSettings(max_groups=10_000,
+                                                                                          max_group_partitions=10_000))
+    recorder.on_poll("c", snapshot, findings, None, T0)
+    event.remove(engine, "before_cursor_execute", count)
+    with sessions() as session:
+        lags = dict(session.execute(select(m.ConsumerLagSample.group_id, m.ConsumerLagSample.lag_hwm)).all())
+    assert INSERT_CHUNK_ROWS == 1_000 and batches == [1_000, 1_000, 500]
+    assert lags == {f"g{i:04d}": 10_000 - i for i in range(2_500)}

@@ -321,8 +321,18 @@ def _tenant_key(table: str, row: dict[str, Any]) -> str | None:
     return row.get("group_id") if table == m.ConsumerLagSample.__tablename__ else row.get("transactional_id")
 
 
+#: Rows per INSERT executemany.  A poll that writes every lag row at once (the first poll, each lag sample:
+#: 12,015 rows on issue 25's lab) built them all as parameter dicts, and SQLAlchemy its bound values beside them:
+#: a transient of ~14 MB of small objects, whose emptied pools pymalloc keeps resident inside its arenas
+#: (docs/performance.md, "Where the daemon's memory is").  In chunks the transient is one chunk's; the rows,
+#: their order and the transaction are the same (PostgreSQL's insertmanyvalues batches 1,000 rows anyway).
+INSERT_CHUNK_ROWS = 1_000
+
+
 def _insert_rows(session: Session, table: Table, cluster_id: int, rows: list[dict[str, Any]]) -> None:
-    session.execute(table.insert(), [dict(row, cluster_id=cluster_id) for row in rows])
+    insert = table.insert()
+    for start in range(0, len(rows), INSERT_CHUNK_ROWS):
+        session.execute(insert, [dict(row, cluster_id=cluster_id) for row in rows[start:start + INSERT_CHUNK_ROWS]])
 
 
 def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None:
