@@ -48,7 +48,7 @@ def _stored(sessions: sessionmaker[Session]) -> tuple[dict[int, int], list[tuple
         with sessions() as session:
             positions = store_txnlog.load(session, cid).positions
         with sessions() as session:
-            rows = [(p, o) for p, o in session.execute(
+            rows = [(int(p or 0), int(o or 0)) for p, o in session.execute(
                 select(X.log_partition, X.log_offset).where(X.cluster_id == cid, X.source == m.TRANSACTION_LOG,
                                                             X.anomaly.is_(None)).order_by(X.id)).all()]
         with sessions() as session:

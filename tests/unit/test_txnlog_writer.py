@@ -13,7 +13,12 @@ def test_one_job_in_flight_and_its_error_comes_back() -> None:
     writer = CommitWriter("w-test")
     gate = threading.Event()
     ran: list[str] = []
-    writer.submit(lambda: (gate.wait(5), ran.append("first")))
+
+    def first() -> None:
+        gate.wait(5)
+        ran.append("first")
+
+    writer.submit(first)
     assert writer.busy
     with pytest.raises(RuntimeError, match="still in flight"):
         writer.submit(lambda: ran.append("second"))  # back-pressure: no queue behind the one in flight
