@@ -180,6 +180,7 @@ def test_fetches_within_a_second_commit_once_with_one_row_per_id(engine: Engine,
         assert store_txnlog.load(session, cluster_id_for(sessions, "c")).positions == {0: 7}
     clock[0] += 1.0
     tail.step()  # a second later everything applied so far commits at once, as one row for the one id
+    assert tail.wait_committed()  # the commit runs on the writer thread
     assert len(writes) == 2 and writes[1][:2] == (1, 31 * 7 - 7) and writes[1][2] == {0: 31 * 7}
     while tail.step():
         pass  # ...and when the log is drained, the rest commits at the next empty read
