@@ -1,0 +1,47 @@
+"""The stream rows' multi-row INSERTs on SQLite (store/txnlog.py _insert_many): the same rows, stored the same way,
+in the same id order as the executemany they replace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from txnwatch.store import models as m
+from txnwatch.store import txnlog as store_txnlog
+
+from .test_txnlog_tail import registered
+
+
+def _rows(cluster_id: int, first: int, n: int) -> list[tuple[Any, ...]]:
+    out = []
+    for j in range(n):  # the same pattern of NULLs and values whatever ``first``
+        i = first + j
+        out.append((cluster_id, m.TRANSACTION_LOG, j % 3, i, 1_800_000_000_000 + i, 1_800_000_000_500, f"app-é-{j % 4}",
+                    None if j % 5 == 0 else "Ongoing", "PrepareCommit", 2**40 + i, j % 32767, None if j % 2 else 7,
+                    None if j % 2 else 1, 60_000, None if j % 7 == 0 else 1_800_000_000_000, "t-0,t-1" if j % 3 else "",
+                    "commit,epoch_bump", None if j % 4 else j * 3, 2, None if j % 6 else "detail, with ' quote"))
+    return out
+
+
+@pytest.mark.parametrize("per_statement", [1, 3, 2_000])
+def test_multi_row_inserts_store_what_executemany_stores_in_the_same_order(engine: Engine, per_statement: int,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_txnlog, "_MAX_ROWS_PER_INSERT", per_statement)
+    sessions = registered(engine)
+    with sessions.begin() as session:
+        cid = session.execute(text("SELECT id FROM clusters")).scalar_one()
+        plain, many = _rows(cid, 0, 11), _rows(cid, 1_000, 11)
+        store_txnlog._insert_plain(session, store_txnlog.STREAM_COLUMNS, plain)
+        store_txnlog._insert_many(session, store_txnlog.STREAM_COLUMNS, many)
+    columns = ", ".join(store_txnlog.STREAM_COLUMNS)
+    kinds = ", ".join(f"typeof({c})" if engine.dialect.name == "sqlite" else f"pg_typeof({c})::text"
+                      for c in store_txnlog.STREAM_COLUMNS)
+    with sessions() as session:
+        stored = [tuple(r) for r in session.execute(text(
+            f"SELECT {columns}, {kinds} FROM {m.TransactionTransition.__tablename__} ORDER BY id"))]
+    width = len(store_txnlog.STREAM_COLUMNS)
+    assert [r[:width] for r in stored] == plain + many  # every value back as given, in insertion order
+    assert [r[3] for r in stored] == list(range(11)) + list(range(1_000, 1_011))
+    assert [r[width:] for r in stored[:11]] == [r[width:] for r in stored[11:]]  # stored as the same types
