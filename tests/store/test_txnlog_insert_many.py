@@ -63,9 +63,9 @@ def test_multi_row_upserts_of_ids_keep_the_first_sighting_and_store_the_latest_s
         store_txnlog._upsert_ids(session, cid, sorted(late.ids.items()))
     with sessions() as session:
         resumed = store_txnlog.load(session, cid)
-        first_seen = dict(session.execute(text(
+        first_seen: dict[str, Any] = dict(session.execute(text(
             f"SELECT transactional_id, first_seen_at FROM {m.TransactionState.__tablename__}")).all())
-        updated = dict(session.execute(text(
+        updated: dict[str, Any] = dict(session.execute(text(
             f"SELECT transactional_id, last_update_at FROM {m.TransactionState.__tablename__}")).all())
     assert len(late.ids) == 7 and dict(resumed.state.ids) == dict(late.ids)
     assert early.ids and all(first_seen[tid] != updated[tid] for tid in early.ids)  # the first sighting stays
