@@ -415,10 +415,6 @@ def main() -> int:
                                                                           "0 skips)")
     parser.add_argument("--warmup-polls", type=int, default=3, help="daemon polls before measuring")
     parser.add_argument("--quick", action="store_true", help="a smaller lab and shorter windows, for iteration")
-    parser.add_argument("--nice", type=int, default=0, help="run everything this starts at this niceness (root may "
-                                                            "go below 0): on a machine busy with other work, -10 "
-                                                            "shows the run as if alone with its burners; diagnosis "
-                                                            "only, the issue's figure is taken at 0 on a quiet machine")
     parser.add_argument("--keep", action="store_true", help="keep the run's files (daemon log, config)")
     parser.add_argument("--seeded", action="store_true", help="the seeded in-process comparison instead")
     parser.add_argument("--workers", default="0,2", help="--seeded: api.workers values measured one after the other")
@@ -430,8 +426,6 @@ def main() -> int:
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), int(args.serve[2]), args.serve[3] == "on")
         return 0
-    if args.nice:
-        os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # inherited by PostgreSQL, the lab, the daemon, vegeta, burners
     if not args.seeded:
         args.seconds = args.seconds or (20 if args.quick else 60)
         args.idle = args.idle or (15 if args.quick else 30)
@@ -622,6 +616,7 @@ class Results:
     latency_ms: list[float] = field(default_factory=list)
     url: list[str] = field(default_factory=list)
     error: list[str] = field(default_factory=list)
+    generator_cpu_s: float = 0.0  # vegeta's own CPU (attack and encode)
 
 
 def vegeta_results(binary: str, base: str, paths: list[str], rate: float, seconds: float) -> Results:
@@ -630,11 +625,13 @@ def vegeta_results(binary: str, base: str, paths: list[str], rate: float, second
     import io
 
     targets = "".join(f"GET {base}{path}\n\n" for path in paths)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     attack = subprocess.run([binary, "attack", f"-rate={rate:g}/s", f"-duration={seconds:g}s", "-timeout=10s",
                              "-max-body=0", "-workers=16"], input=targets.encode(), capture_output=True, check=True)
     encoded = subprocess.run([binary, "encode", "--to", "csv"], input=attack.stdout, capture_output=True,
                              check=True).stdout.decode()
-    out = Results()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = Results(generator_cpu_s=after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     # timestamp (ns), code, latency (ns), bytes out, bytes in, error, body, attack name, seq, method, url, headers
     for row in csv.reader(io.StringIO(encoded)):
         out.sent_s.append(int(row[0]) / 1e9)
@@ -681,8 +678,22 @@ def free_port_pair() -> int:
 
 
 def burners(n: int) -> list[subprocess.Popen[bytes]]:
-    """``n`` processes each spinning one CPU: the other work on the machine."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    """``n`` processes each spinning one CPU: the other work on the machine.
+
+    Each in a session of its own, as another program would run: with the kernel's autogroup scheduling (on by
+    default in most distributions) the CPU is first shared between sessions, and a burner in the benchmark's
+    own session would take its CPU from the daemon's share instead of from the machine's."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(n)]
+
+
+def error_kind(code: int, error: str) -> str:
+    """An error without its addresses and ports, so that errors of one kind count together."""
+    if code:
+        return f"HTTP {code}"
+    for kind in ("Client.Timeout exceeded", "connection reset by peer", "connection refused", "EOF"):
+        if kind in error:
+            return kind
+    return error.rsplit(": ", 1)[-1] or "error"
 
 
 def rate_line(window: Window, idle: Window, requests: int) -> str:
@@ -696,7 +707,7 @@ def rate_line(window: Window, idle: Window, requests: int) -> str:
 def report_attack(name: str, res: Results, window: Window, idle: Window, rate: float,
                   polls: list[tuple[float, float]]) -> None:
     ok = [lat for lat, code in zip(res.latency_ms, res.status, strict=True) if code == 200]
-    errors = Counter(f"HTTP {code}" if code else (err or "error")
+    errors = Counter(error_kind(code, err)
                      for code, err in zip(res.status, res.error, strict=True) if code != 200)
     span = (max(res.sent_s) - min(res.sent_s)) if len(res.sent_s) > 1 else 0.0
     print(f"{name}: {len(res.status)} requests offered at {rate:g} req/s, achieved "
@@ -708,7 +719,8 @@ def report_attack(name: str, res: Results, window: Window, idle: Window, rate: f
               f"p99/target {p99 / TARGET_P99_MS:.2f} ({'met' if p99 <= TARGET_P99_MS and not errors else 'MISSED'})")
     print(f"  {rate_line(window, idle, len(res.status))}")
     other = max(0.0, window.machine_cpu_s - window.daemon_cpu_s - window.postgres_cpu_s) / window.wall_s
-    print(f"  other work on the machine (vegeta, burners, the lab, the rest): {other:.2f} of {os.cpu_count()} CPUs")
+    print(f"  vegeta {res.generator_cpu_s * 1000 / max(len(res.status), 1):.2f} ms/request; other work on the machine "
+          f"(vegeta, burners, the lab, the rest): {other:.2f} of {os.cpu_count()} CPUs")
     slow = [at for at, lat in zip(res.sent_s, res.latency_ms, strict=True) if lat > TARGET_P99_MS]
     if slow:
         in_poll = sum(any(a <= at <= b for a, b in polls) for at in slow)
@@ -770,8 +782,7 @@ def lab_main(args: argparse.Namespace) -> int:
         daemon = subprocess.Popen([str(Path(sys.executable).with_name("txnwatch")), "run", "--config",
                                    str(work / "txnwatch.yaml")], stdout=log, stderr=subprocess.STDOUT, cwd=work)
         base = f"http://127.0.0.1:{port}"
-        print(f"txnwatch run (defaults) on PostgreSQL, Kafka {lab.kafka_version}, 1 broker: {scale}"
-              f"{f'; everything at niceness {args.nice}' if args.nice else ''}", flush=True)
+        print(f"txnwatch run (defaults) on PostgreSQL, Kafka {lab.kafka_version}, 1 broker: {scale}", flush=True)
         wait_for(f"{args.warmup_polls} polls", lambda: len(poll_windows(url)) >= args.warmup_polls, 300, daemon)
         first = httpx.get(f"{base}/api/v1/clusters", timeout=10).json()
         print(f"after {len(poll_windows(url))} polls: {first[0] if first else 'no cluster'}", flush=True)
@@ -808,7 +819,7 @@ def lab_main(args: argparse.Namespace) -> int:
                 api = max(0.0, w.daemon_cpu_s - idle.daemon_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
                 pg = max(0.0, w.postgres_cpu_s - idle.postgres_cpu_s / idle.wall_s * w.wall_s) * 1000 / max(n, 1)
                 ok = [lat for lat, code in zip(one.latency_ms, one.status, strict=True) if code == 200] or [0.0]
-                errors = Counter(f"HTTP {code}" if code else (err or "error")
+                errors = Counter(error_kind(code, err)
                                  for code, err in zip(one.status, one.error, strict=True) if code != 200)
                 print(f"  {path:<48} {api:>10.2f} {pg:>9.2f} {pct(ok, 50):>7.1f} {pct(ok, 99):>7.1f} "
                       f"{sum(errors.values()):>6}{'  ' + str(dict(errors.most_common(2))) if errors else ''}",

@@ -143,17 +143,35 @@ def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool,
         return tail
 
     class Timed(ClusterTail):
+        """Stamps each commit when it lands: the k-th commit the writer thread finishes is the k-th handed off
+        (a failed write would shift them; the benchmark's store does not fail)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.handed: list[list[int]] = []
+            self.landed: list[float] = []
+
         def _flush(self, now: float) -> bool:
+            before = self._inflight
+            stamps = list(opened[-1].unstored) if stamped and opened else []
             stored = super()._flush(now)
-            if stored and stamped and opened:
-                done = time.time() * 1000
-                lags.extend((done - at) / 1000 for at in opened[-1].unstored)
+            if stored and stamped and self._inflight is not None and self._inflight is not before:
                 opened[-1].unstored.clear()
+                self.handed.append(stamps)
             return stored
+
+        def _write(self, *args: Any, **kwargs: Any) -> None:
+            super()._write(*args, **kwargs)
+            self.landed.append(time.time() * 1000)
 
     built = Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"]))
     gc.freeze()  # the start-up objects, as the daemon leaves them after its start (txnwatch.serve.server)
     return engine, built, opened, lags
+
+
+def _lags(built: Any) -> list[float]:
+    """Append-to-stored seconds of every record whose commit landed."""
+    return [(done - at) / 1000 for stamps, done in zip(built.handed, built.landed, strict=False) for at in stamps]
 
 
 def tail(bootstrap: str, expected: int) -> dict[str, float]:
@@ -168,6 +186,7 @@ def tail(bootstrap: str, expected: int) -> dict[str, float]:
         cluster_tail.step()
         if not cluster_tail._pending and all(opened[-1].positions().get(p, 0) >= e for p, e in ends.items()):
             break
+    cluster_tail.wait_committed()  # the last commit, on the writer thread
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     stored = cluster_tail._counters.get("records", 0)
     cluster_tail.close()
@@ -178,7 +197,7 @@ def tail(bootstrap: str, expected: int) -> dict[str, float]:
 def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
     """The tail from the log's end for ``seconds`` while producers write: lag per stored record.  ``topic``:
     another topic holding coordinator records (benchmarks/txnlog_replay.py's replay)."""
-    engine, cluster_tail, opened, lags = _tail(bootstrap, from_beginning=False, stamped=True, topic=topic)
+    engine, cluster_tail, opened, _ = _tail(bootstrap, from_beginning=False, stamped=True, topic=topic)
     while not opened:
         cluster_tail.step()
     print(json.dumps({"ready": True}), flush=True)  # at the log's end now: a replay may start writing
@@ -193,7 +212,7 @@ def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
     read = sum(opened[-1].positions().values()) - first
     cluster_tail.close()
     engine.dispose()
-    lags.sort()
+    lags = sorted(_lags(cluster_tail))
     if not lags:
         return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": 0,
                 "run_queue_s": waited}

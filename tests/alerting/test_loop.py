@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -65,3 +66,55 @@ def test_stop_does_not_flush_over_a_send_in_flight(sessions: sessionmaker[Sessio
     assert [e.status for e in outbox(sessions)] == ["pending"]  # stop returned without waiting for the send
     time.sleep(0.4)
     assert [e.status for e in outbox(sessions)] == ["sent"]  # the in-flight send still completed, once
+
+
+class CountingDispatcher:
+    """Wraps a dispatcher and counts its runs."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.runs = inner, 0
+
+    def run_once(self, now: datetime, *, deadline: Any = None) -> Any:
+        self.runs += 1
+        return self.inner.run_once(now, deadline=deadline)
+
+
+def test_an_empty_outbox_is_not_queried_every_tick_and_a_wake_still_pages_at_once(
+        sessions: sessionmaker[Session], pagerduty: FakePagerDuty) -> None:
+    """Issue 25: the loop queried the empty outbox every second.  Empty, it now waits for a wake (or the long
+    idle fallback); a commit that queued a page wakes it, and the page goes out without waiting for that."""
+    counting = CountingDispatcher(dispatcher(sessions, pagerduty.url))
+    loop = OutboxLoop(counting, interval_seconds=0.02, idle_seconds=3600)  # type: ignore[arg-type]
+    loop.start()
+    try:
+        time.sleep(0.3)  # ~15 ticks at the short interval
+        assert counting.runs == 1
+        step(sessions, [hanging()], datetime.now(timezone.utc), rules(for_seconds=0))
+        loop.wake()
+        deadline = time.monotonic() + 5
+        while not pagerduty.accepted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [a for a, _ in pagerduty.actions()] == ["trigger"]
+    finally:
+        loop.stop(deadline_seconds=5)
+
+
+def test_pending_rows_keep_the_short_interval(sessions: sessionmaker[Session]) -> None:
+    """A row that is pending (here, not due yet after a failed send) is looked at every interval, as before."""
+
+    class Failing:
+        def send(self, event: m.OutboxEvent, timeout_seconds: float | None = None) -> Delivery:
+            return Delivery("retry", "down")
+
+    from txnwatch.alerting import OutboxDispatcher
+
+    step(sessions, [hanging()], datetime.now(timezone.utc), rules(for_seconds=0))
+    counting = CountingDispatcher(OutboxDispatcher(sessions, {"pagerduty": Failing()}))
+    loop = OutboxLoop(counting, interval_seconds=0.02, idle_seconds=3600)  # type: ignore[arg-type]
+    loop.start()
+    try:
+        time.sleep(0.3)
+    finally:
+        loop.stop(deadline_seconds=0.5)
+    assert counting.runs >= 5
+    assert [e.status for e in outbox(sessions)] == ["pending"]

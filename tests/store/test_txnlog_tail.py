@@ -180,6 +180,7 @@ def test_fetches_within_a_second_commit_once_with_one_row_per_id(engine: Engine,
         assert store_txnlog.load(session, cluster_id_for(sessions, "c")).positions == {0: 7}
     clock[0] += 1.0
     tail.step()  # a second later everything applied so far commits at once, as one row for the one id
+    assert tail.wait_committed()  # the commit runs on the writer thread
     assert len(writes) == 2 and writes[1][:2] == (1, 31 * 7 - 7) and writes[1][2] == {0: 31 * 7}
     while tail.step():
         pass  # ...and when the log is drained, the rest commits at the next empty read
@@ -375,3 +376,38 @@ def test_a_commit_writes_only_the_positions_that_moved_and_the_stored_ones_stay_
     written.clear()
     run()  # a restart resumes at the stored positions: nothing left to read, nothing written
     assert not any(written)
+
+
+def test_commits_reuse_their_upserts_and_still_add_up(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: the position, counter and aggregate upserts were built anew at every commit (about a seventh of
+    the tail thread's CPU).  They are built once per dialect; the counters still add up, the aggregate keeps the
+    larger maximum and the positions take the newest value across commits."""
+    sessions = registered(engine)
+    cid = cluster_id_for(sessions, "c")
+    built: list[str] = []
+    original = store_txnlog._insert
+
+    def counted(dialect: str, table: Any) -> Any:
+        built.append(table.name)
+        return original(dialect, table)
+
+    monkeypatch.setattr(store_txnlog, "_insert", counted)
+    for cached in (store_txnlog._position_upsert, store_txnlog._counter_upsert, store_txnlog._aggregate_upsert):
+        cached.cache_clear()
+    minute = 60_000
+    for n, (offset, longest) in enumerate([(10, 40), (25, 90), (31, 7)]):
+        findings = d.TxnLogFindings(counts={d.COMMIT: 2, d.ABORT: n},
+                                    buckets={minute: {d.COMMIT: 2, "duration_ms_sum": longest, "duration_count": 1,
+                                                      "duration_ms_max": longest}})
+        with sessions.begin() as session:
+            store_txnlog.write_batch(session, cid, {3: offset, 4: offset + 1}, findings)
+    assert sorted(built) == sorted({t.TxnLogPosition.__tablename__, t.TxnLogCounter.__tablename__,
+                                    t.TxnLogAggregate.__tablename__})  # once each, not once per commit
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cid)
+        aggregate = session.execute(select(t.TxnLogAggregate.commits, t.TxnLogAggregate.duration_ms_sum,
+                                           t.TxnLogAggregate.duration_ms_max, t.TxnLogAggregate.duration_count)
+                                    .where(t.TxnLogAggregate.cluster_id == cid)).one()
+    assert resumed.positions == {3: 31, 4: 32}
+    assert resumed.counters[d.COMMIT] == 6 and resumed.counters[d.ABORT] == 3
+    assert tuple(aggregate) == (6, 137, 90, 3)

@@ -179,6 +179,10 @@ class OutboxDispatcher:
             return False
 
 
+#: The outbox loop's wait when the outbox is empty: a wake (a commit that queued rows) ends it at once.
+IDLE_SECONDS = 10.0
+
+
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -187,9 +191,11 @@ class OutboxLoop:
     """Runs the dispatcher on a thread; ``stop`` flushes what is due within a deadline instead of dropping it."""
 
     def __init__(self, dispatcher: OutboxDispatcher, *, interval_seconds: float = 1.0,
+                 idle_seconds: float = IDLE_SECONDS,
                  clock: Callable[[], datetime] = _utcnow, active: Callable[[], bool] = lambda: True) -> None:
         self._dispatcher = dispatcher
         self._interval = interval_seconds
+        self._idle = max(idle_seconds, interval_seconds)
         self._clock = clock
         self._active = active
         self._stop = threading.Event()
@@ -207,9 +213,18 @@ class OutboxLoop:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._tick(None)
-            self._wake.wait(self._interval)
+            stats = self._tick(None)
+            self._wake.wait(self._wait_after(stats))
             self._wake.clear()
+
+    def _wait_after(self, stats: DispatchStats | None) -> float:
+        """Until the next look at the outbox: ``interval`` while rows are pending (retries fall due, a queue
+        moves on) or when the run did not happen (not the leader yet, the database down); ``idle`` when the
+        outbox was empty.  Rows queued in this process wake the loop at once (:meth:`wake`), so the long wait
+        only bounds rows another replica queued (issue 25: the empty table was queried every second)."""
+        if stats is None or stats.pending:
+            return self._interval
+        return self._idle
 
     def _tick(self, deadline: Callable[[], float] | None) -> DispatchStats | None:
         if not self._active():

@@ -121,7 +121,7 @@ class Alerting:
                 streak.ok()
             result = evaluate(session, cluster, conditions, now, self._rules, channels=self._channels,
                               max_gap_seconds=self._max_gap)
-        if (result.fired or result.resolved) and self._channels:
+        if (result.fired or result.resolved or result.retitled) and self._channels:
             self.loop.wake()
         return result
 
@@ -129,7 +129,10 @@ class Alerting:
         with self._sessions.begin() as session:
             if self._leases is not None:
                 self._leases.fence(session, HOUSEKEEPING)
-            return retire_clusters(session, configured, now, channels=self._channels)
+            retired = retire_clusters(session, configured, now, channels=self._channels)
+        if retired and self._channels:
+            self.loop.wake()  # their resolves are queued: deliver them now, not at the idle loop's next look
+        return retired
 
     def start(self) -> None:
         self.loop.start()

@@ -6,6 +6,10 @@ the new log positions in one database transaction (store/txnlog.py).  Fetches ar
 applied as they arrive but committed together at most about once a second (sooner when
 the log is drained or ``commit_max_records`` wait), merged so that an id changed many
 times costs one row: one transaction per fetch capped the tail far below a busy log.
+Each commit runs on a writer thread (collect/txnlog_writer.py) while the tail reads and
+applies the next fetches: one commit in flight at most, the next one waits for it, and
+its outcome is collected on the tail's thread, so a commit's positions are counted as
+stored only once it committed, with its rows in the same transaction.
 A failed write drops the in-memory state, the uncommitted fetches and the consumer: the
 next attempt reloads them from the database, so what was committed is the only truth
 and nothing is counted twice.
@@ -22,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import select
@@ -29,6 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.collect.pollwindow import PROCESS, PollWindow
+from txnwatch.collect.txnlog_writer import CommitWriter
 from txnwatch.core import threadnames
 from txnwatch.core.model import RequestError, TxnLogRecord
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
@@ -56,6 +62,18 @@ class Tail(Protocol):
     def positions(self) -> dict[int, int]: ...
     def end_offsets(self) -> dict[int, int]: ...
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A commit handed to the writer: what becomes the tail's committed truth once it commits."""
+
+    state: detect_txnlog.TxnLogState
+    counts: dict[str, int]
+    moved: dict[int, int]
+    last_ms: int
+    problems: int
+    gaps: list[HistoryGap]
 
 
 OpenTail = Callable[[Mapping[int, int]], Tail]
@@ -144,6 +162,8 @@ class ClusterTail:
         self._decode_errors = 0
         self._reason = "starting"
         self._wrote = False  # rows committed since the last publication (see _publish)
+        self._writer = CommitWriter(f"txnlog-w:{name}")
+        self._inflight: _InFlight | None = None  # handed to the writer, outcome not collected yet
 
     # -- one step ------------------------------------------------------------------------------
 
@@ -189,10 +209,14 @@ class ClusterTail:
             self._pending_records += len(records)
             self._pending_problems += len(problems)
             self._pending_last_ms = max(self._pending_last_ms, max(r.at_ms for r in records))
+        periodic = now - self._checked_at >= CHECK_EVERY_S
         if self._due(now, idle=not records) and not self._flush(now):
             return 0
-        if now - self._checked_at >= CHECK_EVERY_S or not records:
-            if now - self._checked_at >= CHECK_EVERY_S:
+        # A drained log, and the open-transaction check, want the commit in flight done (committed state only).
+        if (periodic or not records) and not self._settle(now):
+            return 0
+        if periodic or not records:
+            if periodic:
                 self._periodic(now)
             self._publish(EXACT, "reading the transaction log")
         return len(records)
@@ -205,35 +229,69 @@ class ClusterTail:
                                         or now - self._checked_at >= CHECK_EVERY_S)
 
     def _flush(self, now: float) -> bool:
-        """Commit everything applied since the last commit, with the positions it reached, in ONE transaction."""
+        """Hand everything applied since the last hand-off, with the positions it reached, to the writer as ONE
+        transaction; first collect the commit in flight (back-pressure: one at most).  False: a write failed."""
+        if not self._settle(now):
+            return False
         assert self._applied is not None
         findings = detect_txnlog.merge(self._pending)
         moved = {p: o for p, o in self._pending_positions.items() if self._stored_positions.get(p) != o}
         try:
-            try:
-                with self._sessions.begin() as session:
-                    self._fence(session)  # refused unless this replica still holds the cluster's lease
-                    store_txnlog.write_batch(session, self._require_id(), moved, findings)
-            except DBAPIError as exc:
-                if not refused_data(exc):
-                    raise
-                # A tenant's id the database cannot hold costs that id's rows, not the tail (issue 23).
-                with self._sessions.begin() as session:
-                    self._fence(session)
-                    store_txnlog.write_batch_isolating(session, self._require_id(), moved, findings,
-                                                       self._rejections)
+            cluster_id = self._require_id()
         except Exception as exc:
             self._db_failed(exc, now)
             return False
-        self._stored_positions.update(moved)
-        self._log_state = self._applied
+        self._inflight = _InFlight(self._applied, dict(findings.counts), moved, self._pending_last_ms,
+                                   self._pending_problems, self._pending_gaps)
+        # The next fetches apply on top of self._applied (kept); only the pending bookkeeping starts again.
+        self._pending = []
+        self._pending_positions = {}
+        self._pending_records = self._pending_problems = self._pending_last_ms = 0
+        self._pending_gaps = []
+        self._writer.submit(lambda: self._write(cluster_id, moved, findings))
+        return True
+
+    def _write(self, cluster_id: int, moved: dict[int, int], findings: detect_txnlog.TxnLogFindings) -> None:
+        """On the writer thread: the positions and everything derived up to them, in one transaction."""
+        try:
+            with self._sessions.begin() as session:
+                self._fence(session)  # refused unless this replica still holds the cluster's lease
+                store_txnlog.write_batch(session, cluster_id, moved, findings)
+        except DBAPIError as exc:
+            if not refused_data(exc):
+                raise
+            # A tenant's id the database cannot hold costs that id's rows, not the tail (issue 23).
+            with self._sessions.begin() as session:
+                self._fence(session)
+                store_txnlog.write_batch_isolating(session, cluster_id, moved, findings, self._rejections)
+
+    def wait_committed(self) -> bool:
+        """Block until the commit in flight (if any) is done and collected; False if it failed.  The tail's own
+        thread only (tests and benchmarks: the daemon collects it at the next commit or the next empty read)."""
+        return self._settle(self._clock())
+
+    def _settle(self, now: float) -> bool:
+        """Collect the commit in flight: committed, it becomes the tail's truth; failed, everything uncommitted
+        is dropped and the tail resumes from the database (as a failed write always did).  True unless failed."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return True
+        error = self._writer.wait()
+        if error is not None:
+            if not isinstance(error, Exception):
+                raise error
+            self._db_failed(error, now)
+            return False
+        self._stored_positions.update(inflight.moved)
+        self._log_state = inflight.state
+        if not self._pending:
+            self._applied = None  # nothing applied since: the committed state is the state
         self._wrote = True
-        for key, value in findings.counts.items():
+        for key, value in inflight.counts.items():
             self._counters[key] = self._counters.get(key, 0) + value
-        self._last_record_ms = max(self._last_record_ms or 0, self._pending_last_ms)
-        self._decode_errors += self._pending_problems
-        self._count_gaps(self._pending_gaps)
-        self._drop_pending()
+        self._last_record_ms = max(self._last_record_ms or 0, inflight.last_ms)
+        self._decode_errors += inflight.problems
+        self._count_gaps(inflight.gaps)
         return True
 
     def _count_gaps(self, gaps: list[HistoryGap]) -> None:
@@ -362,7 +420,15 @@ class ClusterTail:
         self._state.update(self.name, history=history)
 
     def _close(self) -> None:
-        """Uncommitted batches are dropped with the tail: reopening reloads positions and state together."""
+        """Uncommitted batches are dropped with the tail: reopening reloads positions and state together.
+
+        A commit in flight is waited for first, so none lands after the reload that follows."""
+        if self._inflight is not None:
+            self._inflight = None
+            error = self._writer.wait()
+            if error is not None:
+                log.warning("cluster %s: storing transaction log records failed (%s); resuming from the last "
+                            "committed position", self.name, _short(error))
         self._drop_pending()
         self._stored_positions = {}
         tail, self._tail = self._tail, None
@@ -375,9 +441,13 @@ class ClusterTail:
 
     def close(self) -> None:
         """On a clean stop, commit what was applied (best effort: whatever fails is re-read at the next start)."""
-        if self._pending and self._tail is not None and self._term and self._leading() == self._term:
-            self._flush(self._clock())
+        if (self._pending or self._inflight) and self._tail is not None and self._term \
+                and self._leading() == self._term:
+            now = self._clock()
+            if not self._pending or self._flush(now):
+                self._settle(now)
         self._close()
+        self._writer.close()
 
 
 class TxnLogService:

@@ -91,7 +91,10 @@ _UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
 FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes": 16 * 1024 * 1024,
                                    "max_partition_fetch_bytes": 4 * 1024 * 1024, "fetch_min_bytes": 64 * 1024}
 #: The longest a broker holds a fetch that has less than ``fetch_min_bytes``: what a trickle of records waits.
-FETCH_MAX_WAIT_MS = 500
+#: 1 s rather than 500 ms halves a quiet log's fetch rounds (each costs the I/O thread a fetch session's parse
+#: and the tail a wake-up); a trickle reaches the detector up to 1 s late, which the transaction timeouts it
+#: judges (tens of seconds and more) do not notice.  A busy log fills ``fetch_min_bytes`` long before.
+FETCH_MAX_WAIT_MS = 1_000
 
 
 class TxnLogUnavailable(Exception):

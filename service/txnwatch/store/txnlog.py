@@ -10,6 +10,7 @@ neither skips a record nor counts one twice.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -60,9 +61,39 @@ def _table(model: type[m.Base]) -> Table:
     return cast(Table, model.__table__)
 
 
-def _insert(session: Session, table: Table) -> Any:
-    dialect = session.get_bind().dialect.name
+def _insert(dialect: str, table: Table) -> Any:
     return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+@functools.cache
+def _position_upsert(dialect: str) -> Any:
+    """Built once per dialect and reused: the tail commits about once a second, and building the construct
+    anew each time (with its ON CONFLICT clause) was a seventh of the tail thread's CPU.  A statement is
+    immutable, so sharing it between sessions and threads is safe; SQLAlchemy's compiled cache does the rest."""
+    stmt = _insert(dialect, _table(t.TxnLogPosition))
+    return stmt.on_conflict_do_update(
+        index_elements=["cluster_id", "log_partition"],
+        set_={"next_offset": stmt.excluded.next_offset, "updated_at": stmt.excluded.updated_at})
+
+
+@functools.cache
+def _counter_upsert(dialect: str) -> Any:
+    """Adds to a counter (see :func:`_position_upsert` for why it is built once)."""
+    table = _table(t.TxnLogCounter)
+    stmt = _insert(dialect, table)
+    return stmt.on_conflict_do_update(index_elements=["cluster_id", "name"],
+                                      set_={"value": table.c.value + stmt.excluded.value})
+
+
+@functools.cache
+def _aggregate_upsert(dialect: str) -> Any:
+    """Adds to a minute's aggregate, keeping the larger maximum (built once, as :func:`_position_upsert`)."""
+    table = _table(t.TxnLogAggregate)
+    stmt = _insert(dialect, table)
+    set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
+    set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
+                                    stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
+    return stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_)
 
 
 @dataclass(frozen=True)
@@ -92,8 +123,8 @@ def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTra
 
 
 def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
-    """PostgreSQL: COPY, several times faster than INSERT for tens of thousands of rows; elsewhere executemany.
-    Both run inside the session's transaction."""
+    """PostgreSQL: COPY, several times faster than INSERT for tens of thousands of rows; SQLite: multi-row
+    INSERTs (_insert_many); elsewhere executemany.  All run inside the session's transaction."""
     connection = session.connection()
     if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
         driver = connection.connection.driver_connection
@@ -102,7 +133,53 @@ def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
             for row in rows:
                 copy.write_row(row)
         return
-    _insert_plain(session, STREAM_COLUMNS, rows)
+    _insert_many(session, STREAM_COLUMNS, rows)
+
+
+#: Bound parameters per statement where SQLite cannot say (SQLITE_MAX_VARIABLE_NUMBER before SQLite 3.32).
+_SQLITE_VARIABLES = 999
+#: Rows per multi-row INSERT at most: longer statements bind more in one Python pass, for no further gain.
+_MAX_ROWS_PER_INSERT = 2_000
+
+
+def _rows_per_insert(dbapi_connection: Any, columns: int) -> int:
+    import sqlite3
+
+    try:
+        limit = int(dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    except (AttributeError, sqlite3.Error):
+        limit = _SQLITE_VARIABLES
+    return max(1, min(_MAX_ROWS_PER_INSERT, limit // columns))
+
+
+def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
+                 table: str = m.TransactionTransition.__tablename__, suffix: str = "") -> None:
+    """SQLite: the rows in multi-row ``INSERT .. VALUES (..), (..), ..`` statements, in order (so their ids too).
+
+    The tail commits on a writer thread (collect/txnlog_writer.py) beside the thread that fetches, decodes
+    and applies.  CPython's sqlite3 binds each row with the GIL held and releases it only around each
+    ``sqlite3_step``: an executemany hands the GIL back and forth once per row, and each time waits for the
+    other thread to let go of it (a 20,000-row executemany took 3-7x its wall time beside a busy thread).
+    Here one bind pass fills a statement of up to ~1,600 rows, whose step then runs as one long GIL-free
+    stretch.  Same values, bound the same way, as the executemany: the rows are byte-for-byte the same.
+    ``suffix``: an ``ON CONFLICT ..`` clause; SQLite applies it row by row in order, as the executemany did."""
+    connection = session.connection()
+    if connection.dialect.name != "sqlite" or len(rows) < 2:
+        mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) "
+                                   f"VALUES ({', '.join([mark] * len(columns))}){suffix}", rows)
+        return
+    dbapi = connection.connection.driver_connection
+    per = _rows_per_insert(dbapi, len(columns))
+    one = f"({', '.join(['?'] * len(columns))})"
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
+    try:
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            cursor.execute(head + ", ".join([one] * len(chunk)) + suffix, [v for row in chunk for v in row])
+    finally:
+        cursor.close()
 
 
 def _insert_plain(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
@@ -142,16 +219,13 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
 
 
 def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
-    """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), in one driver-level executemany:
-    the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both backends, and a busy cluster changes thousands
+    """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), driver-level (an executemany, or on
+    SQLite multi-row statements, see _insert_many): the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both
+    backends, and a busy cluster changes thousands
     of ids per batch, too many for per-row ORM parameter processing.  Writing a row makes it win again
     (``superseded`` false) if polling had taken over meanwhile."""
     connection = session.connection()
     sqlite_text = connection.dialect.name == "sqlite"
-    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    sql = (f"INSERT INTO {m.TransactionState.__tablename__} ({', '.join(_ID_COLUMNS)}) "
-           f"VALUES ({', '.join([mark] * len(_ID_COLUMNS))}) ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in _ID_KEY and c not in _ID_INSERT_ONLY))
     rows = []
     for tid, s in changed:
         updated = _sql_time(s.last_update_ms, sqlite_text)
@@ -159,9 +233,11 @@ def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdSt
                      s.producer_epoch, s.timeout_ms, _sql_time(s.start_ms, sqlite_text), updated, updated, updated,
                      False, json.dumps(_tp(s.partitions)), s.client_transaction_version, s.client_tv, s.abort,
                      s.log_partition, s.offset, s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts))
-    connection.exec_driver_sql(sql, rows)
+    _insert_many(session, _ID_COLUMNS, rows, table=m.TransactionState.__tablename__, suffix=_ID_UPSERT)
 
 
+_ID_UPSERT = (f" ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
+              + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in _ID_KEY and c not in _ID_INSERT_ONLY))
 _NAMES = {state: state.value for state in TxnState}
 
 
@@ -169,21 +245,15 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
                 extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
     """Everything one applied batch produced, with the positions it reached; the caller commits once."""
     now = datetime.now(_UTC)
+    dialect = session.get_bind().dialect.name
     if positions:
-        table = _table(t.TxnLogPosition)
-        stmt = _insert(session, table)
-        session.execute(stmt.on_conflict_do_update(
-            index_elements=["cluster_id", "log_partition"],
-            set_={"next_offset": stmt.excluded.next_offset, "updated_at": stmt.excluded.updated_at}),
-            [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
-             for p, o in sorted(positions.items())])
+        session.execute(_position_upsert(dialect),
+                        [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
+                         for p, o in sorted(positions.items())])
     counts = {k: v for k, v in findings.counts.items() if v}
     if counts:
-        table = _table(t.TxnLogCounter)
-        stmt = _insert(session, table)
-        session.execute(stmt.on_conflict_do_update(
-            index_elements=["cluster_id", "name"], set_={"value": table.c.value + stmt.excluded.value}),
-            [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
+        session.execute(_counter_upsert(dialect),
+                        [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
     changed = [(tid, s) for tid, s in findings.changed.items() if s is not None]
     if changed:
         _upsert_ids(session, cluster_id, changed)
@@ -199,8 +269,6 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
     if anomalies:
         _insert_plain(session, ANOMALY_COLUMNS, anomalies)
     if findings.buckets:
-        table = _table(t.TxnLogAggregate)
-        stmt = _insert(session, table)
         buckets = []
         for bucket_ms, values in sorted(findings.buckets.items()):
             bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
@@ -209,11 +277,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
                 if key in _AGGREGATE_COLUMNS:
                     bucket[_AGGREGATE_COLUMNS[key]] = value
             buckets.append(bucket)
-        set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
-        set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
-                                        stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
-        session.execute(stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_),
-                        buckets)
+        session.execute(_aggregate_upsert(dialect), buckets)
 
 
 def write_batch_isolating(session: Session, cluster_id: int, positions: Mapping[int, int],
