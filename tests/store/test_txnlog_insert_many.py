@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from txnwatch.detect import txnlog as d
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
 
-from .test_txnlog_tail import registered
+from .test_txnlog_tail import registered, the_log
 
 
 def _rows(cluster_id: int, first: int, n: int) -> list[tuple[Any, ...]]:
@@ -45,3 +46,27 @@ def test_multi_row_inserts_store_what_executemany_stores_in_the_same_order(engin
     assert [r[:width] for r in stored] == plain + many  # every value back as given, in insertion order
     assert [r[3] for r in stored] == list(range(11)) + list(range(1_000, 1_011))
     assert [r[width:] for r in stored[:11]] == [r[width:] for r in stored[11:]]  # stored as the same types
+
+
+def test_multi_row_upserts_of_ids_keep_the_first_sighting_and_store_the_latest_state(
+        engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_txnlog, "_MAX_ROWS_PER_INSERT", 2)  # 7 ids: statements of 2, 2, 2 and 1 rows
+    sessions = registered(engine)
+    log = the_log(ids=7, transactions=6)
+    records = [r for p in sorted(log) for r in log[p]]
+    early, _ = d.apply(d.TxnLogState(), [r for r in records if r.offset < 5])
+    late, _ = d.apply(d.TxnLogState(), records)
+    with sessions.begin() as session:
+        cid = session.execute(text("SELECT id FROM clusters")).scalar_one()
+        store_txnlog._upsert_ids(session, cid, sorted(early.ids.items()))
+    with sessions.begin() as session:
+        store_txnlog._upsert_ids(session, cid, sorted(late.ids.items()))
+    with sessions() as session:
+        resumed = store_txnlog.load(session, cid)
+        first_seen: dict[str, Any] = dict(session.execute(text(
+            f"SELECT transactional_id, first_seen_at FROM {m.TransactionState.__tablename__}")).all())
+        updated: dict[str, Any] = dict(session.execute(text(
+            f"SELECT transactional_id, last_update_at FROM {m.TransactionState.__tablename__}")).all())
+    assert len(late.ids) == 7 and dict(resumed.state.ids) == dict(late.ids)
+    assert early.ids and all(first_seen[tid] != updated[tid] for tid in early.ids)  # the first sighting stays
+    assert all(first_seen[tid] == updated[tid] for tid in late.ids if tid not in early.ids)

@@ -152,28 +152,32 @@ def _rows_per_insert(dbapi_connection: Any, columns: int) -> int:
     return max(1, min(_MAX_ROWS_PER_INSERT, limit // columns))
 
 
-def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
+                 table: str = m.TransactionTransition.__tablename__, suffix: str = "") -> None:
     """SQLite: the rows in multi-row ``INSERT .. VALUES (..), (..), ..`` statements, in order (so their ids too).
 
     The tail commits on a writer thread (collect/txnlog_writer.py) beside the thread that fetches, decodes
     and applies.  CPython's sqlite3 binds each row with the GIL held and releases it only around each
     ``sqlite3_step``: an executemany hands the GIL back and forth once per row, and each time waits for the
-    other thread to let go of it (a 20,000-row executemany took 3x its wall time beside a busy thread).  Here
-    one bind pass fills a statement of up to ~1,600 rows, whose step then runs as one long GIL-free stretch.
-    Same values, bound the same way, as the executemany: the rows are byte-for-byte the same."""
+    other thread to let go of it (a 20,000-row executemany took 3-7x its wall time beside a busy thread).
+    Here one bind pass fills a statement of up to ~1,600 rows, whose step then runs as one long GIL-free
+    stretch.  Same values, bound the same way, as the executemany: the rows are byte-for-byte the same.
+    ``suffix``: an ``ON CONFLICT ..`` clause; SQLite applies it row by row in order, as the executemany did."""
     connection = session.connection()
     if connection.dialect.name != "sqlite" or len(rows) < 2:
-        _insert_plain(session, columns, rows)
+        mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+        connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) "
+                                   f"VALUES ({', '.join([mark] * len(columns))}){suffix}", rows)
         return
     dbapi = connection.connection.driver_connection
     per = _rows_per_insert(dbapi, len(columns))
     one = f"({', '.join(['?'] * len(columns))})"
-    head = f"INSERT INTO {m.TransactionTransition.__tablename__} ({', '.join(columns)}) VALUES "
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
     cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
     try:
         for start in range(0, len(rows), per):
             chunk = rows[start:start + per]
-            cursor.execute(head + ", ".join([one] * len(chunk)), [v for row in chunk for v in row])
+            cursor.execute(head + ", ".join([one] * len(chunk)) + suffix, [v for row in chunk for v in row])
     finally:
         cursor.close()
 
@@ -215,16 +219,13 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
 
 
 def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
-    """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), in one driver-level executemany:
-    the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both backends, and a busy cluster changes thousands
+    """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), driver-level (an executemany, or on
+    SQLite multi-row statements, see _insert_many): the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both
+    backends, and a busy cluster changes thousands
     of ids per batch, too many for per-row ORM parameter processing.  Writing a row makes it win again
     (``superseded`` false) if polling had taken over meanwhile."""
     connection = session.connection()
     sqlite_text = connection.dialect.name == "sqlite"
-    mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
-    sql = (f"INSERT INTO {m.TransactionState.__tablename__} ({', '.join(_ID_COLUMNS)}) "
-           f"VALUES ({', '.join([mark] * len(_ID_COLUMNS))}) ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
-           + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in _ID_KEY and c not in _ID_INSERT_ONLY))
     rows = []
     for tid, s in changed:
         updated = _sql_time(s.last_update_ms, sqlite_text)
@@ -232,9 +233,11 @@ def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdSt
                      s.producer_epoch, s.timeout_ms, _sql_time(s.start_ms, sqlite_text), updated, updated, updated,
                      False, json.dumps(_tp(s.partitions)), s.client_transaction_version, s.client_tv, s.abort,
                      s.log_partition, s.offset, s.commits, s.aborts, s.epoch_bumps, s.fences, s.timeout_aborts))
-    connection.exec_driver_sql(sql, rows)
+    _insert_many(session, _ID_COLUMNS, rows, table=m.TransactionState.__tablename__, suffix=_ID_UPSERT)
 
 
+_ID_UPSERT = (f" ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
+              + ", ".join(f"{c} = excluded.{c}" for c in _ID_COLUMNS if c not in _ID_KEY and c not in _ID_INSERT_ONLY))
 _NAMES = {state: state.value for state in TxnState}
 
 
