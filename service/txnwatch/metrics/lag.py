@@ -97,6 +97,14 @@ def _add(segment: Segment, labels: tuple[str, ...], value: float) -> None:
     segment[1].append(value)
 
 
+def _shared(segments: tuple[Segment, ...]) -> tuple[Segment, ...]:
+    """Segments whose label lists are equal share one list: a group's families mostly have a value on every row,
+    and the memo keeps these lists between renders (memory, not speed)."""
+    longest = max(segments, key=lambda seg: len(seg[0]))[0] if segments else []
+    return tuple((longest, values) if rows is not longest and rows == longest else (rows, values)
+                 for rows, values in segments)
+
+
 def _exporter_segments(ex: _Exporter, cluster: str, rows: tuple[ExporterLag, ...],
                        by_partition: bool) -> tuple[Segment, ...]:
     """committed, lag, committed_sum, lag_sum for one group's exporter rows."""
@@ -110,7 +118,7 @@ def _exporter_segments(ex: _Exporter, cluster: str, rows: tuple[ExporterLag, ...
         labels = ex.values(cluster, (total.group_id, total.topic))
         _add(committed_sum, labels, total.committed_sum)
         _add(lag_sum, labels, total.lag_sum)
-    return out
+    return (*_shared(out[:2]), *out[2:])
 
 
 def _lag_segments(cluster: str, rows: tuple[GroupLag, ...], by_partition: bool) -> tuple[Segment, ...]:
@@ -148,7 +156,7 @@ def _lag_segments(cluster: str, rows: tuple[GroupLag, ...], by_partition: bool) 
         known = [v for v in commits if v is not None]
         if known:
             _add(topic_commit, topic_labels, max(known) / 1000)
-    return out
+    return (out[0], *_shared(out[1:6]), *out[6:])
 
 
 def _runs(rows: Sequence[GroupLag] | Sequence[ExporterLag]) -> list[tuple[str, tuple[Any, ...]]] | None:
