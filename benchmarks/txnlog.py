@@ -432,6 +432,8 @@ def lab_figures(args: argparse.Namespace) -> None:
                 print(f"   {label:<44} {run['records']:>9,.0f} {run['wall_s']:>7.2f} {run['cpu_s']:>6.2f} "
                       f"{run['records'] / run['wall_s']:>10,.0f} {run['records'] / run['cpu_s']:>10,.0f} "
                       f"{run['load']:>5.1f}")
+                threads = sorted(run.get("threads", {}).items(), key=lambda kv: -kv[1])
+                print("     CPU s by thread (with start-up): " + ", ".join(f"{n} {c:.2f}" for n, c in threads[:4]))
         best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
         per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
         for side, label in (("tail", "one CPU"), ("tail2", "two CPUs")):
