@@ -433,7 +433,9 @@ def lab_figures(args: argparse.Namespace) -> None:
                       f"{run['records'] / run['wall_s']:>10,.0f} {run['records'] / run['cpu_s']:>10,.0f} "
                       f"{run['load']:>5.1f}")
                 threads = sorted(run.get("threads", {}).items(), key=lambda kv: -kv[1])
-                print("     CPU s by thread (with start-up): " + ", ".join(f"{n} {c:.2f}" for n, c in threads[:4]))
+                print("     CPU s by thread (with start-up): " + ", ".join(f"{n} {c:.2f}" for n, c in threads[:4])
+                      + (f"; wall to the first records {run['to_first_s']:.2f} s, last commit after the last read "
+                         f"{run['last_commit_s']:.2f} s" if "last_commit_s" in run else ""))
         best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
         per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
         for side, label in (("tail", "one CPU"), ("tail2", "two CPUs")):
