@@ -439,7 +439,11 @@ def lab_figures(args: argparse.Namespace) -> None:
         best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
         per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
         for side, label in (("tail", "one CPU"), ("tail2", "two CPUs")):
-            print(f"   tail ({label}) / floor, best records/s: {best[side] / best['floor']:.2f}x   per CPU-s: "
+            # The floor's wall starts with its consumer connected and positioned; the tail's includes opening
+            # (stored positions, consumer, metadata): also shown from its first records on.
+            opened = max(r["records"] / max(1e-9, r["wall_s"] - r.get("to_first_s", 0.0)) for r in rows[side])
+            print(f"   tail ({label}) / floor, best records/s: {best[side] / best['floor']:.2f}x "
+                  f"(from the tail's first records: {opened / best['floor']:.2f}x)   per CPU-s: "
                   f"{per_cpu[side] / per_cpu['floor']:.2f}x   (goal >= 0.9x)")
         raw = list(tv2_stream(5_000, 25_000))
         synthetic = throughput(raw, args.batch)
