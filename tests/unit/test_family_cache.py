@@ -13,7 +13,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from txnwatch.metrics.exposition import Exposition
-from txnwatch.metrics.family_cache import FamilyCache, crc32_combine
+from txnwatch.metrics.family_cache import FamilyCache, crc32_combine, crc32_shift
 from txnwatch.metrics.render import LeanGauge, int_label, render_text
 
 
@@ -53,6 +53,7 @@ def test_crc32_combine_equals_zlib_over_the_concatenation(lengths: tuple[int, in
     rng = random.Random(sum(lengths))
     a, b = (bytes(rng.randrange(256) for _ in range(n)) for n in lengths)
     assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    assert crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b), crc32_shift(len(b))) == zlib.crc32(a + b)
 
 
 def test_unchanged_families_are_reused_and_the_body_equals_a_full_render() -> None:

@@ -59,15 +59,22 @@ def _powers() -> tuple[int, ...]:
 _X2N = _powers()  # x^(2^k) modulo the polynomial
 
 
-def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """The CRC-32 of A + B from crc32(A), crc32(B) and len(B) (zlib's crc32_combine, ~30 µs)."""
+def crc32_shift(length2: int) -> int:
+    """x^(8 * length2) modulo the polynomial: the costly half of :func:`crc32_combine`, a function of B's length
+    alone, so a cached piece keeps it (zlib's x2nmodp)."""
     p, k, n = 1 << 31, 3, length2  # x^0; k = 3: a length in bytes is 8 * n bits
     while n:
         if n & 1:
             p = _multmodp(_X2N[k & 31], p)
         n >>= 1
         k += 1
-    return _multmodp(p, crc1) ^ crc2
+    return p
+
+
+def crc32_combine(crc1: int, crc2: int, length2: int, shift: int | None = None) -> int:
+    """The CRC-32 of A + B from crc32(A), crc32(B) and len(B) (zlib's crc32_combine, ~30 µs; a few µs when
+    ``shift``, :func:`crc32_shift` of ``length2``, is given)."""
+    return _multmodp(crc32_shift(length2) if shift is None else shift, crc1) ^ crc2
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,7 @@ class Piece:
     deflated: bytes
     crc: int
     length: int
+    shift: int  # crc32_shift(length), kept with the piece: a reused piece's CRC combines in one multiplication
 
 
 #: Rows of a big family formatted and compressed together (issue 25): a family of 12,000 group partitions in
@@ -115,7 +123,7 @@ class FamilyCache:
             pieces[metric.name] = family
             for piece in family:
                 out.append(piece.deflated)
-                crc = crc32_combine(crc, piece.crc, piece.length)
+                crc = crc32_combine(crc, piece.crc, piece.length, piece.shift)
                 length += piece.length
         out += [FINAL_BLOCK, struct.pack("<II", crc, length & 0xFFFFFFFF)]
         self._pieces = pieces  # families that vanished are dropped with the previous dict
@@ -165,4 +173,4 @@ class FamilyCache:
 
         write(sink)
         deflated.append(compressor.flush(zlib.Z_SYNC_FLUSH))
-        return Piece(token, b"".join(deflated), state[0], state[1])
+        return Piece(token, b"".join(deflated), state[0], state[1], crc32_shift(state[1]))

@@ -23,7 +23,7 @@ from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.core.vocabulary import OPEN_STATES, TxnEvent, TxnState
 from txnwatch.detect.cardinality import GROUP_PARTITIONS_OVER_CAP, GROUPS_FILTERED, GROUPS_OVER_CAP
 from txnwatch.metrics.broker_signals import BrokerSignalsCollector
-from txnwatch.metrics.lag import LagMetricOptions, lag_families
+from txnwatch.metrics.lag import LagFamilies, LagMetricOptions
 from txnwatch.metrics.render import LeanGauge, int_label
 from txnwatch.metrics.verification import BrokerVerificationCollector
 
@@ -128,10 +128,11 @@ class LagCollector(Collector):
     """Offsets and consumer lag: kafka_exporter's families and txnwatch's own (see txnwatch.metrics.lag)."""
 
     def __init__(self, state: LatestState, options: LagMetricOptions) -> None:
-        self._state, self._options = state, options
+        self._state = state
+        self._families = LagFamilies(options)  # keeps each group's series while its rows stay equal
 
     def collect(self) -> Iterator[Metric]:
-        yield from lag_families(self._state.views(), self._options)
+        yield from self._families.families(self._state.views())
 
 
 def build_registry(state: LatestState, is_leader: Callable[[], bool], lag_options: LagMetricOptions | None = None,
