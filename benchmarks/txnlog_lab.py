@@ -205,10 +205,10 @@ def tail(bootstrap: str, expected: int) -> dict[str, Any]:
     # Read to the end (as the floor stops at its count, with no empty fetch to wait out): stop as the daemon
     # does, which commits what was applied, the commit in flight first.
     read = time.perf_counter()
+    threads = thread_cpu_s()  # before the stop ends the writer thread: its last commit is not in its figure
     cluster_tail.close()
     done = time.perf_counter()
     wall, cpu = done - wall, time.process_time() - cpu
-    threads = thread_cpu_s()  # the start-up's CPU is in the main thread's figure too
     stored = _stored_records(engine)
     engine.dispose()
     # Wall before the first records (opening: stored positions, consumer, metadata, first fetch) and after the
