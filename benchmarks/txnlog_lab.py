@@ -62,7 +62,7 @@ def _consumer(bootstrap: str) -> Any:
                          auto_offset_reset="earliest", **fetch_config())
 
 
-def floor(bootstrap: str, expected: int) -> dict[str, float]:
+def floor(bootstrap: str, expected: int) -> dict[str, Any]:
     """kafka-python alone: every record of the topic, from the beginning, nothing done with them."""
     from kafka import TopicPartition
 
@@ -77,8 +77,24 @@ def floor(bootstrap: str, expected: int) -> dict[str, float]:
     while read < expected and time.monotonic() < deadline:
         read += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    threads = thread_cpu_s()
     consumer.close()
-    return {"records": read, "wall_s": wall, "cpu_s": cpu}
+    return {"records": read, "wall_s": wall, "cpu_s": cpu, "threads": threads}
+
+
+def thread_cpu_s() -> dict[str, float]:
+    """CPU seconds per thread of this process so far, by OS thread name (``/proc/self/task/*/stat``): the
+    tail's own thread, its commit writer and kafka-python's I/O loop, each apart."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
 
 
 def _store() -> tuple[Any, Any]:
@@ -174,7 +190,7 @@ def _lags(built: Any) -> list[float]:
     return [(done - at) / 1000 for stamps, done in zip(built.handed, built.landed, strict=False) for at in stamps]
 
 
-def tail(bootstrap: str, expected: int) -> dict[str, float]:
+def tail(bootstrap: str, expected: int) -> dict[str, Any]:
     """The daemon's tail from the beginning until every record up to the log's end is stored."""
     engine, cluster_tail, opened, _ = _tail(bootstrap, from_beginning=True, stamped=False)
     wall, cpu = time.perf_counter(), time.process_time()
@@ -182,16 +198,31 @@ def tail(bootstrap: str, expected: int) -> dict[str, float]:
         cluster_tail.step()
     ends = opened[-1].end_offsets()
     deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        cluster_tail.step()
-        if not cluster_tail._pending and all(opened[-1].positions().get(p, 0) >= e for p, e in ends.items()):
-            break
-    cluster_tail.wait_committed()  # the last commit, on the writer thread
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    stored = cluster_tail._counters.get("records", 0)
+    first = time.perf_counter() if cluster_tail._counters or cluster_tail._pending else 0.0
+    while time.monotonic() < deadline and not all(opened[-1].positions().get(p, 0) >= e for p, e in ends.items()):
+        if cluster_tail.step() and not first:
+            first = time.perf_counter()
+    # Read to the end (as the floor stops at its count, with no empty fetch to wait out): stop as the daemon
+    # does, which commits what was applied, the commit in flight first.
+    read = time.perf_counter()
+    threads = thread_cpu_s()  # before the stop ends the writer thread: its last commit is not in its figure
     cluster_tail.close()
+    done = time.perf_counter()
+    wall, cpu = done - wall, time.process_time() - cpu
+    stored = _stored_records(engine)
     engine.dispose()
-    return {"records": stored, "wall_s": wall, "cpu_s": cpu, "expected": expected}
+    # Wall before the first records (opening: stored positions, consumer, metadata, first fetch) and after the
+    # last read (the last commit, which nothing overlaps): the floor's wall has neither.
+    return {"records": stored, "wall_s": wall, "cpu_s": cpu, "expected": expected, "threads": threads,
+            "to_first_s": first - (done - wall) if first else 0.0, "last_commit_s": done - read}
+
+
+def _stored_records(engine: Any) -> int:
+    """The records the committed counters hold (what the tail stored, read back from the database)."""
+    from sqlalchemy import text
+
+    with engine.connect() as connection:
+        return int(connection.execute(text("SELECT value FROM txnlog_counters WHERE name = 'records'")).scalar() or 0)
 
 
 def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
