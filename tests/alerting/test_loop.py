@@ -112,8 +112,10 @@ def test_pending_rows_keep_the_short_interval(sessions: sessionmaker[Session]) -
     counting = CountingDispatcher(OutboxDispatcher(sessions, {"pagerduty": Failing()}))
     loop = OutboxLoop(counting, interval_seconds=0.02, idle_seconds=3600)  # type: ignore[arg-type]
     loop.start()
-    try:
-        time.sleep(0.3)
+    try:  # ~15 checks in 0.3 s at 0.02 s; a loaded machine gets up to 5 s (the idle wait would give 1)
+        deadline = time.monotonic() + 5.0
+        while counting.runs < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         loop.stop(deadline_seconds=0.5)
     assert counting.runs >= 5
