@@ -297,26 +297,33 @@ class _SlowRoute:
         await send({"type": "http.response.body", "body": f"answer {self.calls}".encode()})
 
 
-async def _requests(route: _SlowRoute, n: int) -> list[tuple[int, bytes]]:
+def _app() -> Any:
+    """The least of a Starlette app the middleware reads: ``app.state.runtime``'s generation."""
     app = type("App", (), {})()
     app.state = type("State", (), {})()
     app.state.runtime = _Generation()
+    return app
+
+
+async def _get(middleware: AnswerCacheMiddleware, app: Any, path: str) -> tuple[int, bytes]:
+    """One GET of ``path`` through ``middleware``: its status and body."""
+    got: list[Message] = []
+
+    async def send(message: Message) -> None:
+        got.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"", "app": app}
+    await middleware(scope, receive, send)
+    return got[0]["status"], got[1]["body"]
+
+
+async def _requests(route: _SlowRoute, n: int) -> list[tuple[int, bytes]]:
+    app = _app()
     middleware = AnswerCacheMiddleware(route, cache=AnswerCache(1 << 20, 60.0))
-
-    async def one() -> tuple[int, bytes]:
-        got: list[Message] = []
-
-        async def send(message: Message) -> None:
-            got.append(message)
-
-        async def receive() -> Message:
-            return {"type": "http.request", "body": b""}
-
-        scope = {"type": "http", "method": "GET", "path": "/api/v1/transactions", "query_string": b"", "app": app}
-        await middleware(scope, receive, send)
-        return got[0]["status"], got[1]["body"]
-
-    tasks = [asyncio.ensure_future(one()) for _ in range(n)]
+    tasks = [asyncio.ensure_future(_get(middleware, app, "/api/v1/transactions")) for _ in range(n)]
     await asyncio.sleep(0.01)  # every request has arrived while the first is still computing
     route.release.set()
     return list(await asyncio.gather(*tasks))
@@ -344,23 +351,11 @@ def test_a_hot_answer_is_recomputed_before_it_ages_out_so_no_request_waits_for_i
         cache = AnswerCache(1 << 20, 1.0, clock=clock)
         route = _SlowRoute()
         route.release.set()
-        app = type("App", (), {})()
-        app.state = type("State", (), {})()
-        app.state.runtime = _Generation()
+        app = _app()
         middleware = AnswerCacheMiddleware(route, cache=cache)
 
         async def one() -> tuple[int, bytes]:
-            got: list[Message] = []
-
-            async def send(message: Message) -> None:
-                got.append(message)
-
-            async def receive() -> Message:
-                return {"type": "http.request", "body": b""}
-
-            scope = {"type": "http", "method": "GET", "path": "/api/v1/partitions", "query_string": b"", "app": app}
-            await middleware(scope, receive, send)
-            return got[0]["status"], got[1]["body"]
+            return await _get(middleware, app, "/api/v1/partitions")
 
         seen = [await one()]  # computed: answer 1
         clock.now += 0.5
