@@ -123,7 +123,10 @@ def test_stuck_prepare_commit_is_reported_until_the_leader_resumes(daemon: Daemo
     finally:
         fault.clear()
     wait_for(lambda: not stuck(), 90, what="the alert to resolve once the leader resumes")
-    assert daemon.get(f"/api/v1/transactions/lab/{fault.transactional_id}").json()["state"] != "PrepareCommit"
+    # The alert and the transaction's detail are read from different polls' answers; the restarted leader's
+    # first polls may resolve the alert one poll before the detail shows the completed commit.
+    wait_for(lambda: daemon.get(f"/api/v1/transactions/lab/{fault.transactional_id}").json()["state"] != "PrepareCommit",
+             60, what="the transaction to leave PrepareCommit once the leader resumes")
 
 
 def test_coordinator_failover_is_reported_and_never_a_false_hanging(daemon: Daemon, require_managed_lab: Any,
