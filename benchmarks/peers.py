@@ -714,7 +714,7 @@ def start_workload(bootstrap: str, work: Path) -> subprocess.Popen[bytes]:
 FLOORS = {
     "the libraries alone (kafka, sqlalchemy.orm, fastapi)": "import kafka, sqlalchemy.orm, fastapi",
     "`txnwatch run`'s start-up imports, no data": (
-        "from txnwatch.cli import commands; commands.app(['run', '--help'], standalone_mode=False)\n"
+        "import txnwatch.cli.main, txnwatch.cli.daemon\n"  # the entry point's fast path for a plain `txnwatch run`
         "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.app, txnwatch.serve.metrics_process"),
 }
 

@@ -1,3 +1,3 @@
-from txnwatch.cli.commands import main
+from txnwatch.cli.main import main
 
 main()

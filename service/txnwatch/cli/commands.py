@@ -9,23 +9,18 @@ exit code, listed in txnwatch.core.exitcodes and README.md.
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
-# httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
-# installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
-# optional `from ._main import main` into the ImportError it is written to handle.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None in sys.modules blocks an import, by design
+import typer
+from typer.core import TyperGroup
 
-import typer  # noqa: E402
-from typer.core import TyperGroup  # noqa: E402
-
-from txnwatch import __version__  # noqa: E402
-from txnwatch.core import exitcodes  # noqa: E402
-from txnwatch.core.extras import MissingExtra  # noqa: E402
+from txnwatch import __version__
+from txnwatch.cli import daemon
+from txnwatch.cli.main import main as main  # the entry point, kept importable here; blocks httpx._main
+from txnwatch.core import exitcodes
 
 if TYPE_CHECKING:
     from txnwatch.core.config import Settings
@@ -88,23 +83,10 @@ ConfigOption = Annotated[
 ]
 
 
-def fail(message: str, code: int = exitcodes.USAGE) -> NoReturn:
-    from txnwatch.core.redact import redact
-
-    typer.echo(f"txnwatch: {redact(message)}", err=True)
-    raise typer.Exit(code)
-
-
-def _settings(path: Path | None, **overrides: object) -> Settings:
-    from txnwatch.core.config import ConfigError, load_settings
-
-    try:
-        return load_settings(path, **overrides)
-    except ConfigError as exc:
-        # Every mistake on its own line (origin: key: what is wrong, what is allowed), then exit 2.
-        for problem in exc.problems:
-            typer.echo(f"txnwatch: {problem}", err=True)
-        raise typer.Exit(exitcodes.USAGE) from None
+# One line on stderr and an exit code (SystemExit, which click passes through): shared with `txnwatch run`'s
+# fast path in txnwatch.cli.main, which never imports typer.
+fail = daemon.fail
+_settings = daemon.load
 
 
 def _usable_database(settings: Settings, origin: str) -> None:
@@ -154,20 +136,7 @@ def run(config: ConfigOption = None,
             "Override api.workers: serve the API and /metrics from this many processes of their own "
             "(0: in the daemon's process)."))] = None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics."""
-    from txnwatch.runtime.malloc_arenas import limit_arenas
-    from txnwatch.serve.server import StartupError, serve
-
-    limit_arenas()  # before any thread starts (txnwatch.runtime.malloc_arenas says why)
-
-    settings = _settings(config)
-    overrides = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v is not None}
-    if overrides:
-        api = settings.api.model_copy(update=overrides)
-        settings = settings.model_copy(update={"api": api})
-    try:
-        serve(settings)
-    except StartupError as exc:
-        fail(str(exc), exc.exit_code)
+    daemon.run_daemon(config, host, port, workers)
 
 
 @app.command()
@@ -316,13 +285,3 @@ def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
         fail(str(exc), exitcodes.FOUND_OR_FAILED)
     except StartupError as exc:
         fail(str(exc), exc.exit_code)
-
-
-def main() -> None:
-    try:
-        app()
-    except MissingExtra as exc:
-        typer.echo(f"txnwatch: {exc}", err=True)
-        sys.exit(exitcodes.MISSING_DEPENDENCY)
-    except KeyboardInterrupt:
-        sys.exit(exitcodes.INTERRUPTED)
