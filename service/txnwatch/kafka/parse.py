@@ -64,7 +64,7 @@ class _Corrupt(ValueError):
 
 def _int(value: Any, what: str) -> int:
     if value.__class__ is int:  # what the decoder gives: the checks below are for a garbled answer
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Corrupt(f"{what} is {value!r}, not an integer")
     return value
@@ -83,7 +83,7 @@ def _optional_str(value: Any) -> str | None:
 def _offset(value: Any, what: str) -> int | None:
     """Offsets and timestamps: -1 means "none"; anything below is a broken answer."""
     if value.__class__ is int and value >= 0:  # the common case, without a call
-        return value  # type: ignore[no-any-return]
+        return value
     number = _int(value, what)
     if number == -1:
         return None
