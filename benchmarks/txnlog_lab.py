@@ -120,10 +120,14 @@ class _Stamped:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.unstored: list[int] = []
+        self.fetched: list[float] = []  # append -> returned by read(), seconds: the fetch's share of the lag
 
     def read(self, timeout_ms: int = 0) -> Any:
         records, problems = self.inner.read(timeout_ms)
-        self.unstored.extend(r.timestamp_ms for r in records if r.timestamp_ms is not None)
+        stamps = [r.timestamp_ms for r in records if r.timestamp_ms is not None]
+        self.unstored.extend(stamps)
+        now_ms = time.time() * 1000
+        self.fetched.extend((now_ms - at) / 1000 for at in stamps)
         return records, problems
 
     def positions(self) -> dict[int, int]:
@@ -241,16 +245,19 @@ def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
     wall, cpu, waited = time.perf_counter() - wall, time.process_time() - cpu, _run_queue_s() - waited
     behind = sum(max(0, e - opened[-1].positions().get(p, e)) for p, e in opened[-1].end_offsets().items())
     read = sum(opened[-1].positions().values()) - first
+    threads = thread_cpu_s()  # before close() ends the writer thread
     cluster_tail.close()
     engine.dispose()
     lags = sorted(_lags(cluster_tail))
     if not lags:
         return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": 0,
                 "run_queue_s": waited}
+    fetched = sorted(x for t in opened for x in t.fetched)
     return {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": len(lags),
-            "run_queue_s": waited,
+            "run_queue_s": waited, "commits": len(cluster_tail.landed), "threads": threads,
             "p50": statistics.median(lags), "p99": lags[min(len(lags) - 1, int(len(lags) * 0.99))],
-            "max": lags[-1]}
+            "max": lags[-1], "fetched_p50": statistics.median(fetched),
+            "fetched_p99": fetched[min(len(fetched) - 1, int(len(fetched) * 0.99))]}
 
 
 def _run_queue_s() -> float:

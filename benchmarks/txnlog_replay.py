@@ -331,6 +331,12 @@ def run(args: argparse.Namespace, bootstrap: str) -> None:
               f"{trailed['behind_at_end']:,} records; its threads waited runnable for a CPU "
               f"{trailed['run_queue_s']:.1f} thread-s (the scheduler's share of the lag on a loaded machine)   (goal p99 <= 2 s at 10,000 "
               f"transactions/s)")
+        threads = trailed.get("threads", {})
+        print(f"   of which append-to-read (the fetch's share) p50 {trailed['fetched_p50']:.2f} s, p99 "
+              f"{trailed['fetched_p99']:.2f} s; {trailed['commits']:,} commits "
+              f"({trailed['commits'] / max(trailed['wall_s'], 1e-9):.1f}/s); CPU-s by thread: "
+              + ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1])
+                          if cpu >= 0.05))
     else:
         print(f"   nothing stored: {trailed}")
     print(f"   load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")

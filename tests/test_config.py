@@ -24,6 +24,7 @@ def test_example_config_is_valid() -> None:
     settings = load_settings(ROOT / "config" / "example.yaml")
     assert settings.clusters[0].name == "lab"
     assert settings.poll_interval_seconds == 15
+    assert settings.transaction_log.busy_commit_ms == 250  # the default, written out in the example
 
 
 def test_env_overrides_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +71,10 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
          "broker '1': 'kafka-1:7071' is not an http(s) URL"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', broker_metrics_url_template: 'http://{rack}:7071/'}\n",
          "only {host} and {node_id} can be filled in"),
+        ("transaction_log: {busy_commit_ms: 5}\n",
+         "transaction_log.busy_commit_ms: Input should be greater than or equal to 20"),
+        ("transaction_log: {busy_commit_ms: 5000}\n",
+         "transaction_log.busy_commit_ms: Input should be less than or equal to 1000"),
         ("api: {admin_enabled: true}\n", "admin_enabled needs admin_token"),
         ("pagerduty: {enabled: true}\n", "enabled needs routing_key"),
         ("- just\n- a list\n", "top level must be a mapping"),

@@ -168,3 +168,74 @@ def test_a_stop_commits_the_commit_in_flight_and_what_is_pending(engine: Engine,
     read_to = {p: max((r.offset + 1 for r in served if r.log_partition == p), default=0) for p in log}
     assert positions == {p: o for p, o in read_to.items() if o}
     assert rows == [(r.log_partition, r.offset) for r in served]
+
+
+def test_a_busy_log_commits_every_busy_interval_without_waiting_for_a_commit_still_running(
+        engine: Engine, monkeypatch: Any) -> None:
+    """Issue 25: records that keep coming were committed once a second, so a busy log's records were stored up to
+    two seconds after their append.  Now they commit ``commit_busy_s`` after the first of them, if the writer is
+    free; while its commit still runs the tail reads on instead of waiting, until ``commit_every_s`` makes it
+    wait.  Positions still commit with their rows."""
+    sessions = registered(engine)
+    log = the_log(ids=2, transactions=60)
+    served: list[TxnLogRecord] = []
+    started: list[dict[int, int]] = []  # the positions of each write, as it starts
+    gate = threading.Event()
+    gate.set()
+    held_too_long = [0]
+    original = store_txnlog.write_batch
+
+    def gated(session: Session, cluster_id: int, positions: Any, *args: Any, **kwargs: Any) -> None:
+        started.append(dict(positions))
+        if not gate.wait(3):
+            held_too_long[0] += 1  # the tail's thread waited on this commit while it was held
+        original(session, cluster_id, positions, *args, **kwargs)
+
+    monkeypatch.setattr(store_txnlog, "write_batch", gated)
+
+    class Steady(Recording):
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            out: list[TxnLogRecord] = []
+            for p, records in sorted(self._log.items()):
+                take = records[self._next[p]:self._next[p] + 2]
+                out.extend(take)
+                self._next[p] += len(take)
+            self._served.extend(out)
+            return out, []
+
+    clock = [1_000.0]
+    tail = ClusterTail("c", "h", lambda p: Steady(log, p, random.Random(0), served, [0]), sessions,
+                       LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0, commit_every_s=1.0,
+                       commit_busy_s=0.25)
+    tail.step()  # the first batch commits at once (the periodic check waits for it)
+    assert len(started) == 1
+    for _ in range(3):
+        clock[0] += 0.1
+        tail.step()  # the first pending fetch, then 0.1 s and 0.2 s after it: not yet
+    assert len(started) == 1
+    clock[0] += 0.1
+    tail.step()  # 0.3 s: handed to the free writer, without waiting for a second
+    assert tail.wait_committed() and len(started) == 2
+    assert started[1] == {p: max(r.offset + 1 for r in served if r.log_partition == p) for p in log}
+    gate.clear()  # the next commit runs long
+    for _ in range(4):
+        clock[0] += 0.1
+        tail.step()
+    for _ in range(300):  # the writer's thread starts the write
+        if len(started) == 3:
+            break
+        time.sleep(0.01)
+    assert len(started) == 3  # handed off 0.3 s after its first fetch (the writer was free), now held
+    reads = len(served)
+    for _ in range(6):
+        clock[0] += 0.1
+        tail.step()  # from 0.3 s on due by the busy interval, but the writer is busy: the tail reads on
+    assert len(started) == 3 and len(served) == reads + 6 * 4 and held_too_long[0] == 0
+    threading.Timer(0.3, gate.set).start()
+    clock[0] += 0.5  # a second since the first pending fetch: now the tail waits for the writer, then hands off
+    tail.step()
+    assert tail.wait_committed() and len(started) == 4 and held_too_long[0] == 0
+    tail.close()
+    positions, rows = _stored(sessions)
+    assert rows == [(r.log_partition, r.offset) for r in served]
+    assert _consistent(positions, rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -18,12 +19,18 @@ def test_one_job_in_flight_and_its_error_comes_back() -> None:
         gate.wait(5)
         ran.append("first")
 
+    assert writer.free  # nothing handed off yet
     writer.submit(first)
-    assert writer.busy
+    assert writer.busy and not writer.free
     with pytest.raises(RuntimeError, match="still in flight"):
         writer.submit(lambda: ran.append("second"))  # back-pressure: no queue behind the one in flight
     gate.set()
-    assert writer.wait() is None and ran == ["first"] and not writer.busy
+    for _ in range(500):  # the job finishes on the writer's thread
+        if writer.free:
+            break
+        time.sleep(0.01)
+    assert writer.free and writer.busy and ran == ["first"]  # finished, its outcome not collected yet
+    assert writer.wait() is None and not writer.busy and writer.free
 
     def fails() -> None:
         raise OSError("disk full")

@@ -3,9 +3,11 @@
 Each thread reads ``__transaction_state`` (kafka/txnlog.py), applies the records with
 the pure :func:`txnwatch.detect.txnlog.apply`, and commits the result together with
 the new log positions in one database transaction (store/txnlog.py).  Fetches are
-applied as they arrive but committed together at most about once a second (sooner when
-the log is drained or ``commit_max_records`` wait), merged so that an id changed many
-times costs one row: one transaction per fetch capped the tail far below a busy log.
+applied as they arrive but committed together, merged so that an id changed many times
+costs one row: one transaction per fetch capped the tail far below a busy log.  A quiet
+log commits when a read comes back empty (drained), about once per fetch wait; a busy log
+(every read brings records) commits every ``commit_busy_s`` once the previous commit has
+landed, and at the latest every second (or when ``commit_max_records`` wait).
 Each commit runs on a writer thread (collect/txnlog_writer.py) while the tail reads and
 applies the next fetches: one commit in flight at most, the next one waits for it, and
 its outcome is collected on the tail's thread, so a commit's positions are counted as
@@ -51,8 +53,16 @@ log = logging.getLogger(__name__)
 CHECK_EVERY_S = 5.0
 DB_RETRY_S = 5.0
 COMMIT_EVERY_S = 1.0
-"""Applied batches are stored together at most this often: one database transaction per fetch
-capped the tail at ~10k records/s on SQLite, far below a busy cluster's log."""
+"""Applied batches are stored together at most this long after the first of them, even while the previous
+commit is still running (then the tail waits for it): one database transaction per fetch capped the tail at
+~10k records/s on SQLite, far below a busy cluster's log."""
+COMMIT_BUSY_S = 0.25
+"""While records keep coming, they are committed this long after the first of them was applied, if the writer
+is free (the previous commit landed; else at its next step, or at COMMIT_EVERY_S, waiting for it).  With one
+commit a second a busy log's records were stored 1.1 s after their append at the median and 2.0 s at p99 (10,000
+TV2 transactions/s, benchmarks/txnlog_replay.py, issue 25): each waited for the second to end, then for a
+second's worth of rows.  A quiet log never waits for it: it commits when a read comes back empty.
+``transaction_log.busy_commit_ms``."""
 COMMIT_MAX_RECORDS = 50_000
 """...or as soon as this many records wait, which bounds memory and the size of one transaction."""
 
@@ -106,7 +116,8 @@ class ClusterTail:
                  detection: DetectionSettings = DetectionSettings(), retry_s: float = 30.0,
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
-                 commit_every_s: float = COMMIT_EVERY_S, commit_max_records: int = COMMIT_MAX_RECORDS,
+                 commit_every_s: float = COMMIT_EVERY_S, commit_busy_s: float = COMMIT_BUSY_S,
+                 commit_max_records: int = COMMIT_MAX_RECORDS,
                  health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None,
                  gc_window: PollWindow = PROCESS) -> None:
         """``gc_window``: pauses CPython's cyclic GC during each step (collect/pollwindow.py).
@@ -130,6 +141,7 @@ class ClusterTail:
         self._clock = clock
         self._read_timeout_ms = read_timeout_ms
         self._commit_every_s = commit_every_s
+        self._commit_busy_s = commit_busy_s
         self._commit_max_records = commit_max_records
         # Applied but not yet committed: the state after them, their findings, the positions they reach.
         self._applied: detect_txnlog.TxnLogState | None = None
@@ -223,10 +235,14 @@ class ClusterTail:
 
     def _due(self, now: float, *, idle: bool) -> bool:
         """Commit when the log is drained, a second has passed, the size bound is reached, or before the periodic
-        open-transaction check (which must see committed state only)."""
-        return bool(self._pending) and (idle or self._pending_records >= self._commit_max_records
-                                        or now - self._pending_since >= self._commit_every_s
-                                        or now - self._checked_at >= CHECK_EVERY_S)
+        open-transaction check (which must see committed state only); or, while records keep coming, after
+        ``commit_busy_s`` if the writer is free (never waiting for it then: the reader reads on meanwhile)."""
+        if not self._pending:
+            return False
+        waited = now - self._pending_since
+        return (idle or self._pending_records >= self._commit_max_records or waited >= self._commit_every_s
+                or now - self._checked_at >= CHECK_EVERY_S
+                or (waited >= self._commit_busy_s and self._writer.free))
 
     def _flush(self, now: float) -> bool:
         """Hand everything applied since the last hand-off, with the positions it reached, to the writer as ONE

@@ -38,6 +38,14 @@ class CommitWriter:
         with self._lock:
             return self._busy
 
+    @property
+    def free(self) -> bool:
+        """No commit is running: none was handed off, or the one handed off has finished (its outcome may still
+        wait for :meth:`wait`, which then returns at once).  The tail hands off an early commit only then, so a
+        busy log's commits follow the database's pace instead of blocking the reader behind one."""
+        with self._lock:
+            return self._job is None
+
     def submit(self, job: Callable[[], None]) -> None:
         """Hand ``job`` to the writer thread; the previous one must have been collected with :meth:`wait`."""
         with self._lock:

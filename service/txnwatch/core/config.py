@@ -528,6 +528,11 @@ class TransactionLogConfig(_Strict):
         default="beginning", description="Where a cluster's first tail starts when no position is stored yet; "
         "later starts always resume at the stored positions.")
     retry_seconds: float = Field(default=30, ge=1, le=3600, description="How soon an unreadable log is tried again.")
+    busy_commit_ms: int = Field(
+        default=250, ge=20, le=1000, description="While the log keeps bringing records, what was read is committed "
+        "this long after the first of it, once the previous commit has landed (at the latest after a second): a "
+        "busy log's records are stored within about this plus one commit. Lower: fresher history for more "
+        "commits (each costs CPU); 1000: one commit a second. A quiet log commits whenever it is drained.")
     hot_transitions_minutes: float = Field(
         default=60, gt=0, description="How long the full transition stream stays in the database after it was "
         "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")

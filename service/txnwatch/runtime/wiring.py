@@ -250,7 +250,8 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
 
         tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,
                                  leading=partial(leadership.term, cluster.name), fence=fence, detection=detection,
-                                 retry_s=config.retry_seconds, denied_reason=denied_reason, health=health,
+                                 retry_s=config.retry_seconds, commit_busy_s=config.busy_commit_ms / 1000,
+                                 denied_reason=denied_reason, health=health,
                                  keeps=connection.lists_transaction if cluster.transactional_id_pattern else None))
     return TxnLogService(tails)
 
