@@ -104,25 +104,24 @@ def test_the_console_loads_its_template_engine_on_its_first_page() -> None:
     assert json.loads(result.stdout.strip().splitlines()[-1]) == [[], True]
 
 
-# The daemon as `txnwatch run` builds it (the entry point's parse, runtime, alerting, app), on defaults, then with
-# a pager configured.  serve() is replaced by the part of it that builds the daemon, without the server.
+# The daemon as `txnwatch run` builds it (the entry point's parse, runtime, alerting, the front), on defaults, then
+# with a pager configured.  serve() is replaced by the part of it that builds the daemon, without the server.
 DAEMON_BUILD_IMPORTS = """
 import json, sys
 import txnwatch.serve.server as server
 from txnwatch.core.config import load_settings
 from txnwatch.runtime.wiring import build_runtime
-from txnwatch.serve.app import create_app
 from txnwatch.alerting.service import Alerting
 built = []
 def build(settings):
     built.append(build_runtime(settings, collect=False))
-    create_app(built[0], manage_lifecycle=False)
+    server.daemon_app(built[0])
 server.serve = build
 sys.argv = ["txnwatch", "run", "--config", CONFIG]
 from txnwatch.cli.main import main
 main()
 loaded = {name.split(".")[0] for name, module in sys.modules.items() if module is not None}  # httpx._main: None
-unwanted = sorted(loaded & {"httpx", "httpcore", "alembic", "mako", "typer", "click", "rich"})
+unwanted = sorted(loaded & {"httpx", "httpcore", "alembic", "mako", "typer", "click", "rich", "fastapi", "starlette"})
 paged = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}],
                       pagerduty={"enabled": True, "routing_key": "k" * 32})
 channels = Alerting.from_settings(paged, built[0].sessions)._channels
@@ -130,10 +129,11 @@ print(json.dumps([unwanted, list(channels), "httpx" in sys.modules]))
 """
 
 
-def test_txnwatch_run_loads_neither_an_http_client_nor_the_command_line_library(tmp_path: Path) -> None:
+def test_txnwatch_run_loads_no_http_client_command_line_library_or_api_stack(tmp_path: Path) -> None:
     """Issue 25, idle RSS: httpx (~4.5 MB resident) comes with the first notifier or broker exporter scrape;
-    Alembic and Mako stay in the schema check's child process; typer, click and rich (~4 MB) parse every
-    command line but a plain `txnwatch run` (txnwatch.cli.main)."""
+    Alembic and Mako stay in the schema check's child process; typer, click and rich parse every command line
+    but a plain `txnwatch run` (txnwatch.cli.main); FastAPI and starlette (~11 MB with the API built) come with
+    the first request other than a probe (txnwatch.serve.front)."""
     config = tmp_path / "txnwatch.yaml"
     config.write_text(yaml.safe_dump({"database_url": "sqlite://",
                                       "clusters": [{"name": "a", "bootstrap_servers": ["h:9092"]}]}))

@@ -7,12 +7,16 @@ import logging
 import resource
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from txnwatch.core import exitcodes, logs
 from txnwatch.core.config import Settings
 from txnwatch.core.redact import redact
 from txnwatch.serve.http_limits import HttpLimits, connection_cap, make_server, raise_open_files_limit
+
+if TYPE_CHECKING:
+    from txnwatch.runtime.lifecycle import Runtime
+    from txnwatch.serve.front import Front
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,20 @@ def proxy_options(settings: Settings) -> dict[str, Any]:
     return {"proxy_headers": bool(proxies), "forwarded_allow_ips": list(proxies)}
 
 
+def daemon_app(runtime: Runtime) -> Front:
+    """What the daemon's own server runs (``api.workers: 0``): the front, which runs the runtime's lifespan and
+    answers the probes, and builds the API application (txnwatch.serve.app.create_app, not imported until
+    then) on the first request for anything else (serve/front.py says why)."""
+    from txnwatch.serve.front import Front
+
+    def build_api() -> Any:
+        from txnwatch.serve.app import create_app
+
+        return create_app(runtime, manage_lifecycle=False)  # the front runs the lifespan
+
+    return Front(runtime, build_api)
+
+
 def serve(settings: Settings) -> None:
     from txnwatch.runtime.lifecycle import SchemaNotReady, ensure_schema
     from txnwatch.store.db import database_problems
@@ -115,11 +133,10 @@ def serve(settings: Settings) -> None:
         return
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
-    from txnwatch.serve.app import create_app  # not in the collecting process when API workers serve
 
     directory = make_directory() if metrics_listener is not None else None
     runtime = build_runtime(settings, metrics_to=directory)
-    app = create_app(runtime)
+    app = daemon_app(runtime)
     gc.freeze()  # start-up objects out of the cyclic collector's sight (as in txnwatch.serve.workers.worker_main)
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # the API shares this process's GIL with the collector's threads
     metrics = (MetricsProcess(settings, metrics_listener, directory, runtime.auth_failures)

@@ -20,14 +20,9 @@ import json
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-MAX_BODY_BYTES = 64 * 1024  # the API takes small JSON bodies only
+from txnwatch.serve.security_headers import SECURITY_HEADERS
 
-SECURITY_HEADERS = {
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
+MAX_BODY_BYTES = 64 * 1024  # the API takes small JSON bodies only
 
 
 class SecurityHeaders:
