@@ -92,3 +92,18 @@ def test_stream_rows_put_every_field_of_the_transition_in_its_column() -> None:
     empty = x._replace(partitions=(), events=())
     assert [r[15:17] for r in store_txnlog.stream_rows(9, 0, [empty, x, empty])] == [
         ("", ""), ("orders-3,audit-0", "epoch_bump,fenced"), ("", "")]  # the joined text, cached or not
+
+
+@pytest.mark.parametrize("ms", [
+    pytest.param(1_800_000_000_123, id="now-ish"), pytest.param(1_800_000_000_000, id="a whole second"),
+    pytest.param(0, id="the epoch"), pytest.param(-5, id="just before the epoch"),
+    pytest.param(253_402_300_799_999, id="the last millisecond of 9999"),
+    pytest.param(-61_000_000_000_000, id="a damaged time, year 37"),
+])
+def test_sqlite_time_text_is_what_the_orm_column_stores(ms: int) -> None:
+    """The ids' rows are written driver-level on SQLite with their times as text: that text must stay the one
+    strftime gives (what the rows were written with before, and what UtcDateTime reads back)."""
+    from txnwatch.core.epoch import from_ms
+
+    assert store_txnlog._sql_time(ms, True) == from_ms(ms).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert store_txnlog._sql_time(ms, False) == from_ms(ms)
