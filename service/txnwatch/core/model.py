@@ -21,8 +21,14 @@ from txnwatch.core.vocabulary import HangingReason as HangingReason
 from txnwatch.core.vocabulary import TxnState as TxnState
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition by topic name and index; ordered by topic, then partition.
+
+    A NamedTuple rather than a dataclass (issue 25): a poll hashes, compares and sorts tens of thousands of
+    these (12,000 group partitions, 2,000 partitions three offsets each), and a tuple does that in C, 5-6x
+    faster than a dataclass's generated ``__hash__``/``__eq__``/``__lt__``.  The hash is the same value
+    (the hash of ``(topic, partition)``), so set and dict orders do not change; ``str()`` is as before."""
+
     topic: str
     partition: int
 

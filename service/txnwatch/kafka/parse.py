@@ -63,6 +63,8 @@ class _Corrupt(ValueError):
 
 
 def _int(value: Any, what: str) -> int:
+    if value.__class__ is int:  # what the decoder gives: the checks below are for a garbled answer
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Corrupt(f"{what} is {value!r}, not an integer")
     return value
@@ -80,6 +82,8 @@ def _optional_str(value: Any) -> str | None:
 
 def _offset(value: Any, what: str) -> int | None:
     """Offsets and timestamps: -1 means "none"; anything below is a broken answer."""
+    if value.__class__ is int and value >= 0:  # the common case, without a call
+        return value
     number = _int(value, what)
     if number == -1:
         return None
@@ -214,7 +218,8 @@ def _partition_rows(response: Any) -> Iterable[tuple[TopicPartition, Any]]:
     for topic in response.topics:
         name = _str(topic.name, "topic name")
         for partition in topic.partitions:
-            yield TopicPartition(name, _int(partition.partition_index, "partition_index")), partition
+            index = partition.partition_index
+            yield TopicPartition(name, index if index.__class__ is int else _int(index, "partition_index")), partition
 
 
 def parse_describe_producers(response: Any, broker_id: int) -> Parsed[dict[TopicPartition, tuple[ProducerState, ...]]]:
@@ -255,7 +260,9 @@ def parse_list_offsets(response: Any, broker_id: int, spec: str) -> Parsed[dict[
     try:
         for tp, partition in _partition_rows(response):
             try:
-                code = _code(partition.error_code)
+                code = partition.error_code
+                if code.__class__ is not int or code:  # 0 without a call: three answers per partition a poll
+                    code = _code(code)
                 if code:
                     error = errors.from_code(api, str(tp), code)
                     problems.append(RequestError(api, error.target, error.code, error.name,
@@ -320,7 +327,9 @@ def parse_offset_fetch(response: Any, group_id: str | None = None) -> Parsed[dic
                 continue
             committed: dict[TopicPartition, int] = {}
             for tp, partition in _partition_rows(answer):
-                code = _code(partition.error_code)
+                code = partition.error_code
+                if code.__class__ is not int or code:  # 12,000 rows a poll on the issue's lab: 0 without a call
+                    code = _code(code)
                 if code:
                     error = errors.from_code(api, gid, code)
                     problems.append(RequestError(api, gid, code, error.name, f"{tp}: {error.message}",
