@@ -184,7 +184,9 @@ def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool,
             super()._write(*args, **kwargs)
             self.landed.append(time.time() * 1000)
 
-    built = Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"]))
+    busy = os.environ.get("TXNLOG_BENCH_BUSY_COMMIT_MS")  # transaction_log.busy_commit_ms, to compare settings
+    built = Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"]),
+                  **({"commit_busy_s": int(busy) / 1000} if busy else {}))
     gc.freeze()  # the start-up objects, as the daemon leaves them after its start (txnwatch.serve.server)
     return engine, built, opened, lags
 

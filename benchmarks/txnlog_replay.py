@@ -36,6 +36,8 @@ the 40,000 records/s of four records per transaction.
     .venv/bin/python benchmarks/txnlog_replay.py                  # 10,000 txn/s for 20 s, 1,000 ids
     .venv/bin/python benchmarks/txnlog_replay.py --rate 5000 --seconds 30 --ids 5000
     .venv/bin/python benchmarks/txnlog_replay.py --bootstrap HOST:PORT   # a running lab (filled log)
+    .venv/bin/python benchmarks/txnlog_replay.py --rate 13334             # 40,000 records/s
+    .venv/bin/python benchmarks/txnlog_replay.py --busy-commit-ms 1000    # one commit a second, as before
 """
 
 from __future__ import annotations
@@ -298,9 +300,11 @@ def run(args: argparse.Namespace, bootstrap: str) -> None:
               f"partitions, LogAppendTime): {args.rate:,} transactions/s = {args.rate * PER_TXN:,} records/s "
               f"planned for {args.seconds:.0f} s over {args.ids:,} ids; {ready['records']:,} records in "
               f"{ready['requests']:,} Produce requests, built in {ready['build_cpu_s']:.1f} CPU-s before the run")
+        env = {**os.environ, **({"TXNLOG_BENCH_BUSY_COMMIT_MS": str(args.busy_commit_ms)} if args.busy_commit_ms
+                                else {})}
         tail = subprocess.Popen(["taskset", "-c", "0", sys.executable, str(lab_bench.__file__), "trail-topic", bootstrap,
                                  str(ready["seconds_planned"] + args.drain_seconds), TOPIC],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True, env=env)
         assert tail.stdout is not None
         assert json.loads(tail.stdout.readline()).get("ready")  # its consumer is at the topic's end
         loads = [os.getloadavg()[0]]
@@ -351,6 +355,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=30_000, help="fill the lab's log to this many records first")
     parser.add_argument("--kafka-version", default="4.1.1")
     parser.add_argument("--bootstrap", help="a running lab whose __transaction_state is filled already")
+    parser.add_argument("--busy-commit-ms", type=int, help="the tail's transaction_log.busy_commit_ms (default: the "
+                        "daemon's); 1000 commits once a second, as before issue 25's change")
     parser.add_argument("--produce-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce_child:

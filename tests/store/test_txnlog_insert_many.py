@@ -19,7 +19,7 @@ def _rows(cluster_id: int, first: int, n: int) -> list[tuple[Any, ...]]:
     out = []
     for j in range(n):  # the same pattern of NULLs and values whatever ``first``
         i = first + j
-        out.append((cluster_id, m.TRANSACTION_LOG, j % 3, i, 1_800_000_000_000 + i, 1_800_000_000_500, f"app-é-{j % 4}",
+        out.append((cluster_id, m.TRANSACTION_LOG, 1_800_000_000_500, f"app-é-{j % 4}", 1_800_000_000_000 + i, j % 3, i,
                     None if j % 5 == 0 else "Ongoing", "PrepareCommit", 2**40 + i, j % 32767, None if j % 2 else 7,
                     None if j % 2 else 1, 60_000, None if j % 7 == 0 else 1_800_000_000_000, "t-0,t-1" if j % 3 else "",
                     "commit,epoch_bump", None if j % 4 else j * 3, 2, None if j % 6 else "detail, with ' quote"))
@@ -44,7 +44,7 @@ def test_multi_row_inserts_store_what_executemany_stores_in_the_same_order(engin
             f"SELECT {columns}, {kinds} FROM {m.TransactionTransition.__tablename__} ORDER BY id"))]
     width = len(store_txnlog.STREAM_COLUMNS)
     assert [r[:width] for r in stored] == plain + many  # every value back as given, in insertion order
-    assert [r[3] for r in stored] == list(range(11)) + list(range(1_000, 1_011))
+    assert [r[6] for r in stored] == list(range(11)) + list(range(1_000, 1_011))  # log_offset
     assert [r[width:] for r in stored[:11]] == [r[width:] for r in stored[11:]]  # stored as the same types
 
 
@@ -70,3 +70,40 @@ def test_multi_row_upserts_of_ids_keep_the_first_sighting_and_store_the_latest_s
     assert len(late.ids) == 7 and dict(resumed.state.ids) == dict(late.ids)
     assert early.ids and all(first_seen[tid] != updated[tid] for tid in early.ids)  # the first sighting stays
     assert all(first_seen[tid] == updated[tid] for tid in late.ids if tid not in early.ids)
+
+
+def test_stream_rows_put_every_field_of_the_transition_in_its_column() -> None:
+    """stream_rows builds each row from slices of the transition (the hot path): this pins LogTransition's field
+    order against STREAM_COLUMNS, field by field, with a transition whose every field differs."""
+    x = d.LogTransition(transactional_id="app-1", at_ms=1_800_000_000_001, log_partition=7, offset=42,
+                        from_state="Ongoing", to_state="PrepareAbort", producer_id=2**40, producer_epoch=5,
+                        prev_producer_id=2**41, prev_producer_epoch=4, timeout_ms=60_000, start_ms=1_800_000_000_000,
+                        partitions=(("orders", 3), ("audit", 0)), events=("epoch_bump", "fenced"), duration_ms=17,
+                        client_transaction_version=2, detail="a detail")
+    (row,) = store_txnlog.stream_rows(9, 1_800_000_000_500, [x])
+    by_column = dict(zip(store_txnlog.STREAM_COLUMNS, row, strict=True))
+    assert by_column == {
+        "cluster_id": 9, "source": m.TRANSACTION_LOG, "staged_at_ms": 1_800_000_000_500, "transactional_id": "app-1",
+        "at_ms": 1_800_000_000_001, "log_partition": 7, "log_offset": 42, "from_state": "Ongoing",
+        "to_state": "PrepareAbort", "producer_id": 2**40, "producer_epoch": 5, "prev_producer_id": 2**41,
+        "prev_producer_epoch": 4, "timeout_ms": 60_000, "start_ms": 1_800_000_000_000,
+        "partitions": "orders-3,audit-0", "events": "epoch_bump,fenced", "duration_ms": 17,
+        "client_transaction_version": 2, "detail": "a detail"}
+    empty = x._replace(partitions=(), events=())
+    assert [r[15:17] for r in store_txnlog.stream_rows(9, 0, [empty, x, empty])] == [
+        ("", ""), ("orders-3,audit-0", "epoch_bump,fenced"), ("", "")]  # the joined text, cached or not
+
+
+@pytest.mark.parametrize("ms", [
+    pytest.param(1_800_000_000_123, id="now-ish"), pytest.param(1_800_000_000_000, id="a whole second"),
+    pytest.param(0, id="the epoch"), pytest.param(-5, id="just before the epoch"),
+    pytest.param(253_402_300_799_999, id="the last millisecond of 9999"),
+    pytest.param(-61_000_000_000_000, id="a damaged time, year 37"),
+])
+def test_sqlite_time_text_is_what_the_orm_column_stores(ms: int) -> None:
+    """The ids' rows are written driver-level on SQLite with their times as text: that text must stay the one
+    strftime gives (what the rows were written with before, and what UtcDateTime reads back)."""
+    from txnwatch.core.epoch import from_ms
+
+    assert store_txnlog._sql_time(ms, True) == from_ms(ms).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert store_txnlog._sql_time(ms, False) == from_ms(ms)

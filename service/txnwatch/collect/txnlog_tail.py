@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from sqlalchemy import select
@@ -38,7 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from txnwatch.collect.pollwindow import PROCESS, PollWindow
 from txnwatch.collect.txnlog_writer import CommitWriter
 from txnwatch.core import threadnames
-from txnwatch.core.model import RequestError, TxnLogRecord
+from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
 from txnwatch.detect import txnlog as detect_txnlog
 from txnwatch.detect import txnlog_gaps
@@ -220,7 +221,7 @@ class ClusterTail:
             self._pending_positions = dict(positions)
             self._pending_records += len(records)
             self._pending_problems += len(problems)
-            self._pending_last_ms = max(self._pending_last_ms, max(r.at_ms for r in records))
+            self._pending_last_ms = max(self._pending_last_ms, newest_ms(records))
         periodic = now - self._checked_at >= CHECK_EVERY_S
         if self._due(now, idle=not records) and not self._flush(now):
             return 0
@@ -495,6 +496,20 @@ class TxnLogService:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=15)
+
+
+_KIND, _LAST_UPDATE_MS = attrgetter("kind"), attrgetter("last_update_ms")
+_ONLY_VALUES = {TxnLogKind.VALUE}
+
+
+def newest_ms(records: list[TxnLogRecord]) -> int:
+    """``max(r.at_ms for r in records)`` (non-empty): read in C when every record is a value with its coordinator's
+    time, as everything Kafka writes but a tombstone is, since the property's Python call per record was 2-3 % of
+    the tail's CPU (py-spy, issue 25); else record by record."""
+    updates = list(map(_LAST_UPDATE_MS, records))
+    if min(updates) > 0 and set(map(_KIND, records)) == _ONLY_VALUES:
+        return max(updates)
+    return max(r.at_ms for r in records)
 
 
 def _when(at_ms: int | None) -> str:
