@@ -438,8 +438,11 @@ def wait_ready(targets: list[Target], db: Path | None, warmup_polls: int, deadli
             if target.proc.poll() is not None:
                 raise RuntimeError(f"{target.name} exited {target.proc.returncode}; see {target.log}")
         for target in [t for t in targets if t.name in pending]:
+            # txnwatch is asked what a kubelet asks, /healthz on its API port: /metrics there would load its API
+            # stack (serve/front.py), which a daemon scraped on its metrics port, as Helm sets it up, never does.
+            url = target.url.replace("/metrics", "/healthz") if target.name.startswith("txnwatch") else target.url
             try:
-                ok = httpx.get(target.url, timeout=120).status_code == 200
+                ok = httpx.get(url, timeout=120).status_code == 200
             except httpx.HTTPError:
                 ok = False
             if ok and (target.name != "txnwatch" or db is None or len(poll_windows(db)) >= warmup_polls):

@@ -2,8 +2,8 @@
 
 Kubernetes asks ``/healthz`` and ``/readyz`` every 10 s (helm/txnwatch: the API port, 8080), and that is all most
 daemons are ever asked on that port: Prometheus scrapes the metrics port's own process (serve/metrics_port.py).
-FastAPI, starlette, the API's pydantic models, its routers and the console cost ~11 MB of RSS and PSS once
-imported and built (issue 25, idle RSS; ``benchmarks/peers.py``'s import floor).  So :class:`Front`, which
+FastAPI, starlette, the API's pydantic models, its routers and the console cost 16 MB of RSS and PSS once
+imported and built (issue 25, idle RSS; ``benchmarks/first_request.py``).  So :class:`Front`, which
 serve/server.daemon_app hands to uvicorn, answers a plain ``GET /healthz`` or ``GET /readyz`` itself, from
 txnwatch.serve.readiness, the computation the API's own routes use, with the same status, body and headers;
 every other request (any other path or method, a probe with a body, a probe whose computation raised) goes to
