@@ -174,10 +174,24 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
     # The id's state: the record's own fields, how its abort came about, the client's version, the counts;
     # a plain tuple in IdState's order (a test reads the fields back by name): a keyword build of the 17
     # fields costs five times as much, once per record.
-    new = _new_tuple(IdState, (state, rec.producer_id, rec.producer_epoch, rec.timeout_ms, rec.start_ms,
-                               rec.last_update_ms, rec.partitions, rec.client_transaction_version, client_tv, abort,
-                               rec.log_partition, rec.offset, *tally))
-    return new, _value_transition(prev, rec, state, tuple(events), duration), bump
+    (tid, log_partition, offset, _, _, _, raw_status, producer_id, epoch, timeout_ms, partitions, last_update_ms,
+     start_ms, was, next_pid, ctv, _, unknown_tags, problem, _, _) = rec  # one unpack, not ~30 attribute reads
+    # (TxnLogRecord's field order is pinned by tests/unit/detect/test_txnlog.py)
+    new = _new_tuple(IdState, (state, producer_id, epoch, timeout_ms, start_ms, last_update_ms, partitions, ctv,
+                               client_tv, abort, log_partition, offset, *tally))
+    # The transition row (a plain tuple in LogTransition's order, as the id's state).
+    to_state = _NAME[state] if state is not UNKNOWN else f"Unknown({raw_status})"
+    detail = (_value_detail(rec) if raw_status is not None or unknown_tags or problem or next_pid is not None
+              else None)
+    if prev is None:  # the tag names the producer id the id came from, if another
+        from_state, prev_producer_id, prev_producer_epoch = None, was if was != producer_id else None, None
+    elif was is None or was == prev.producer_id:
+        from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], prev.producer_id, prev.producer_epoch
+    else:  # the tag links another producer id than the last one read: its epoch is not known
+        from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], was, None
+    return new, _new_tuple(LogTransition, (
+        tid, last_update_ms, log_partition, offset, from_state, to_state, producer_id, epoch, prev_producer_id,
+        prev_producer_epoch, timeout_ms, start_ms, partitions, tuple(events), duration, ctv, detail)), bump
 
 
 _COMPLETE = frozenset({COMPLETE_COMMIT, COMPLETE_ABORT})
@@ -222,25 +236,6 @@ def _tallied(tally: Tally, events: list[str], bump: int) -> Tally:
 
 
 _TALLIED = frozenset({COMMIT, ABORT, EPOCH_BUMP, FENCED, TIMEOUT_ABORT})
-
-
-def _value_transition(prev: IdState | None, rec: TxnLogRecord, state: TxnState, events: tuple[str, ...],
-                      duration_ms: int | None) -> LogTransition:
-    """The transition row of a value record (a plain tuple in LogTransition's order, as the id's state)."""
-    to_state = _NAME[state] if state is not UNKNOWN else f"Unknown({rec.raw_status})"
-    detail = (_value_detail(rec) if rec.raw_status is not None or rec.unknown_tags or rec.problem
-              or rec.next_producer_id is not None else None)
-    was = rec.previous_producer_id
-    if prev is None:  # the tag names the producer id the id came from, if another
-        from_state, prev_producer_id, prev_producer_epoch = None, was if was != rec.producer_id else None, None
-    elif was is None or was == prev.producer_id:
-        from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], prev.producer_id, prev.producer_epoch
-    else:  # the tag links another producer id than the last one read: its epoch is not known
-        from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], was, None
-    return _new_tuple(LogTransition, (
-        rec.transactional_id, rec.last_update_ms, rec.log_partition, rec.offset, from_state, to_state,
-        rec.producer_id, rec.producer_epoch, prev_producer_id, prev_producer_epoch, rec.timeout_ms, rec.start_ms,
-        rec.partitions, events, duration_ms, rec.client_transaction_version, detail))
 
 
 def _value_detail(rec: TxnLogRecord) -> str:

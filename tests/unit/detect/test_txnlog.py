@@ -200,3 +200,15 @@ def test_polling_counts_the_epoch_rise_between_two_polls() -> None:
     _, changes = poll_transitions.diff(remembered, snap(10, 5_000), 5_000)
     counts = event_counts(Findings("c", 5_000, transitions=tuple(changes)))
     assert counts["epoch_bump"] == 7 and counts["completed_between_polls"] == 1
+
+
+def test_the_record_fields_after_value_unpacks_are_in_their_order() -> None:
+    """detect/txnlog_rules.after_value unpacks a TxnLogRecord by position (once per record of the log, issue 25): a
+    field added, removed or moved must be seen here and there together."""
+    from txnwatch.core.model import TxnLogRecord
+
+    assert TxnLogRecord._fields == (
+        "transactional_id", "log_partition", "offset", "timestamp_ms", "kind", "state", "raw_status", "producer_id",
+        "producer_epoch", "timeout_ms", "partitions", "last_update_ms", "start_ms", "previous_producer_id",
+        "next_producer_id", "client_transaction_version", "value_version", "unknown_tags", "problem", "raw_value",
+        "next_producer_epoch")
