@@ -26,9 +26,11 @@ Each side runs in its own child process so that its CPU seconds are its own:
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,7 +107,9 @@ def _store() -> tuple[Any, Any]:
     from txnwatch.store.db import make_engine, make_sessionmaker
     from txnwatch.store.migrate import upgrade
 
-    url = f"sqlite:///{tempfile.mkdtemp(prefix='txnlog-lab-bench-')}/bench.db"
+    directory = tempfile.mkdtemp(prefix="txnlog-lab-bench-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # each child's database (~100 MB) goes with it
+    url = f"sqlite:///{directory}/bench.db"
     upgrade(url)
     engine = make_engine(url)
     sessions = make_sessionmaker(engine)
