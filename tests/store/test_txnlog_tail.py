@@ -411,3 +411,38 @@ def test_commits_reuse_their_upserts_and_still_add_up(engine: Engine, monkeypatc
     assert resumed.positions == {3: 31, 4: 32}
     assert resumed.counters[d.COMMIT] == 6 and resumed.counters[d.ABORT] == 3
     assert tuple(aggregate) == (6, 137, 90, 3)
+
+
+def test_an_idle_tail_reads_with_the_long_wait_and_applied_records_with_the_short_one(engine: Engine) -> None:
+    """Nothing applied or in flight: the read waits IDLE_READ_FACTOR times longer (fewer empty steps, issue 25);
+    records applied, or their commit not yet collected: the short wait, so the empty read that commits or publishes
+    them comes as soon as before."""
+    sessions = registered(engine)
+    log = {0: the_log(ids=1, transactions=2)[0]}
+    waits: list[int] = []
+    arriving = [0]  # records the fake cluster hands over at the next read
+
+    class Recording(FakeTail):
+        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+            waits.append(timeout_ms)
+            take = self._log[0][self._next[0]:self._next[0] + arriving[0]]
+            self._next[0] += len(take)
+            arriving[0] = 0
+            return take, []
+
+    tail = ClusterTail("c", "h", lambda p: Recording(log, p, random.Random(0)), sessions, LatestState(["c"]),
+                       read_timeout_ms=500)
+    tail.step()  # opens the tail: nothing applied, the long wait
+    arriving[0] = 3
+    tail.step()  # still nothing applied when the read starts: the long wait, and it brings 3 records
+    tail.step()  # they wait for their commit: the short wait; it comes back empty, so they commit
+    tail.step()  # committed and collected: idle again
+    assert waits == [2_000, 2_000, 500, 2_000]
+    with sessions() as session:
+        assert store_txnlog.load(session, cluster_id_for(sessions, "c")).positions == {0: 3}
+    explicit = ClusterTail("c", "h", lambda p: Recording(log, p, random.Random(0)), sessions, LatestState(["c"]),
+                           read_timeout_ms=500, idle_read_timeout_ms=700)
+    explicit.step()
+    assert waits[-1] == 700
+    tail.close()
+    explicit.close()

@@ -64,6 +64,13 @@ commit a second a busy log's records were stored 1.1 s after their append at the
 TV2 transactions/s, benchmarks/txnlog_replay.py, issue 25): each waited for the second to end, then for a
 second's worth of rows.  A quiet log never waits for it: it commits when a read comes back empty.
 ``transaction_log.busy_commit_ms``."""
+IDLE_READ_FACTOR = 4
+"""With nothing applied and nothing in flight, a read waits this many times ``read_timeout_ms`` (2 s by default)
+for records before the step comes round again.  Each empty step costs the reading thread a kafka-python poll, the
+positions, the gap watch and a publication: at 0.5 s an idle tail spent ~0.12 CPU-s a minute on them on the peers
+lab (issue 25).  Records still come back as soon as a fetch brings them, and once some are applied the reads go
+back to ``read_timeout_ms``, so their commit and its publication are not delayed; only a lease change or a stop is
+seen up to the longer wait later."""
 COMMIT_MAX_RECORDS = 50_000
 """...or as soon as this many records wait, which bounds memory and the size of one transaction."""
 
@@ -117,11 +124,13 @@ class ClusterTail:
                  detection: DetectionSettings = DetectionSettings(), retry_s: float = 30.0,
                  denied_reason: Callable[[BaseException], str | None] = lambda exc: None,
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
+                 idle_read_timeout_ms: int | None = None,
                  commit_every_s: float = COMMIT_EVERY_S, commit_busy_s: float = COMMIT_BUSY_S,
                  commit_max_records: int = COMMIT_MAX_RECORDS,
                  health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None,
                  gc_window: PollWindow = PROCESS) -> None:
-        """``gc_window``: pauses CPython's cyclic GC during each step (collect/pollwindow.py).
+        """``idle_read_timeout_ms``: a read's wait while nothing is applied or in flight (``IDLE_READ_FACTOR`` ×
+        ``read_timeout_ms`` unless given).  ``gc_window``: pauses CPython's cyclic GC during each step (collect/pollwindow.py).
         ``health``: the store's health, where objects the database refuses are counted.  ``keeps``: the
         cluster's transactional_id_pattern (tenancy); other ids' records advance the positions and are checked
         for gaps, but are neither applied nor stored (undecodable records, which name no id, are kept)."""
@@ -141,6 +150,8 @@ class ClusterTail:
         self._denied_reason = denied_reason
         self._clock = clock
         self._read_timeout_ms = read_timeout_ms
+        self._idle_read_timeout_ms = (read_timeout_ms * IDLE_READ_FACTOR if idle_read_timeout_ms is None
+                                      else idle_read_timeout_ms)
         self._commit_every_s = commit_every_s
         self._commit_busy_s = commit_busy_s
         self._commit_max_records = commit_max_records
@@ -202,7 +213,7 @@ class ClusterTail:
         self._term = term
         assert self._tail is not None
         try:
-            records, problems = self._tail.read(self._read_timeout_ms)
+            records, problems = self._tail.read(self._read_wait_ms())
             positions = self._tail.positions()
         except Exception as exc:
             self._lost(exc, now)
@@ -233,6 +244,12 @@ class ClusterTail:
                 self._periodic(now)
             self._publish(EXACT, "reading the transaction log")
         return len(records)
+
+    def _read_wait_ms(self) -> int:
+        """The short wait while applied records await their commit or a commit awaits collection (the empty read
+        that ends the wait commits or publishes them), the long one when there is nothing to hand on."""
+        busy = self._pending or self._inflight is not None
+        return self._read_timeout_ms if busy else self._idle_read_timeout_ms
 
     def _due(self, now: float, *, idle: bool) -> bool:
         """Commit when the log is drained, a second has passed, the size bound is reached, or before the periodic
