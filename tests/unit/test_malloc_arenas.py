@@ -109,3 +109,38 @@ def test_the_daemon_trims_after_the_exposition_thread_renders(tmp_path: Path,
     finally:
         built.engine.dispose()
     assert trims and (tmp_path / "metrics.gz").stat().st_size > 0  # handed on to the metrics port, then trimmed
+
+
+def test_the_trim_waits_until_the_rss_has_grown_since_the_last_trim() -> None:
+    from txnwatch.runtime import malloc_arenas
+
+    calls: list[str] = []
+    rss = [100 << 20]
+    gated = malloc_arenas._GatedTrim(lambda: calls.append("trim") is None, 2 << 20, lambda: rss[0])
+    assert gated() is True and calls == ["trim"]  # the first render trims: nothing is known yet
+    rss[0] += (2 << 20) - 4096
+    assert gated() is False and calls == ["trim"]  # less than 2 MiB grown since: not worth a walk of the heap
+    rss[0] += 4096
+    assert gated() is True and calls == ["trim", "trim"]  # 2 MiB grown: trimmed, and the new mark is the RSS after
+    rss[0] -= 8 << 20  # memory given back otherwise lowers the mark
+    assert gated() is False
+    rss[0] += 2 << 20
+    assert gated() is True and calls == ["trim"] * 3
+
+
+def test_an_unreadable_rss_trims_every_time() -> None:
+    from txnwatch.runtime.malloc_arenas import _GatedTrim
+
+    calls: list[str] = []
+    gated = _GatedTrim(lambda: calls.append("trim") is None, 2 << 20, lambda: None)
+    assert gated() and gated() and calls == ["trim", "trim"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/statm")
+def test_the_rss_is_read_from_statm() -> None:
+    from txnwatch.runtime.malloc_arenas import _statm_rss_bytes
+
+    status_kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                     if line.startswith("VmRSS:"))
+    rss = _statm_rss_bytes()
+    assert rss is not None and abs(rss // 1024 - status_kb) < 4096, (rss, status_kb)

@@ -376,6 +376,10 @@ class TransactionLogTail:
             # and a daemon stopping while its tail bootstraps against an unreachable cluster waited that long).
             bootstrap_timeout_ms=settings.connect_timeout_ms,
             fetch_max_wait_ms=min(FETCH_MAX_WAIT_MS, max(settings.request_timeout_ms, 1_000) // 2),
+            # Nothing reads the tail consumer's own metrics (txnwatch's are its HistoryView): kafka-python's
+            # sensors recorded every request, response and fetch on the I/O thread, ~3 fetch rounds a second
+            # on a quiet 3-broker cluster (issue 25).
+            metrics_enabled=False,
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
         try:
             partitions = self._consumer.partitions_for_topic(topic) or set()
