@@ -116,7 +116,12 @@ def test_the_trim_waits_until_the_rss_has_grown_since_the_last_trim() -> None:
 
     calls: list[str] = []
     rss = [100 << 20]
-    gated = malloc_arenas._GatedTrim(lambda: calls.append("trim") is None, 2 << 20, lambda: rss[0])
+
+    def trim() -> bool:
+        calls.append("trim")
+        return True
+
+    gated = malloc_arenas._GatedTrim(trim, 2 << 20, lambda: rss[0])
     assert gated() is True and calls == ["trim"]  # the first render trims: nothing is known yet
     rss[0] += (2 << 20) - 4096
     assert gated() is False and calls == ["trim"]  # less than 2 MiB grown since: not worth a walk of the heap
@@ -132,7 +137,12 @@ def test_an_unreadable_rss_trims_every_time() -> None:
     from txnwatch.runtime.malloc_arenas import _GatedTrim
 
     calls: list[str] = []
-    gated = _GatedTrim(lambda: calls.append("trim") is None, 2 << 20, lambda: None)
+
+    def trim() -> bool:
+        calls.append("trim")
+        return True
+
+    gated = _GatedTrim(trim, 2 << 20, lambda: None)
     assert gated() and gated() and calls == ["trim", "trim"]
 
 
