@@ -44,6 +44,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from txnwatch.core.model import TxnState
+from txnwatch.store.partial_index import PartialIndex
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -288,10 +289,8 @@ class TransactionTransition(Base):
         Index("ix_transitions_staged", "staged_at_ms"),
         # Partial: the stream's rows (the hot path's COPY) maintain the same three btrees as before 0009, not
         # these two, which only anomalies and polled rows enter (the anomaly list, and retention).
-        Index("ix_transitions_anomaly", "cluster_id", "anomaly", "at_ms",
-              postgresql_where=text("anomaly IS NOT NULL"), sqlite_where=text("anomaly IS NOT NULL")),
-        Index("ix_transitions_retention", "source", "at_ms",
-              postgresql_where=text(_KEPT_BY_RETENTION), sqlite_where=text(_KEPT_BY_RETENTION)),
+        PartialIndex("ix_transitions_anomaly", "cluster_id", "anomaly", "at_ms", where=text("anomaly IS NOT NULL")),
+        PartialIndex("ix_transitions_retention", "source", "at_ms", where=text(_KEPT_BY_RETENTION)),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
