@@ -220,7 +220,12 @@ def test_frozen_broker_costs_a_timeout_not_a_hang(require_managed_lab: Any, new_
         # At worst: metadata from the frozen broker, then a fallback, then one timeout per later round.
         assert elapsed < 4 * (timeout_ms / 1000 + 1)
         timed_out = [e for e in snap.errors if e.target == f"broker:{victim}"]
-        assert timed_out and not snap.listing_complete
+        assert timed_out
+        # While the layout still lists the frozen broker, its coordinators went unasked: the listing is partial.
+        # A slow poll on a loaded machine can outlast the broker's session; then the controller has fenced it and
+        # moved its coordinator partitions (replication factor 3), and a complete listing is the true answer.
+        fenced = victim not in {b.node_id for b in snap.brokers}
+        assert fenced or not snap.listing_complete
         assert any(p.high_watermark is not None for p in snap.partitions.values() if p.leader != victim)
         recovered = eventually(connection.poll, lambda s: s.listing_complete and not s.errors, timeout=60)
         assert recovered.listing_complete

@@ -120,8 +120,10 @@ server.serve = build
 sys.argv = ["txnwatch", "run", "--config", CONFIG]
 from txnwatch.cli.main import main
 main()
+import txnwatch.store.recorder, txnwatch.store.txnlog, txnwatch.collect.txnlog_writer  # what the polls and the tail write with
 loaded = {name.split(".")[0] for name, module in sys.modules.items() if module is not None}  # httpx._main: None
 unwanted = sorted(loaded & {"httpx", "httpcore", "alembic", "mako", "typer", "click", "rich", "fastapi", "starlette"})
+unwanted += sorted(name for name in sys.modules if name.startswith("sqlalchemy.dialects.postgresql"))
 paged = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}],
                       pagerduty={"enabled": True, "routing_key": "k" * 32})
 channels = Alerting.from_settings(paged, built[0].sessions)._channels
@@ -133,7 +135,8 @@ def test_txnwatch_run_loads_no_http_client_command_line_library_or_api_stack(tmp
     """Issue 25, idle RSS: httpx (~4.5 MB resident) comes with the first notifier or broker exporter scrape;
     Alembic and Mako stay in the schema check's child process; typer, click and rich parse every command line
     but a plain `txnwatch run` (txnwatch.cli.main); FastAPI and starlette (~11 MB with the API built) come with
-    the first request other than a probe (txnwatch.serve.front)."""
+    the first request other than a probe (txnwatch.serve.front); SQLAlchemy's PostgreSQL dialect (~2.3 MB) only
+    with a PostgreSQL database (store.upsert, store.partial_index)."""
     config = tmp_path / "txnwatch.yaml"
     config.write_text(yaml.safe_dump({"database_url": "sqlite://",
                                       "clusters": [{"name": "a", "bootstrap_servers": ["h:9092"]}]}))

@@ -12,17 +12,17 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from txnwatch.store import models as m
+from txnwatch.store.upsert import insert_for
 
 
 def register_clusters(session: Session, clusters: Mapping[str, str], now: datetime) -> dict[str, int]:
     """Upserts ``name → bootstrap servers`` in the caller's transaction; returns every registered name's id."""
     if clusters:
         dialect = session.get_bind().dialect.name
-        insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(m.Cluster)
+        insert = insert_for(dialect, m.Cluster)
         rows = [dict(name=name, bootstrap_servers=bootstrap, up=False, created_at=now)
                 for name, bootstrap in sorted(clusters.items())]
         session.execute(insert.on_conflict_do_update(

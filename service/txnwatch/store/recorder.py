@@ -32,7 +32,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Table, select, true, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -46,6 +45,7 @@ from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.offset_pictures import OffsetPictures, Picture, picture
 from txnwatch.store.offset_pictures import rows as picture_rows
+from txnwatch.store.upsert import insert_for
 
 log = logging.getLogger(__name__)
 
@@ -369,7 +369,7 @@ def _upsert_many(session: Session, table: Table, cluster_id: int, rows: list[dic
     if not rows:
         return
     dialect = session.get_bind().dialect.name
-    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    insert = insert_for(dialect, table)
     keys = ("cluster_id", "id_hash", "source")
     changes = {k: insert.excluded[k] for k in rows[0] if k not in keys and k not in ("first_seen_at",
                                                                                        "transactional_id")}

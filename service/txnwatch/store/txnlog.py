@@ -19,7 +19,6 @@ from itertools import chain
 from typing import Any, cast
 
 from sqlalchemy import Table, case, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
@@ -44,6 +43,7 @@ from txnwatch.detect.txnlog import (
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.isolation import Rejections
+from txnwatch.store.upsert import insert_for
 
 _UTC = UTC
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
@@ -63,7 +63,7 @@ def _table(model: type[m.Base]) -> Table:
 
 
 def _insert(dialect: str, table: Table) -> Any:
-    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+    return insert_for(dialect, table)
 
 
 @functools.cache
