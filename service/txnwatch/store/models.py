@@ -22,6 +22,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    FunctionElement,
     Index,
     Integer,
     MetaData,
@@ -38,6 +39,7 @@ from sqlalchemy import (
     or_,
     text,
 )
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -159,9 +161,43 @@ def _id_hash_default(context: Any) -> str:
     return id_hash(context.get_current_parameters()["transactional_id"])
 
 
+#: substr's bounds as SQL literals, not bound parameters: SQLite uses an expression index only for the same
+#: expression, and ``substr(transactional_id, ?, ?)`` is not ``substr(transactional_id, 1, 200)``.  Bound, the
+#: per-id history read every transition of the cluster and sorted them (issue 25).
+_ID_PREFIX_BOUNDS: tuple[ColumnElement[int], ...] = (literal_column("1"), literal_column(str(ID_INDEX_CHARS)))
+
+
 def id_prefix(value: Any) -> ColumnElement[str]:
-    """The indexed head of an id column (or of a literal): the same expression in the index and the query."""
-    return func.substr(value, 1, ID_INDEX_CHARS)
+    """The indexed head of an id column (or of a literal): the same expression, with the same literal bounds, in the
+    index and the query."""
+    return func.substr(value, *_ID_PREFIX_BOUNDS)
+
+
+class _Unpropagated(FunctionElement[str]):
+    """A column compared as a value: ``+column`` on SQLite, the column elsewhere.  From ``id = ?`` SQLite propagates
+    the constant into the other terms (``substr(?, 1, 200) = ?``), and the id-prefix index then serves no term but
+    the cluster's; the unary plus keeps its plan on the prefix (PostgreSQL has no unary plus for text, nor the
+    rewrite)."""
+
+    name = "unpropagated"
+    type = Text()
+    inherit_cache = True
+
+
+@compiles(_Unpropagated)
+def _column_itself(element: _Unpropagated, compiler: Any, **kw: Any) -> str:
+    return str(compiler.process(element.clauses, **kw))
+
+
+@compiles(_Unpropagated, "sqlite")
+def _unary_plus(element: _Unpropagated, compiler: Any, **kw: Any) -> str:
+    return "+" + str(compiler.process(element.clauses, **kw))
+
+
+def same_id(column_: Any, value: str) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """The rows of exactly this id, found along an (.., id_prefix(column), ..) index: its head there, then the whole
+    id among those rows."""
+    return id_prefix(column_) == value[:ID_INDEX_CHARS], _Unpropagated(column_) == value
 
 
 def _age_key_expression() -> ColumnElement[datetime]:

@@ -341,8 +341,7 @@ def transitions(session: Session, cluster_id: int, transactional_id: str, limit:
     along the (cluster_id, head of transactional_id, at_ms) index."""
     X = m.TransactionTransition
     return list(session.scalars(
-        select(X).where(X.cluster_id == cluster_id, m.id_prefix(X.transactional_id) == transactional_id[:m.ID_INDEX_CHARS],
-                        X.transactional_id == transactional_id, X.anomaly.is_(None))
+        select(X).where(X.cluster_id == cluster_id, *m.same_id(X.transactional_id, transactional_id), X.anomaly.is_(None))
         .order_by(X.at_ms.desc(), X.id.desc()).limit(limit)))
 
 
@@ -446,7 +445,7 @@ def group_partitions(session: Session, cluster_id: int, group_id: str) -> list[m
     """The group's own latest sample, so a group that stopped committing still shows where it stopped."""
     L = m.ConsumerLagSample
     # The lookup index holds the id's head (a whole 32,767-byte group id does not fit in an index entry).
-    group = (L.cluster_id == cluster_id, m.id_prefix(L.group_id) == group_id[:m.ID_INDEX_CHARS], L.group_id == group_id)
+    group = (L.cluster_id == cluster_id, *m.same_id(L.group_id, group_id))
     at = session.scalar(select(func.max(L.sampled_at)).where(*group))
     if at is None:
         return []
@@ -479,7 +478,7 @@ class GroupLagPoint:
 def group_lag_history(session: Session, cluster_id: int, group_id: str, since: datetime) -> list[GroupLagPoint]:
     """The group's lag samples since ``since``, oldest first."""
     L = m.ConsumerLagSample
-    group = (L.cluster_id == cluster_id, m.id_prefix(L.group_id) == group_id[:m.ID_INDEX_CHARS], L.group_id == group_id)
+    group = (L.cluster_id == cluster_id, *m.same_id(L.group_id, group_id))
     stmt = (select(L.sampled_at, func.sum(L.lag_lso), func.sum(L.lag_hwm), func.sum(L.lag_records), func.count(),
                    func.count(L.lag_records))
             .where(*group, L.sampled_at >= since).group_by(L.sampled_at).order_by(L.sampled_at))
