@@ -39,6 +39,21 @@ class Recording(FakeTail):
         return records, problems
 
 
+class Steady(Recording):
+    """Every read brings ``per_partition`` records of each coordinator partition (the log never drains)."""
+
+    per_partition = 2
+
+    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
+        out: list[TxnLogRecord] = []
+        for p, records in sorted(self._log.items()):
+            take = records[self._next[p]:self._next[p] + self.per_partition]
+            out.extend(take)
+            self._next[p] += len(take)
+        self._served.extend(out)
+        return out, []
+
+
 def _stored(sessions: sessionmaker[Session]) -> tuple[dict[int, int], list[tuple[int, int]]]:
     """The committed positions, and the stream rows' (partition, offset) in id order, as of one moment: read
     positions, rows, positions again until no commit landed in between (each commit moves a position)."""
@@ -193,20 +208,10 @@ def test_a_busy_log_commits_every_busy_interval_without_waiting_for_a_commit_sti
 
     monkeypatch.setattr(store_txnlog, "write_batch", gated)
 
-    class Steady(Recording):
-        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
-            out: list[TxnLogRecord] = []
-            for p, records in sorted(self._log.items()):
-                take = records[self._next[p]:self._next[p] + 2]
-                out.extend(take)
-                self._next[p] += len(take)
-            self._served.extend(out)
-            return out, []
-
     clock = [1_000.0]
     tail = ClusterTail("c", "h", lambda p: Steady(log, p, random.Random(0), served, [0]), sessions,
                        LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0, commit_every_s=1.0,
-                       commit_busy_s=0.25)
+                       commit_busy_s=0.25, commit_busy_records=4)  # every read brings 4 records: a busy log
     tail.step()  # the first batch commits at once (the periodic check waits for it)
     assert len(started) == 1
     for _ in range(3):
@@ -235,6 +240,54 @@ def test_a_busy_log_commits_every_busy_interval_without_waiting_for_a_commit_sti
     clock[0] += 0.5  # a second since the first pending fetch: now the tail waits for the writer, then hands off
     tail.step()
     assert tail.wait_committed() and len(started) == 4 and held_too_long[0] == 0
+    tail.close()
+    positions, rows = _stored(sessions)
+    assert rows == [(r.log_partition, r.offset) for r in served]
+    assert _consistent(positions, rows)
+
+
+def test_a_trickle_that_never_drains_commits_once_a_second_not_every_busy_interval(
+        engine: Engine, monkeypatch: Any) -> None:
+    """Issue 25: on the peers lab a trickle (tens of records a second) brought records with almost every read, so
+    the busy interval handed off ~1.3 commits a second, each paying a transaction's fixed cost for a few rows.
+    Below ``commit_busy_records`` waiting, records commit a second after the first of them; once that many wait
+    (a busy log) they commit at the busy interval as before."""
+    sessions = registered(engine)
+    log = the_log(ids=2, transactions=60)  # 2 coordinator partitions, 185 records each
+    served: list[TxnLogRecord] = []
+    started: list[dict[int, int]] = []
+    original = store_txnlog.write_batch
+
+    def counted(session: Session, cluster_id: int, positions: Any, *args: Any, **kwargs: Any) -> None:
+        started.append(dict(positions))
+        original(session, cluster_id, positions, *args, **kwargs)
+
+    monkeypatch.setattr(store_txnlog, "write_batch", counted)
+    reader = Steady(log, {}, random.Random(0), served, [0])
+    reader.per_partition = 6  # a busy log: 12 records a read
+    clock = [1_000.0]  # steps of 1/8 s, exact in binary: 2 steps are the busy interval, 8 a second
+
+    def step() -> None:
+        clock[0] += 0.125
+        tail.step()
+        assert tail.wait_committed()
+
+    tail = ClusterTail("c", "h", lambda p: reader, sessions, LatestState(["c"]), clock=lambda: clock[0],
+                       read_timeout_ms=0, commit_every_s=1.0, commit_busy_s=0.25, commit_busy_records=20)
+    tail.step()  # the first batch commits at once (the periodic check waits for it)
+    assert tail.wait_committed() and len(started) == 1
+    step()
+    step()  # 24 records, 1/8 s after the first of them
+    assert len(started) == 1
+    step()  # 36 records, the busy interval after the first: committed
+    assert len(started) == 2
+    reader.per_partition = 1  # now a trickle: 2 records a read, that never drains
+    for _ in range(8):
+        step()  # 2 .. 16 records over 7/8 s: the busy interval passes with fewer than 20 waiting
+    assert len(started) == 2
+    step()  # a second after the first of them
+    assert len(started) == 3
+    assert started[-1] == {p: max(r.offset + 1 for r in served if r.log_partition == p) for p in log}
     tail.close()
     positions, rows = _stored(sessions)
     assert rows == [(r.log_partition, r.offset) for r in served]

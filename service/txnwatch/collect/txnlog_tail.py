@@ -6,8 +6,9 @@ the new log positions in one database transaction (store/txnlog.py).  Fetches ar
 applied as they arrive but committed together, merged so that an id changed many times
 costs one row: one transaction per fetch capped the tail far below a busy log.  A quiet
 log commits when a read comes back empty (drained), about once per fetch wait; a busy log
-(every read brings records) commits every ``commit_busy_s`` once the previous commit has
-landed, and at the latest every second (or when ``commit_max_records`` wait).
+(every read brings records, ``commit_busy_records`` or more waiting) commits every
+``commit_busy_s`` once the previous commit has landed, and any log at the latest every second
+(or when ``commit_max_records`` wait).
 Each commit runs on a writer thread (collect/txnlog_writer.py) while the tail reads and
 applies the next fetches: one commit in flight at most, the next one waits for it, and
 its outcome is collected on the tail's thread, so a commit's positions are counted as
@@ -71,6 +72,13 @@ positions, the gap watch and a publication: at 0.5 s an idle tail spent ~0.12 CP
 lab (issue 25).  Records still come back as soon as a fetch brings them, and once some are applied the reads go
 back to ``read_timeout_ms``, so their commit and its publication are not delayed; only a lease change or a stop is
 seen up to the longer wait later."""
+COMMIT_BUSY_RECORDS = 250
+"""...and only once at least this many records wait (1,000 records/s over ``commit_busy_s``): the early commit is
+for a busy log, whose rows would otherwise wait for a second's worth.  On the peers lab's trickle (three
+producers, tens of records a second) almost every read brought records, so the busy interval handed off ~1.3
+commits a second instead of one, each paying the transaction's fixed cost (the positions, the WAL sync) for a few
+rows.  Committing once a second took the writer thread from 0.17 to 0.14 CPU-s a minute (issue 25).  A trickle commits at
+``COMMIT_EVERY_S`` or when drained, as it did before the busy interval; 30,000 records/s reach this within ~10 ms."""
 COMMIT_MAX_RECORDS = 50_000
 """...or as soon as this many records wait, which bounds memory and the size of one transaction."""
 
@@ -126,7 +134,7 @@ class ClusterTail:
                  clock: Callable[[], float] = time.time, read_timeout_ms: int = 500,
                  idle_read_timeout_ms: int | None = None,
                  commit_every_s: float = COMMIT_EVERY_S, commit_busy_s: float = COMMIT_BUSY_S,
-                 commit_max_records: int = COMMIT_MAX_RECORDS,
+                 commit_max_records: int = COMMIT_MAX_RECORDS, commit_busy_records: int = COMMIT_BUSY_RECORDS,
                  health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None,
                  gc_window: PollWindow = PROCESS) -> None:
         """``idle_read_timeout_ms``: a read's wait while nothing is applied or in flight (``IDLE_READ_FACTOR`` ×
@@ -155,6 +163,7 @@ class ClusterTail:
         self._commit_every_s = commit_every_s
         self._commit_busy_s = commit_busy_s
         self._commit_max_records = commit_max_records
+        self._commit_busy_records = commit_busy_records
         # Applied but not yet committed: the state after them, their findings, the positions they reach.
         self._applied: detect_txnlog.TxnLogState | None = None
         self._pending: list[detect_txnlog.TxnLogFindings] = []
@@ -253,14 +262,16 @@ class ClusterTail:
 
     def _due(self, now: float, *, idle: bool) -> bool:
         """Commit when the log is drained, a second has passed, the size bound is reached, or before the periodic
-        open-transaction check (which must see committed state only); or, while records keep coming, after
-        ``commit_busy_s`` if the writer is free (never waiting for it then: the reader reads on meanwhile)."""
+        open-transaction check (which must see committed state only); or, while records keep coming (at least
+        ``commit_busy_records`` of them), after ``commit_busy_s`` if the writer is free (never waiting for it then:
+        the reader reads on meanwhile)."""
         if not self._pending:
             return False
         waited = now - self._pending_since
         return (idle or self._pending_records >= self._commit_max_records or waited >= self._commit_every_s
                 or now - self._checked_at >= CHECK_EVERY_S
-                or (waited >= self._commit_busy_s and self._writer.free))
+                or (waited >= self._commit_busy_s and self._pending_records >= self._commit_busy_records
+                    and self._writer.free))
 
     def _flush(self, now: float) -> bool:
         """Hand everything applied since the last hand-off, with the positions it reached, to the writer as ONE

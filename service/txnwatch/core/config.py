@@ -529,8 +529,9 @@ class TransactionLogConfig(_Strict):
         "later starts always resume at the stored positions.")
     retry_seconds: float = Field(default=30, ge=1, le=3600, description="How soon an unreadable log is tried again.")
     busy_commit_ms: int = Field(
-        default=250, ge=20, le=1000, description="While the log keeps bringing records, what was read is committed "
-        "this long after the first of it, once the previous commit has landed (at the latest after a second): a "
+        default=250, ge=20, le=1000, description="While the log keeps bringing records (250 or more waiting), what was read "
+        "is committed this long after the first of it, once the previous commit has landed (at the latest after a "
+        "second; a trickle that never drains commits once a second): a "
         "busy log's records are stored within about this plus one commit. Lower: fresher history for more "
         "commits (each costs CPU); 1000: one commit a second. A quiet log commits whenever it is drained.")
     hot_transitions_minutes: float = Field(
