@@ -41,6 +41,7 @@ from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
 from txnwatch.store.findings import EpisodeSync, findings_rows, sync_episodes
 from txnwatch.store.health import StoreHealth
+from txnwatch.store.id_lists import not_among
 from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.offset_pictures import OffsetPictures, Picture, picture
@@ -357,9 +358,9 @@ def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None
                if held.get(row["transactional_id"]) != tuple(row[c] for c in STATE_COLUMNS)]
     _upsert_many(session, table, cluster_id, changed)
     not_gone = (table.c.cluster_id == cluster_id, table.c.source == m.POLL, table.c.gone_at.is_(None))
-    session.execute(update(table).where(
-        *not_gone, table.c.transactional_id.not_in(record.txn_ids_seen) if record.txn_ids_seen else true())
-        .values(gone_at=record.at))
+    listed = (not_among(session.get_bind().dialect.name, table.c.transactional_id, record.txn_ids_seen)
+              if record.txn_ids_seen else true())
+    session.execute(update(table).where(*not_gone, listed).values(gone_at=record.at))
     # Every row still not gone was listed by this poll: one statement instead of one upsert per id.
     session.execute(update(table).where(*not_gone, table.c.last_seen_at < record.at).values(last_seen_at=record.at))
 

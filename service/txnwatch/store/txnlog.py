@@ -43,6 +43,7 @@ from txnwatch.detect.txnlog import (
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.isolation import Rejections
+from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, largest_shape
 from txnwatch.store.upsert import insert_for
 
 _UTC = UTC
@@ -158,8 +159,8 @@ def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
 
 #: Bound parameters per statement where SQLite cannot say (SQLITE_MAX_VARIABLE_NUMBER before SQLite 3.32).
 _SQLITE_VARIABLES = 999
-#: Rows per multi-row INSERT at most: longer statements bind more in one Python pass, for no further gain.
-_MAX_ROWS_PER_INSERT = 2_000
+#: Rows per multi-row INSERT at most (store/statement_shapes.py: few sizes, so few prepared statements kept).
+_MAX_ROWS_PER_INSERT = LARGEST_ROWS
 
 
 def _rows_per_insert(dbapi_connection: Any, columns: int) -> int:
@@ -169,7 +170,7 @@ def _rows_per_insert(dbapi_connection: Any, columns: int) -> int:
         limit = int(dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
     except (AttributeError, sqlite3.Error):
         limit = _SQLITE_VARIABLES
-    return max(1, min(_MAX_ROWS_PER_INSERT, limit // columns))
+    return largest_shape(min(_MAX_ROWS_PER_INSERT, limit // columns))
 
 
 def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
@@ -180,8 +181,10 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
     and applies.  CPython's sqlite3 binds each row with the GIL held and releases it only around each
     ``sqlite3_step``: an executemany hands the GIL back and forth once per row, and each time waits for the
     other thread to let go of it (a 20,000-row executemany took 3-7x its wall time beside a busy thread).
-    Here one bind pass fills a statement of up to ~1,600 rows, whose step then runs as one long GIL-free
-    stretch.  Same values, bound the same way, as the executemany: the rows are byte-for-byte the same.
+    Here one bind pass fills a statement of up to 64 rows, whose step then runs as one GIL-free stretch; the
+    statements take a few row counts only (store/statement_shapes.py), so the connection's cache keeps a few
+    prepared statements, not one per batch size.  Same values, bound the same way, as the executemany: the rows
+    are byte-for-byte the same.
     ``suffix``: an ``ON CONFLICT ..`` clause; SQLite applies it row by row in order, as the executemany did."""
     connection = session.connection()
     if connection.dialect.name != "sqlite" or len(rows) < 2:
@@ -195,9 +198,11 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
     head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
     cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
     try:
-        for start in range(0, len(rows), per):
-            chunk = rows[start:start + per]
-            cursor.execute(head + ", ".join([one] * len(chunk)) + suffix, list(chain.from_iterable(chunk)))
+        start = 0
+        for size in chunk_sizes(len(rows), per):
+            chunk = rows[start:start + size]
+            start += size
+            cursor.execute(head + ", ".join([one] * size) + suffix, list(chain.from_iterable(chunk)))
     finally:
         cursor.close()
 

@@ -1,0 +1,37 @@
+"""How many rows each of SQLite's multi-row INSERTs takes: a few sizes, so a few prepared statements.
+
+CPython's sqlite3 keeps every connection's last 128 prepared statements, keyed by their SQL text, and a
+multi-row ``INSERT .. VALUES (..), (..)`` of n rows is a different text for every n.  A prepared statement
+keeps ~1.8 KB per row of 20 columns (its program and one memory cell per bound value), and stays while the
+connection lives: on the peers lab (issue 25) the tail's statements of every size it had written held 8-15 MB
+of the daemon's heap after five minutes, growing, two of them (2,000 rows, written while the tail caught up)
+3.3-3.7 MB each.  Cut into powers of two, a batch of any size is written by at most ``log2(largest) + 1``
+different statements, reused from the cache (no parse either), which together keep ~2 x ``largest`` rows'
+worth per connection.
+"""
+
+from __future__ import annotations
+
+#: Rows per statement at most.  A statement of 64 rows still binds its values in one Python pass and steps once
+#: without the GIL (an executemany hands the GIL over once per row); its shapes keep ~0.25 MB per connection.
+LARGEST_ROWS = 64
+
+
+def largest_shape(limit: int) -> int:
+    """The largest power of two at most ``limit`` (and at least 1)."""
+    return 1 << (max(1, limit).bit_length() - 1)
+
+
+def chunk_sizes(rows: int, largest: int) -> list[int]:
+    """``rows`` cut into statements of ``largest`` rows (a power of two), then the rest's binary digits, largest
+    first: 150 rows with ``largest`` 64 are 64, 64, 16, 4, 2."""
+    if largest & (largest - 1) or largest < 1:
+        raise ValueError(f"largest must be a power of two, not {largest}")
+    full, rest = divmod(rows, largest)
+    sizes = [largest] * full
+    bit = largest >> 1
+    while bit:
+        if rest & bit:
+            sizes.append(bit)
+        bit >>= 1
+    return sizes
