@@ -273,9 +273,8 @@ class Recorder:
             table = m.table(m.PartitionOffsetSample)
             connection = session.connection()
             if connection.dialect.name == "sqlite":  # the picture's tuples as they are (store/row_inserts.py)
-                head = (cluster_id, record.at)
-                insert_tuples(connection, table, ("cluster_id", "sampled_at", *PICTURE_COLUMNS),
-                              [head + row for row in record.offsets_picture])
+                insert_tuples(connection, table, PICTURE_COLUMNS, record.offsets_picture,
+                              {"cluster_id": cluster_id, "sampled_at": record.at})
             else:
                 _insert_rows(session, table, cluster_id, picture_rows(record.offsets_picture, record.at))
             record.offsets_written = True

@@ -6,10 +6,10 @@ and formatted as text once per row, although all the rows of a poll carry the po
 25's peers lab (2,009 partitions, 12,015 group partitions) writing the poll's offset picture and lag sample that
 way was about half of the polls' thread.  Here, on SQLite:
 
-* each row becomes a plain tuple in one C call (``operator.itemgetter``), the extra columns (``cluster_id``)
-  appended as one constant tuple;
+* each row becomes a plain tuple in one C call (``operator.itemgetter``); the offset picture already is one;
 * each column's bind processor is the one Core would use (the column type's, on this dialect), run once per
-  distinct value *object*: a poll's timestamp is one object, so it is formatted once;
+  run of the same value *object*, column by column: a poll's timestamp is one object, so it is formatted once;
+  columns every row shares (``cluster_id``, the picture's ``sampled_at``) are bound once and appended;
 * the tuples go in multi-row ``INSERT .. VALUES (..), (..)`` statements of power-of-two row counts
   (store/statement_shapes.py), so the connection keeps a few prepared statements and parses none again.  Rows
   are inserted in order, so their ids are in the same order as the executemany's.
@@ -22,7 +22,7 @@ and every other dialect keep Core's executemany (PostgreSQL's insertmanyvalues a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -59,42 +59,57 @@ def insert_dicts(connection: Connection, table: Table, rows: Sequence[Mapping[st
     if len(keys) == 1:
         def get(row: Mapping[str, Any], key: str = keys[0]) -> tuple[Any, ...]:
             return (row[key],)
-    constant = tuple(extra.values())
-    insert_tuples(connection, table, (*keys, *extra.keys()), [get(row) + constant for row in rows])
+    insert_tuples(connection, table, keys, list(map(get, rows)), extra)
 
 
-def insert_tuples(connection: Connection, table: Table, columns: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
-    """Tuples of ``columns``' values into ``table`` on SQLite, bound as Core binds them, in multi-row INSERTs."""
-    rows = _bound(connection, table, columns, rows)
+def insert_tuples(connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+                  constants: Mapping[str, Any] | None = None) -> None:
+    """Tuples of ``columns``' values, each followed by ``constants``' values (bound once), into ``table`` on
+    SQLite, bound as Core binds them, in multi-row INSERTs."""
+    if not rows:
+        return
+    constants = constants or {}
+    bound = _bound(connection, table, columns, rows, constants)
+    columns = (*columns, *constants)
     per = _rows_per_insert(connection, len(columns))
     one = f"({', '.join(['?'] * len(columns))})"
     quote = connection.dialect.identifier_preparer.quote
     head = f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)}) VALUES "
     start = 0
-    for size in chunk_sizes(len(rows), per):
-        connection.exec_driver_sql(head + ", ".join([one] * size), tuple(chain.from_iterable(rows[start:start + size])))
+    for size in chunk_sizes(len(bound), per):
+        connection.exec_driver_sql(head + ", ".join([one] * size), tuple(chain.from_iterable(bound[start:start + size])))
         start += size
 
 
-def _bound(connection: Connection, table: Table, columns: Sequence[str],
-           rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The rows with each value as its column's bind processor turns it, each distinct object processed once."""
+def _bound(connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],
+           constants: Mapping[str, Any]) -> Sequence[tuple[Any, ...]]:
+    """The rows followed by the constants, each value as its column's bind processor turns it: a constant once,
+    a column's values once per distinct object (column by column, each row's tuple built once, in C)."""
     dialect = connection.dialect
-    processors = [(i, p) for i, name in enumerate(columns)
-                  if (p := table.c[name].type.dialect_impl(dialect).bind_processor(dialect)) is not None]
+
+    def processor(name: str) -> Callable[[Any], Any] | None:
+        return table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+
+    tail = tuple(v if (p := processor(name)) is None else p(v) for name, v in constants.items())
+    processors = [(i, p) for i, name in enumerate(columns) if (p := processor(name)) is not None]
     if not processors:
-        return rows
+        return [row + tail for row in rows] if tail else rows
+    values: list[Sequence[Any]] = list(zip(*rows, strict=True))
     for i, process in processors:
-        last_in: Any = object()
-        last_out: Any = None
-        out = []
-        for row in rows:
-            value = row[i]
-            if value is not last_in:
-                last_in, last_out = value, process(value)
-            out.append((*row[:i], last_out, *row[i + 1:]))
-        rows = out
-    return rows
+        values[i] = _processed(values[i], process)
+    return list(zip(*values, *(repeat(v, len(rows)) for v in tail), strict=True))
+
+
+def _processed(values: Sequence[Any], process: Callable[[Any], Any]) -> list[Any]:
+    """``process`` of each value, called once per run of the same object (a poll's rows share its timestamp)."""
+    out = []
+    last_in: Any = object()
+    last_out: Any = None
+    for value in values:
+        if value is not last_in:
+            last_in, last_out = value, process(value)
+        out.append(last_out)
+    return out
 
 
 def _rows_per_insert(connection: Connection, columns: int) -> int:
