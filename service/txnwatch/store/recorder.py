@@ -44,8 +44,9 @@ from txnwatch.store.health import StoreHealth
 from txnwatch.store.id_lists import not_among
 from txnwatch.store.isolation import Rejections, refused_data
 from txnwatch.store.lag_sampling import LagSampling
-from txnwatch.store.offset_pictures import OffsetPictures, Picture, picture
+from txnwatch.store.offset_pictures import PICTURE_COLUMNS, OffsetPictures, Picture, picture
 from txnwatch.store.offset_pictures import rows as picture_rows
+from txnwatch.store.row_inserts import insert_dicts, insert_tuples, writes_tuples
 from txnwatch.store.upsert import insert_for
 
 log = logging.getLogger(__name__)
@@ -269,8 +270,14 @@ class Recorder:
         record.offsets_written = False
         if record.offsets_picture and self._offset_pictures.due(record.cluster, record.offsets_picture,
                                                                 to_ms(record.at)):
-            _insert_rows(session, m.table(m.PartitionOffsetSample), cluster_id,
-                         picture_rows(record.offsets_picture, record.at))
+            table = m.table(m.PartitionOffsetSample)
+            connection = session.connection()
+            if connection.dialect.name == "sqlite":  # the picture's tuples as they are (store/row_inserts.py)
+                head = (cluster_id, record.at)
+                insert_tuples(connection, table, ("cluster_id", "sampled_at", *PICTURE_COLUMNS),
+                              [head + row for row in record.offsets_picture])
+            else:
+                _insert_rows(session, table, cluster_id, picture_rows(record.offsets_picture, record.at))
             record.offsets_written = True
 
     def _write_isolated(self, session: Session, record: PollRecord) -> None:
@@ -331,9 +338,17 @@ INSERT_CHUNK_ROWS = 1_000
 
 
 def _insert_rows(session: Session, table: Table, cluster_id: int, rows: list[dict[str, Any]]) -> None:
+    """On SQLite plain tuples in multi-row statements where that is the same write (store/row_inserts.py), else
+    Core's executemany."""
     insert = table.insert()
+    connection = session.connection()
+    extra = {"cluster_id": cluster_id}
     for start in range(0, len(rows), INSERT_CHUNK_ROWS):
-        session.execute(insert, [dict(row, cluster_id=cluster_id) for row in rows[start:start + INSERT_CHUNK_ROWS]])
+        chunk = rows[start:start + INSERT_CHUNK_ROWS]
+        if writes_tuples(connection, table, chunk, extra):
+            insert_dicts(connection, table, chunk, extra)
+        else:
+            session.execute(insert, [dict(row, cluster_id=cluster_id) for row in chunk])
 
 
 def _write_states(session: Session, cluster_id: int, record: PollRecord) -> None:
