@@ -5,7 +5,9 @@ all the partitions, transactional ids or groups that broker answers for.  That i
 what keeps a poll at a fixed number of round trips however many objects it covers.
 
 Request objects are built fresh for every call: kafka-python stamps the negotiated
-API version onto the instance when it is sent.
+API version onto the instance when it is sent.  The questions asked again at every poll while leaders
+stay put (ListOffsets, DescribeProducers) can instead come from a :class:`~txnwatch.kafka.encoded.RequestMemo`:
+a fresh stand-in per call, carrying bytes encoded at an earlier poll.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
 
 from txnwatch.core.model import TopicPartition
+from txnwatch.kafka.encoded import RequestMemo
 
 MAX_TIMEOUT_CONFIG = "transaction.max.timeout.ms"
 _BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
@@ -104,15 +107,20 @@ def list_groups(broker_ids: Iterable[int]) -> list[Call]:
     return [Call("ListGroups", node, ListGroupsRequest()) for node in broker_ids]
 
 
-def describe_producers(leaders: Mapping[TopicPartition, int]) -> list[Call]:
+def describe_producers(leaders: Mapping[TopicPartition, int], memo: RequestMemo | None = None) -> list[Call]:
     topic = DescribeProducersRequest.TopicRequest
-    return [Call("DescribeProducers", node, DescribeProducersRequest(
-                topics=[topic(name=name, partition_indexes=parts) for name, parts in topics.items()]))
-            for node, topics in by_node(leaders).items()]
+    calls = []
+    for node, topics in by_node(leaders).items():
+        def build(topics: dict[str, list[int]] = topics) -> DescribeProducersRequest:
+            return DescribeProducersRequest(
+                topics=[topic(name=name, partition_indexes=parts) for name, parts in topics.items()])
+        request = build() if memo is None else memo.request(("DescribeProducers", _frozen(topics)), build)
+        calls.append(Call("DescribeProducers", node, request))
+    return calls
 
 
 def list_offsets(leaders: Mapping[TopicPartition, int], queries: Sequence[OffsetQuery] = OFFSET_QUERIES,
-                 timeout_ms: int = 0) -> list[Call]:
+                 timeout_ms: int = 0, memo: RequestMemo | None = None) -> list[Call]:
     """``timeout_ms`` bounds lookups in tiered storage (ListOffsets v10+); local logs answer at once."""
     topic = ListOffsetsRequest.ListOffsetsTopic
     partition = topic.ListOffsetsPartition
@@ -120,20 +128,32 @@ def list_offsets(leaders: Mapping[TopicPartition, int], queries: Sequence[Offset
     for node, topics in by_node(leaders).items():
         # Questions with the same timestamp (the high watermark and the LSO: both "latest") share one topic list:
         # a request only reads it when encoded (issue 25: 2,000 partition entries fewer to build every poll).
-        built: dict[int, list[Any]] = {}
+        # Not with a memo: it keeps the builders, and a kept list would outlive the poll for nothing.
+        shared: dict[int, list[Any]] | None = {} if memo is None else None
+        frozen = None if memo is None else _frozen(topics)
         for query in queries:
-            min_version = max(ListOffsetsRequest.min_version_for_isolation_level(query.isolation_level),
-                              ListOffsetsRequest.min_version_for_timestamp(query.timestamp))
-            timestamp = int(query.timestamp)
-            entries = built.get(timestamp)
-            if entries is None:
-                entries = built[timestamp] = [
-                    topic(name=name, partitions=[partition(partition_index=p, timestamp=timestamp) for p in parts])
-                    for name, parts in topics.items()]
-            request = ListOffsetsRequest(isolation_level=int(query.isolation_level), topics=entries,
-                                         timeout_ms=timeout_ms, min_version=min_version)
+            def build(query: OffsetQuery = query, topics: dict[str, list[int]] = topics,
+                      shared: dict[int, list[Any]] | None = shared) -> ListOffsetsRequest:
+                timestamp = int(query.timestamp)
+                entries = None if shared is None else shared.get(timestamp)
+                if entries is None:
+                    entries = [topic(name=name, partitions=[partition(partition_index=p, timestamp=timestamp)
+                                                            for p in parts])
+                               for name, parts in topics.items()]
+                    if shared is not None:
+                        shared[timestamp] = entries
+                min_version = max(ListOffsetsRequest.min_version_for_isolation_level(query.isolation_level),
+                                  ListOffsetsRequest.min_version_for_timestamp(query.timestamp))
+                return ListOffsetsRequest(isolation_level=int(query.isolation_level), topics=entries,
+                                          timeout_ms=timeout_ms, min_version=min_version)
+            request = build() if memo is None else memo.request(("ListOffsets", query, timeout_ms, frozen), build)
             calls.append(Call("ListOffsets", node, request, query.name))
     return calls
+
+
+def _frozen(topics: Mapping[str, Sequence[int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """A leader's partitions as a memo key: the request carries exactly these, in this order."""
+    return tuple((name, tuple(parts)) for name, parts in topics.items())
 
 
 def describe_transactions(ids_by_coordinator: Mapping[int, Sequence[str]]) -> list[Call]:

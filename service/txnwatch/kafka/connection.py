@@ -22,6 +22,7 @@ from kafka.net.selector import NetworkSelector
 from txnwatch.core.model import AbortOutcome, ClusterSnapshot, TopicPartition
 from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
+from txnwatch.kafka.encoded import RequestMemo
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.poll import collect
 from txnwatch.kafka.record_count import RecordCounts
@@ -79,6 +80,8 @@ class ClusterConnection:
         self._record_dates = RecordDates(settings.record_fetch_limit)
         # Records a read_committed consumer gets up to the LSO, per (partition, committed offset), counted on.
         self._record_counts = RecordCounts(settings.record_fetch_limit)
+        # The poll's ListOffsets and DescribeProducers requests, encoded once while leaders stay put (issue 25).
+        self._requests = RequestMemo()
 
     @property
     def settings(self) -> ClusterConnectionSettings:
@@ -103,7 +106,8 @@ class ClusterConnection:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
                                                    known_max_timeout_ms=self._max_transaction_timeout_ms,
                                                    record_dates=self._record_dates,
-                                                   record_counts=self._record_counts))
+                                                   record_counts=self._record_counts,
+                                                   requests=self._requests))
         except Exception:
             # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)

@@ -42,6 +42,7 @@ from txnwatch.core.model import (
 )
 from txnwatch.kafka import batches, errors, parse, record_count, records
 from txnwatch.kafka.batches import HIGH_WATERMARK, LAST_STABLE, LOG_START, MAX_TIMEOUT_CONFIG, Call
+from txnwatch.kafka.encoded import RequestMemo
 from txnwatch.kafka.errors import ClusterUnreachable
 from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
@@ -89,8 +90,12 @@ class _Round3:
 
 async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_ms: int,
                   known_max_timeout_ms: int | None, record_dates: RecordDates | None = None,
-                  record_counts: RecordCounts | None = None) -> Collected:
-    """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere."""
+                  record_counts: RecordCounts | None = None, requests: RequestMemo | None = None) -> Collected:
+    """Poll the cluster behind ``wire``; raises :class:`ClusterUnreachable` only if Metadata fails everywhere.
+
+    ``requests`` keeps the encoded ListOffsets and DescribeProducers requests from poll to poll (same bytes)."""
+    if requests is not None:
+        requests.start_poll()
     layout, layout_errors = await _layout(wire, settings.name)
     brokers = [b.node_id for b in layout.brokers]
     # Asked once per topic, not per partition (the answer depends on the topic alone): 50 pattern matches a poll
@@ -107,8 +112,8 @@ async def collect(wire: Wire, settings: ClusterConnectionSettings, *, taken_at_m
                                                         batches.LIST_TRANSACTIONS_PATTERN_VERSION)
     calls = [*batches.list_transactions(brokers, pattern if server_side else None),
              *batches.list_groups(brokers),
-             *batches.describe_producers(led),
-             *batches.list_offsets(led, timeout_ms=settings.request_timeout_ms)]
+             *batches.describe_producers(led, requests),
+             *batches.list_offsets(led, timeout_ms=settings.request_timeout_ms, memo=requests)]
     if known_max_timeout_ms is None:
         asked = layout.controller_id if layout.controller_id in brokers else brokers[0]
         calls.append(batches.describe_broker_config(asked, MAX_TIMEOUT_CONFIG))
