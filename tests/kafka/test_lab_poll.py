@@ -229,3 +229,40 @@ def test_frozen_broker_costs_a_timeout_not_a_hang(require_managed_lab: Any, new_
         assert any(p.high_watermark is not None for p in snap.partitions.values() if p.leader != victim)
         recovered = eventually(connection.poll, lambda s: s.listing_complete and not s.errors, timeout=60)
         assert recovered.listing_complete
+
+
+def test_kept_requests_follow_a_moved_leader(require_managed_lab: Any, new_topic: Callable[..., str],
+                                             connection: ClusterConnection) -> None:
+    """The poll keeps its ListOffsets/DescribeProducers bytes per leader (kafka/encoded.py): when a leader moves,
+    the long-lived connection must read the same offsets as a fresh one from the new leaders."""
+    lab_cluster = require_managed_lab
+    topic = new_topic(partitions=6)
+    with KafkaProducer(bootstrap_servers=lab_cluster.bootstrap_servers, acks="all") as p:
+        for partition in range(6):
+            for _ in range(partition + 1):
+                p.send(topic, b"x", partition=partition)
+        p.flush()
+    mine = [TopicPartition(topic, i) for i in range(6)]
+    before = eventually(connection.poll, lambda s: all(s.partitions[tp].high_watermark == tp.partition + 1
+                                                       for tp in mine))
+    connection.poll()  # a second poll: every request now comes from the kept bytes
+    victim = before.partitions[mine[0]].leader
+    assert victim is not None
+    lab_cluster.stop_broker(victim, kill=True)
+    try:
+        moved = eventually(connection.poll, lambda s: all(s.partitions[tp].leader not in (None, victim)
+                                                          and s.partitions[tp].high_watermark is not None
+                                                          for tp in mine), timeout=60)
+        with ClusterConnection(connection.settings) as fresh_connection:
+            fresh = fresh_connection.poll()
+
+        def offsets(snap: ClusterSnapshot) -> dict[TopicPartition, tuple[Any, ...]]:
+            return {tp: (snap.partitions[tp].leader, snap.partitions[tp].high_watermark,
+                         snap.partitions[tp].last_stable_offset, snap.partitions[tp].log_start_offset)
+                    for tp in mine}
+
+        assert offsets(moved) == offsets(fresh)
+        assert {tp: offsets(moved)[tp][1] for tp in mine} == {tp: tp.partition + 1 for tp in mine}
+        assert any(before.partitions[tp].leader != moved.partitions[tp].leader for tp in mine)
+    finally:
+        lab_cluster.start_broker(victim)
