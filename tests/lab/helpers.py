@@ -32,6 +32,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last={last!r}")
 
 
+def fresh_txn_state(lab: Any, transactional_id: str) -> str:
+    """The id's state through a new admin client: one that found the coordinator earlier can keep asking a broker
+    that no longer coordinates the id (a stopped or restarted broker's partitions moved) and answer
+    NotCoordinatorError until any wait runs out."""
+    fresh = lab.admin()
+    try:
+        return str(txn_state(fresh, transactional_id).state.value)
+    finally:
+        fresh.close()
+
+
 def txn_state(admin: Any, transactional_id: str, retry_for: float = 15.0) -> Any:
     """DescribeTransactions, riding out coordinator moves left behind by earlier failover tests."""
     import kafka.errors as Errors

@@ -8,7 +8,7 @@ import kafka.errors as Errors
 import pytest
 from kafka import TopicPartition
 
-from tests.lab.helpers import offsets, txn_state, wait_for
+from tests.lab.helpers import fresh_txn_state, offsets, txn_state, wait_for
 from txnwatch.lab import faults
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -150,12 +150,12 @@ def test_frozen_leader_leaves_coordinator_in_prepare_commit(require_managed_lab,
     wait_for(marker_written, what="LSO == HWM after the marker")
 
 
-def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab, new_topic, admin, ref):
+def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab, new_topic, ref):
     lab = require_managed_lab
     topic = new_topic(partitions=1, replication=1)
     fault = faults.stuck_prepare(lab, topic, 0, mode="stop", commit=False)
     try:
-        wait_for(lambda: txn_state(admin, fault.transactional_id).state.value == "PrepareAbort", timeout=40,
+        wait_for(lambda: fresh_txn_state(lab, fault.transactional_id) == "PrepareAbort", timeout=40,
                  what="PrepareAbort")
         assert lab.node_state(fault.leader) == "dead"
         desc = ref.describe(fault.transactional_id)
@@ -164,16 +164,8 @@ def test_stopped_leader_leaves_coordinator_in_prepare_abort(require_managed_lab,
     finally:
         fault.clear()
 
-    def state_after_restart() -> str:
-        # A new client per try: one that found the coordinator before the restart can keep asking a broker
-        # that no longer coordinates the id and answer NotCoordinatorError until the wait runs out.
-        fresh = lab.admin()
-        try:
-            return str(txn_state(fresh, fault.transactional_id).state.value)
-        finally:
-            fresh.close()
-
-    wait_for(lambda: state_after_restart() == "CompleteAbort", timeout=60, what="CompleteAbort after restart")
+    wait_for(lambda: fresh_txn_state(lab, fault.transactional_id) == "CompleteAbort", timeout=60,
+             what="CompleteAbort after restart")
 
 
 def test_coordinator_failover_moves_the_transactional_id(require_managed_lab, new_topic, ref):
