@@ -29,10 +29,7 @@ from typing import Any
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
-from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, largest_shape
-
-#: Bound parameters per statement where SQLite cannot say (SQLITE_MAX_VARIABLE_NUMBER before SQLite 3.32).
-_SQLITE_VARIABLES = 999
+from txnwatch.store.statement_shapes import chunk_sizes, rows_per_statement
 
 
 def writes_tuples(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]],
@@ -71,7 +68,7 @@ def insert_tuples(connection: Connection, table: Table, columns: Sequence[str], 
     constants = constants or {}
     bound = _bound(connection, table, columns, rows, constants)
     columns = (*columns, *constants)
-    per = _rows_per_insert(connection, len(columns))
+    per = rows_per_statement(connection.connection.driver_connection, len(columns))
     one = f"({', '.join(['?'] * len(columns))})"
     quote = connection.dialect.identifier_preparer.quote
     head = f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)}) VALUES "
@@ -110,14 +107,3 @@ def _processed(values: Sequence[Any], process: Callable[[Any], Any]) -> list[Any
             last_in, last_out = value, process(value)
         out.append(last_out)
     return out
-
-
-def _rows_per_insert(connection: Connection, columns: int) -> int:
-    import sqlite3
-
-    try:
-        limit = int(connection.connection.driver_connection.getlimit(  # type: ignore[union-attr]
-            sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-    except (AttributeError, sqlite3.Error):
-        limit = _SQLITE_VARIABLES
-    return largest_shape(min(LARGEST_ROWS, limit // columns))

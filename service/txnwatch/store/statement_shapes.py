@@ -12,9 +12,27 @@ worth per connection.
 
 from __future__ import annotations
 
+from typing import Any
+
 #: Rows per statement at most.  A statement of 64 rows still binds its values in one Python pass and steps once
 #: without the GIL (an executemany hands the GIL over once per row); its shapes keep ~0.25 MB per connection.
 LARGEST_ROWS = 64
+
+
+#: Bound parameters per statement where SQLite cannot say (SQLITE_MAX_VARIABLE_NUMBER before SQLite 3.32).
+SQLITE_VARIABLES = 999
+
+
+def rows_per_statement(dbapi_connection: Any, columns: int, largest: int = LARGEST_ROWS) -> int:
+    """The most rows of ``columns`` values one statement on this sqlite3 connection takes, at most ``largest``,
+    as a power of two."""
+    import sqlite3
+
+    try:
+        limit = int(dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
+    except (AttributeError, sqlite3.Error):
+        limit = SQLITE_VARIABLES
+    return largest_shape(min(largest, limit // columns))
 
 
 def largest_shape(limit: int) -> int:

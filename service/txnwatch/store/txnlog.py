@@ -43,7 +43,7 @@ from txnwatch.detect.txnlog import (
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.isolation import Rejections
-from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, largest_shape
+from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, rows_per_statement
 from txnwatch.store.upsert import insert_for
 
 _UTC = UTC
@@ -157,20 +157,8 @@ def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
     _insert_many(session, STREAM_COLUMNS, rows)
 
 
-#: Bound parameters per statement where SQLite cannot say (SQLITE_MAX_VARIABLE_NUMBER before SQLite 3.32).
-_SQLITE_VARIABLES = 999
 #: Rows per multi-row INSERT at most (store/statement_shapes.py: few sizes, so few prepared statements kept).
 _MAX_ROWS_PER_INSERT = LARGEST_ROWS
-
-
-def _rows_per_insert(dbapi_connection: Any, columns: int) -> int:
-    import sqlite3
-
-    try:
-        limit = int(dbapi_connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER))
-    except (AttributeError, sqlite3.Error):
-        limit = _SQLITE_VARIABLES
-    return largest_shape(min(_MAX_ROWS_PER_INSERT, limit // columns))
 
 
 def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
@@ -193,7 +181,7 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
                                    f"VALUES ({', '.join([mark] * len(columns))}){suffix}", rows)
         return
     dbapi = connection.connection.driver_connection
-    per = _rows_per_insert(dbapi, len(columns))
+    per = rows_per_statement(dbapi, len(columns), _MAX_ROWS_PER_INSERT)
     one = f"({', '.join(['?'] * len(columns))})"
     head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
     cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
