@@ -25,6 +25,7 @@ def test_example_config_is_valid() -> None:
     assert settings.clusters[0].name == "lab"
     assert settings.poll_interval_seconds == 15
     assert settings.transaction_log.busy_commit_ms == 250  # the default, written out in the example
+    assert settings.transaction_log.fetch_wait_ms == 2000  # likewise
 
 
 def test_env_overrides_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,6 +76,10 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
          "transaction_log.busy_commit_ms: Input should be greater than or equal to 20"),
         ("transaction_log: {busy_commit_ms: 5000}\n",
          "transaction_log.busy_commit_ms: Input should be less than or equal to 1000"),
+        ("transaction_log: {fetch_wait_ms: 0}\n",
+         "transaction_log.fetch_wait_ms: Input should be greater than or equal to 100"),
+        ("transaction_log: {fetch_wait_ms: 60000}\n",
+         "transaction_log.fetch_wait_ms: Input should be less than or equal to 10000"),
         ("api: {admin_enabled: true}\n", "admin_enabled needs admin_token"),
         ("pagerduty: {enabled: true}\n", "enabled needs routing_key"),
         ("- just\n- a list\n", "top level must be a mapping"),

@@ -2,7 +2,8 @@
 
 kafka-python's default ``fetch_min_bytes`` of 1 answered every record of a trickling producer in its own fetch:
 on the peers lab the tail's I/O thread alone spent 1.8 CPU-s a minute.  A broker now answers once 64 KiB are
-there (a log being read back fills that at once) or after the max wait, 1 s (what a trickle waits, at most)."""
+there (a log being read back fills that at once) or after the max wait, 2 s by default (what a trickle waits, at
+most: ``transaction_log.fetch_wait_ms``; a quiet log costs per fetch round, not per record)."""
 
 from __future__ import annotations
 
@@ -31,15 +32,32 @@ def consumer_config(monkeypatch: pytest.MonkeyPatch, **settings: Any) -> dict[st
     return seen
 
 
-def test_a_trickle_is_fetched_in_batches_within_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trickle_is_fetched_in_batches_within_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     config = consumer_config(monkeypatch)
     assert config["fetch_min_bytes"] == 64 * 1024
-    assert config["fetch_max_wait_ms"] == 1_000
+    assert config["fetch_max_wait_ms"] == txnlog.FETCH_MAX_WAIT_MS == 2_000
     assert config["max_poll_records"] == 10_000
+
+
+def test_the_operator_sets_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_consumer(**config: Any) -> None:
+        seen.update(config)
+        raise Refused
+
+    monkeypatch.setattr(txnlog, "KafkaConsumer", fake_consumer)
+    for wait in (100, 700, 5_000):
+        with pytest.raises(Refused):
+            txnlog.TransactionLogTail(ClusterConnectionSettings(name="c", bootstrap_servers=("127.0.0.1:9",)),
+                                      fetch_wait_ms=wait)
+        assert seen["fetch_max_wait_ms"] == wait  # under half the default request timeout (10 s)
 
 
 def test_the_max_wait_stays_under_half_the_request_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     assert consumer_config(monkeypatch, request_timeout_ms=600)["fetch_max_wait_ms"] == 500
     assert consumer_config(monkeypatch, request_timeout_ms=1_500)["fetch_max_wait_ms"] == 750
     assert consumer_config(monkeypatch, request_timeout_ms=2_000)["fetch_max_wait_ms"] == 1_000
+    assert consumer_config(monkeypatch, request_timeout_ms=4_000)["fetch_max_wait_ms"] == 2_000
+    assert consumer_config(monkeypatch, request_timeout_ms=10_000)["fetch_max_wait_ms"] == 2_000
     assert consumer_config(monkeypatch, request_timeout_ms=1)["fetch_max_wait_ms"] == 500  # floor of 1 s / 2

@@ -534,6 +534,12 @@ class TransactionLogConfig(_Strict):
         "second; a trickle that never drains commits once a second): a "
         "busy log's records are stored within about this plus one commit. Lower: fresher history for more "
         "commits (each costs CPU); 1000: one commit a second. A quiet log commits whenever it is drained.")
+    fetch_wait_ms: int = Field(
+        default=2000, ge=100, le=10_000, description="How long a broker holds the tail's fetch while fewer than 64 KiB "
+        "of new records wait: what a trickle of records waits before the tail reads it (then it is committed). A "
+        "quiet log costs CPU per fetch round, not per record (one round per broker per wait): lower for fresher "
+        "history of a quiet log at more CPU (1000 about doubles the tail's idle CPU). A busy log fills 64 KiB long "
+        "before, so it is read as it comes. Capped at half of the cluster's request_timeout_ms.")
     hot_transitions_minutes: float = Field(
         default=60, gt=0, description="How long the full transition stream stays in the database after it was "
         "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")

@@ -90,11 +90,16 @@ _UNKNOWN_TAGS_SLOT = TxnLogRecord._fields.index("unknown_tags")
 #: back (catching up) fills 64 KiB at once, so throughput is unchanged; a trickle waits at most the max wait.
 FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes": 16 * 1024 * 1024,
                                    "max_partition_fetch_bytes": 4 * 1024 * 1024, "fetch_min_bytes": 64 * 1024}
-#: The longest a broker holds a fetch that has less than ``fetch_min_bytes``: what a trickle of records waits.
-#: 1 s rather than 500 ms halves a quiet log's fetch rounds (each costs the I/O thread a fetch session's parse
-#: and the tail a wake-up); a trickle reaches the detector up to 1 s late, which the transaction timeouts it
-#: judges (tens of seconds and more) do not notice.  A busy log fills ``fetch_min_bytes`` long before.
-FETCH_MAX_WAIT_MS = 1_000
+#: The longest a broker holds a fetch that has less than ``fetch_min_bytes``: what a trickle of records waits
+#: (``transaction_log.fetch_wait_ms``).  A quiet log costs per fetch round, not per record: kafka-python sends one
+#: fetch to every broker leading a partition of the log at once and they all answer when the wait ends, each
+#: round ~1.3 ms of the tail's Kafka I/O thread per broker plus the tail's wake-up and, when records came, a commit.
+#: On a 3-broker lab with the steady workload (a few dozen records a second) 2 s rather than 1 s took the tail's
+#: three threads from 0.60 to 0.33 CPU-s a minute, side by side (issue 25); 500 ms (kafka-python's default) would
+#: double the 1 s figure.  A trickle reaches the store up to ~2.5 s late (the wait, then the commit), which
+#: the transaction timeouts it judges (tens of seconds and more) and a 15 s poll do not notice.  A busy log fills
+#: ``fetch_min_bytes`` long before (30,000 records/s: within ~15 ms), so catching up and trailing are unchanged.
+FETCH_MAX_WAIT_MS = 2_000
 
 
 class TxnLogUnavailable(Exception):
@@ -364,7 +369,8 @@ class TransactionLogTail:
 
     def __init__(self, settings: ClusterConnectionSettings, *, positions: Mapping[int, int] | None = None,
                  from_beginning: bool = True, topic: str = TOPIC,
-                 max_poll_records: int = FETCH_CONFIG["max_poll_records"]) -> None:
+                 max_poll_records: int = FETCH_CONFIG["max_poll_records"],
+                 fetch_wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
         config = settings.client_config()
         self.topic = topic
         self._consumer = KafkaConsumer(
@@ -375,7 +381,8 @@ class TransactionLogTail:
             # The cluster's connect timeout, as the poll loop's own bootstrap uses (kafka-python's default is 30 s,
             # and a daemon stopping while its tail bootstraps against an unreachable cluster waited that long).
             bootstrap_timeout_ms=settings.connect_timeout_ms,
-            fetch_max_wait_ms=min(FETCH_MAX_WAIT_MS, max(settings.request_timeout_ms, 1_000) // 2),
+            # At most half the request timeout: a held fetch must come back well before kafka-python gives up on it.
+            fetch_max_wait_ms=min(fetch_wait_ms, max(settings.request_timeout_ms, 1_000) // 2),
             # Nothing reads the tail consumer's own metrics (txnwatch's are its HistoryView): kafka-python's
             # sensors recorded every request, response and fetch on the I/O thread, ~3 fetch rounds a second
             # on a quiet 3-broker cluster (issue 25).

@@ -243,7 +243,8 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
         connection = ClusterConnectionSettings.from_config(cluster)
 
         def open_tail(positions: Any, c: ClusterConnectionSettings = connection) -> TransactionLogTail:
-            return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning")
+            return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning",
+                                      fetch_wait_ms=config.fetch_wait_ms)
 
         def fence(session: Session, name: str = cluster.name) -> None:
             leadership.fence(session, name)
