@@ -10,31 +10,21 @@ neither skips a record nor counts one twice.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from itertools import chain
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, case, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.core.model import TxnState, split_topic_partition
 from txnwatch.detect.txnlog import (
-    ABORT,
     ANOMALIES,
-    COMMIT,
-    EPOCH_BUMP,
-    EXPIRED,
-    FENCED,
-    ILLEGAL,
     LONG_TRANSACTION,
-    PRODUCER_ID_CHANGE,
     STUCK_PREPARE,
-    TIMEOUT_ABORT,
     IdState,
     LogTransition,
     TxnLogFindings,
@@ -43,59 +33,14 @@ from txnwatch.detect.txnlog import (
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.isolation import Rejections
-from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, rows_per_statement
-from txnwatch.store.upsert import insert_for
+from txnwatch.store.statement_shapes import LARGEST_ROWS
+from txnwatch.store.txnlog_progress import insert_rows, sqlite_time, write_progress
 
 _UTC = UTC
-_AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
-                      EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
-                      ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
-                      "duration_count": "duration_count", "duration_ms_max": "duration_ms_max"}
-
-
 
 
 def _tp(partitions: Iterable[tuple[str, int]]) -> list[str]:
     return sorted(f"{topic}-{partition}" for topic, partition in partitions)
-
-
-def _table(model: type[m.Base]) -> Table:
-    return cast(Table, model.__table__)
-
-
-def _insert(dialect: str, table: Table) -> Any:
-    return insert_for(dialect, table)
-
-
-@functools.cache
-def _position_upsert(dialect: str) -> Any:
-    """Built once per dialect and reused: the tail commits about once a second, and building the construct
-    anew each time (with its ON CONFLICT clause) was a seventh of the tail thread's CPU.  A statement is
-    immutable, so sharing it between sessions and threads is safe; SQLAlchemy's compiled cache does the rest."""
-    stmt = _insert(dialect, _table(t.TxnLogPosition))
-    return stmt.on_conflict_do_update(
-        index_elements=["cluster_id", "log_partition"],
-        set_={"next_offset": stmt.excluded.next_offset, "updated_at": stmt.excluded.updated_at})
-
-
-@functools.cache
-def _counter_upsert(dialect: str) -> Any:
-    """Adds to a counter (see :func:`_position_upsert` for why it is built once)."""
-    table = _table(t.TxnLogCounter)
-    stmt = _insert(dialect, table)
-    return stmt.on_conflict_do_update(index_elements=["cluster_id", "name"],
-                                      set_={"value": table.c.value + stmt.excluded.value})
-
-
-@functools.cache
-def _aggregate_upsert(dialect: str) -> Any:
-    """Adds to a minute's aggregate, keeping the larger maximum (built once, as :func:`_position_upsert`)."""
-    table = _table(t.TxnLogAggregate)
-    stmt = _insert(dialect, table)
-    set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
-    set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
-                                    stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
-    return stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_)
 
 
 @dataclass(frozen=True)
@@ -181,16 +126,9 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
                                    f"VALUES ({', '.join([mark] * len(columns))}){suffix}", rows)
         return
     dbapi = connection.connection.driver_connection
-    per = rows_per_statement(dbapi, len(columns), _MAX_ROWS_PER_INSERT)
-    one = f"({', '.join(['?'] * len(columns))})"
-    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
     cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
     try:
-        start = 0
-        for size in chunk_sizes(len(rows), per):
-            chunk = rows[start:start + size]
-            start += size
-            cursor.execute(head + ", ".join([one] * size) + suffix, list(chain.from_iterable(chunk)))
+        insert_rows(cursor, table, columns, rows, suffix, _MAX_ROWS_PER_INSERT)
     finally:
         cursor.close()
 
@@ -228,11 +166,7 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
     if ms is None:
         return None
     at = from_ms(ms)
-    if not sqlite_text:
-        return at
-    # isoformat cut before its offset is strftime's text, at half the cost (each commit writes every id changed
-    # since the last, two times each); strftime's %Y does not pad a year below 1000 (only a damaged time).
-    return at.isoformat(" ", "microseconds")[:26] if at.year >= 1000 else at.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return sqlite_time(at) if sqlite_text else at
 
 
 def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
@@ -262,15 +196,7 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
                 extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
     """Everything one applied batch produced, with the positions it reached; the caller commits once."""
     now = datetime.now(_UTC)
-    dialect = session.get_bind().dialect.name
-    if positions:
-        session.execute(_position_upsert(dialect),
-                        [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
-                         for p, o in sorted(positions.items())])
-    counts = {k: v for k, v in findings.counts.items() if v}
-    if counts:
-        session.execute(_counter_upsert(dialect),
-                        [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
+    write_progress(session, cluster_id, positions, findings, now)
     changed = [(tid, s) for tid, s in findings.changed.items() if s is not None]
     if changed:
         _upsert_ids(session, cluster_id, changed)
@@ -285,16 +211,6 @@ def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int],
     anomalies = anomaly_rows(cluster_id, to_ms(now), (*findings.anomalies, *extra_anomalies))
     if anomalies:
         _insert_plain(session, ANOMALY_COLUMNS, anomalies)
-    if findings.buckets:
-        buckets = []
-        for bucket_ms, values in sorted(findings.buckets.items()):
-            bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
-            bucket.update(cluster_id=cluster_id, bucket_start=from_ms(bucket_ms))
-            for key, value in values.items():
-                if key in _AGGREGATE_COLUMNS:
-                    bucket[_AGGREGATE_COLUMNS[key]] = value
-            buckets.append(bucket)
-        session.execute(_aggregate_upsert(dialect), buckets)
 
 
 def write_batch_isolating(session: Session, cluster_id: int, positions: Mapping[int, int],
