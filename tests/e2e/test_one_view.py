@@ -2,8 +2,8 @@
 ``/api/v1/transactions``, ``/api/v1/transactions/{cluster}/{id}``, the console page and ``/metrics``.
 
 The producer holds each phase (open, committed, open, aborted) several poll intervals; each phase is sampled
-once every reader has had time to see it (the database within the tail's ~1 s commit, /metrics within a
-render, i.e. a poll), and every sample of every reader must agree.
+once every reader has had time to see it (the database within the tail's fetch wait and commit, ~2.5 s;
+/metrics within a render, i.e. a poll), and every sample of every reader must agree.
 """
 
 from __future__ import annotations
