@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
 
 from tests.fixtures.daemon import wait_for
 from tests.fixtures.db_proxy import db_proxy
@@ -158,3 +160,50 @@ def test_sqlite_is_single_instance(sqlite_url: str) -> None:
 def test_fleet_timing_is_validated(values: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         FleetConfig(**values)
+
+
+def test_a_stale_holders_log_tail_commits_nothing(fleet: Callable[..., FleetLeases], postgres_url: str) -> None:
+    """The tail's writer commits through a Core connection (issue 25): the lease's fence still runs in that
+    transaction, so a replica that lost its lease (but still believes in it) stores no position and no row."""
+    from tests.store.test_txnlog_tail import FakeTail, the_log
+    from txnwatch.collect.txnlog_tail import ClusterTail
+    from txnwatch.core.views import LatestState
+    from txnwatch.store import txnlog as store_txnlog
+    from txnwatch.store.clusters import register_clusters
+
+    clock = Clock()
+    a = fleet("a", clock=clock)
+    rounds(a)
+    engine = make_engine(postgres_url)
+    sessions = make_sessionmaker(engine)
+    with sessions.begin() as session:
+        cid = register_clusters(session, {"east": "h:9092"}, datetime.now(UTC))["east"]
+    log = the_log(ids=4, transactions=10)
+    tail_clock = [1_000.0]
+    tail = ClusterTail("east", "h", lambda p: FakeTail(log, p, random.Random(1)), sessions, LatestState(["east"]),
+                       leading=lambda: a.term("east"), fence=lambda session: a.fence(session, "east"),
+                       clock=lambda: tail_clock[0], read_timeout_ms=0)
+
+    def stored() -> tuple[dict[int, int], int]:
+        with sessions() as session:
+            X = m.TransactionTransition
+            return (store_txnlog.load(session, cid).positions,
+                    session.scalar(select(func.count()).select_from(X).where(X.cluster_id == cid)) or 0)
+
+    for _ in range(6):  # the holder's commits land
+        tail.step()
+        tail_clock[0] += 0.5
+    assert tail.wait_committed()
+    positions, rows = stored()
+    assert positions and rows
+
+    b = fleet("b")
+    clock.frozen = time.monotonic()  # a's world stops here: its local term never runs out
+    wait_for(lambda: (b.run_round(), len(b.held()) == 2)[1], TIMING.lease_s + 5, interval=0.05, what="b takes all")
+    assert a.term("east") is not None  # the stale belief: the tail goes on reading and tries to commit
+    for _ in range(40):
+        tail.step()
+        tail_clock[0] += 0.5
+    tail.close()
+    assert stored() == (positions, rows)  # every commit refused by the fence
+    engine.dispose()

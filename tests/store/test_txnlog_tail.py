@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
@@ -92,23 +91,22 @@ class FakeTail:
         pass
 
 
-class FlakySessions:
-    """A sessionmaker whose transactions sometimes fail just before they would commit."""
+class FlakyCommits:
+    """Transactions on ``engine`` that sometimes fail just before they would commit: the engine's commit event, so
+    the tail's writer fails alike through a Core connection or a Session."""
 
-    def __init__(self, sessions: sessionmaker[Session], rng: random.Random, failure_rate: float) -> None:
-        self._sessions, self._rng, self._rate = sessions, rng, failure_rate
+    def __init__(self, engine: Engine, rng: random.Random, failure_rate: float) -> None:
+        self._engine, self._rng, self._rate = engine, rng, failure_rate
         self.failures = 0
+        event.listen(engine, "commit", self._commit)
 
-    def __call__(self) -> Session:
-        return self._sessions()
+    def _commit(self, connection: Any) -> None:
+        if self._rng.random() < self._rate:
+            self.failures += 1
+            raise OSError("connection lost before commit")
 
-    @contextmanager
-    def begin(self) -> Iterator[Session]:
-        with self._sessions.begin() as session:
-            yield session
-            if self._rng.random() < self._rate:
-                self.failures += 1
-                raise OSError("connection lost before commit")
+    def close(self) -> None:
+        event.remove(self._engine, "commit", self._commit)
 
 
 @pytest.mark.parametrize(("seed", "tick_s"), [(7, 10.0), (11, 0.25)])  # a commit per fetch; several per commit
@@ -116,9 +114,9 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int, 
     rng = random.Random(seed)
     log = the_log()
     sessions = registered(engine)
-    flaky = FlakySessions(sessions, rng, failure_rate=0.3)
+    flaky = FlakyCommits(engine, rng, failure_rate=0.3)
     clock = [1_000.0]
-    tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), flaky,  # type: ignore[arg-type]  # a fake tail that implements only what the service calls
+    tail = ClusterTail("c", "h:9092", lambda positions: FakeTail(log, positions, rng), sessions,
                        LatestState(["c"]), clock=lambda: clock[0], read_timeout_ms=0)
     ends = {p: len(r) for p, r in log.items()}
     for _ in range(5_000):
@@ -128,6 +126,7 @@ def test_failed_writes_neither_lose_nor_double_count(engine: Engine, seed: int, 
             cid = cluster_id_for(sessions, "c")
             if store_txnlog.load(session, cid).positions == ends:
                 break
+    flaky.close()
     assert flaky.failures > 0
     _, expected = d.apply(d.TxnLogState(), [r for p in sorted(log) for r in log[p]])
     with sessions() as session:

@@ -31,6 +31,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from txnwatch.core.views import ClusterView, LatestState
@@ -196,7 +197,7 @@ class PublishedLeadership:
     def is_leader(self) -> bool:
         return self._publication.digest.leader
 
-    def fence(self, session: Session, cluster: str) -> None:
+    def fence(self, session: Session | Connection, cluster: str) -> None:
         raise RuntimeError("an API worker never writes as a lease holder")
 
     def send_window(self, cluster: str | None) -> AbstractContextManager[float | None]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch import detect
@@ -246,7 +246,7 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
             return TransactionLogTail(c, positions=positions, from_beginning=config.start_from == "beginning",
                                       fetch_wait_ms=config.fetch_wait_ms)
 
-        def fence(session: Session, name: str = cluster.name) -> None:
+        def fence(session: Session | Connection, name: str = cluster.name) -> None:
             leadership.fence(session, name)
 
         tails.append(ClusterTail(cluster.name, ",".join(cluster.bootstrap_servers), open_tail, sessions, state,

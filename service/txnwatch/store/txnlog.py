@@ -34,7 +34,7 @@ from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.isolation import Rejections
 from txnwatch.store.statement_shapes import LARGEST_ROWS
-from txnwatch.store.txnlog_progress import insert_rows, sqlite_time, write_progress
+from txnwatch.store.txnlog_progress import Target, connection_of, insert_rows, sqlite_time, write_progress
 
 _UTC = UTC
 
@@ -88,10 +88,10 @@ def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTra
             for x in transitions]
 
 
-def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
+def _stage(session: Target, rows: list[tuple[Any, ...]]) -> None:
     """PostgreSQL: COPY, several times faster than INSERT for tens of thousands of rows; SQLite: multi-row
     INSERTs (_insert_many); elsewhere executemany.  All run inside the session's transaction."""
-    connection = session.connection()
+    connection = connection_of(session)
     if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
         driver = connection.connection.driver_connection
         with driver.cursor() as cursor, cursor.copy(  # type: ignore[union-attr]
@@ -106,7 +106,7 @@ def _stage(session: Session, rows: list[tuple[Any, ...]]) -> None:
 _MAX_ROWS_PER_INSERT = LARGEST_ROWS
 
 
-def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
+def _insert_many(session: Target, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *,
                  table: str = m.TransactionTransition.__tablename__, suffix: str = "") -> None:
     """SQLite: the rows in multi-row ``INSERT .. VALUES (..), (..), ..`` statements, in order (so their ids too).
 
@@ -119,7 +119,7 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
     prepared statements, not one per batch size.  Same values, bound the same way, as the executemany: the rows
     are byte-for-byte the same.
     ``suffix``: an ``ON CONFLICT ..`` clause; SQLite applies it row by row in order, as the executemany did."""
-    connection = session.connection()
+    connection = connection_of(session)
     if connection.dialect.name != "sqlite" or len(rows) < 2:
         mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
         connection.exec_driver_sql(f"INSERT INTO {table} ({', '.join(columns)}) "
@@ -133,9 +133,9 @@ def _insert_many(session: Session, columns: tuple[str, ...], rows: list[tuple[An
         cursor.close()
 
 
-def _insert_plain(session: Session, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+def _insert_plain(session: Target, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
     """Plain tuples into models.TransactionTransition in one driver-level executemany."""
-    connection = session.connection()
+    connection = connection_of(session)
     mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
     connection.exec_driver_sql(f"INSERT INTO {m.TransactionTransition.__tablename__} ({', '.join(columns)}) "
                                f"VALUES ({', '.join([mark] * len(columns))})", rows)
@@ -169,13 +169,13 @@ def _sql_time(ms: int | None, sqlite_text: bool) -> Any:
     return sqlite_time(at) if sqlite_text else at
 
 
-def _upsert_ids(session: Session, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
+def _upsert_ids(session: Target, cluster_id: int, changed: list[tuple[str, IdState]]) -> None:
     """The ids' ``transaction_log`` rows of txn_ids (models.TransactionState), driver-level (an executemany, or on
     SQLite multi-row statements, see _insert_many): the SQL (INSERT .. ON CONFLICT DO UPDATE) is the same on both
     backends, and a busy cluster changes thousands
     of ids per batch, too many for per-row ORM parameter processing.  Writing a row makes it win again
     (``superseded`` false) if polling had taken over meanwhile."""
-    connection = session.connection()
+    connection = connection_of(session)
     sqlite_text = connection.dialect.name == "sqlite"
     rows = []
     for tid, s in changed:
@@ -192,25 +192,29 @@ _ID_UPSERT = (f" ON CONFLICT ({', '.join(_ID_KEY)}) DO UPDATE SET "
 _NAMES = {state: state.value for state in TxnState}
 
 
-def write_batch(session: Session, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
+def write_batch(session: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
                 extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
-    """Everything one applied batch produced, with the positions it reached; the caller commits once."""
+    """Everything one applied batch produced, with the positions it reached; the caller commits once.
+
+    ``session``: the caller's Session, or a Core connection in a transaction (the tail's writer thread: a Session's
+    begin, flush bookkeeping and close cost a small commit more than its statements, issue 25)."""
     now = datetime.now(_UTC)
-    write_progress(session, cluster_id, positions, findings, now)
+    connection = connection_of(session)
+    write_progress(connection, cluster_id, positions, findings, now)
     changed = [(tid, s) for tid, s in findings.changed.items() if s is not None]
     if changed:
-        _upsert_ids(session, cluster_id, changed)
+        _upsert_ids(connection, cluster_id, changed)
     gone = [tid for tid, s in findings.changed.items() if s is None]
     if gone:
         T = m.TransactionState
-        session.execute(delete(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG,
+        connection.execute(delete(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG,
                                         T.id_hash.in_([m.id_hash(tid) for tid in gone])))
     if stage_transitions and findings.transitions:
         rows = stream_rows(cluster_id, to_ms(now), findings.transitions)
-        _stage(session, rows)
+        _stage(connection, rows)
     anomalies = anomaly_rows(cluster_id, to_ms(now), (*findings.anomalies, *extra_anomalies))
     if anomalies:
-        _insert_plain(session, ANOMALY_COLUMNS, anomalies)
+        _insert_plain(connection, ANOMALY_COLUMNS, anomalies)
 
 
 def write_batch_isolating(session: Session, cluster_id: int, positions: Mapping[int, int],
@@ -236,7 +240,7 @@ def _only(findings: TxnLogFindings, ids: frozenset[str]) -> TxnLogFindings:
                           changed={tid: s for tid, s in findings.changed.items() if tid in ids})
 
 
-def write_anomalies(session: Session, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
+def write_anomalies(session: Target, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
     rows = anomaly_rows(cluster_id, to_ms(datetime.now(_UTC)), anomalies)
     if rows:
         _insert_plain(session, ANOMALY_COLUMNS, rows)

@@ -14,6 +14,7 @@ from itertools import chain
 from typing import Any, cast
 
 from sqlalchemy import Table, case
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms
@@ -34,6 +35,14 @@ from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, rows_per_
 from txnwatch.store.upsert import insert_for
 
 _UTC = UTC
+
+#: Where the tail's rows go: a Session's transaction, or a Core connection's (the tail's writer thread).
+Target = Session | Connection
+
+
+def connection_of(target: Target) -> Connection:
+    """The connection ``target`` writes through (a Session's, in its transaction)."""
+    return target if isinstance(target, Connection) else target.connection()
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
                       EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
                       ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
@@ -79,16 +88,16 @@ def _aggregate_upsert(dialect: str) -> Any:
 
 
 
-def write_progress(session: Session, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
+def write_progress(target: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
                    now: datetime) -> None:
     """The positions that moved, the counts that are not zero and the minutes that saw records, at ``now``."""
     if not (positions or findings.counts or findings.buckets):
         return
-    dialect = session.connection().dialect.name
+    dialect = connection_of(target).dialect.name
     if dialect == "sqlite":
-        _upsert_sqlite(session, cluster_id, positions, findings, now)
+        _upsert_sqlite(target, cluster_id, positions, findings, now)
     else:
-        _upsert_core(session, dialect, cluster_id, positions, findings, now)
+        _upsert_core(target, dialect, cluster_id, positions, findings, now)
 
 
 _POSITION_COLUMNS = ("cluster_id", "log_partition", "next_offset", "updated_at")
@@ -105,17 +114,17 @@ _AGGREGATE_CONFLICT = (" ON CONFLICT (cluster_id, bucket_start) DO UPDATE SET "
                          " THEN excluded.duration_ms_max ELSE txnlog_aggregates.duration_ms_max END")
 
 
-def _upsert_sqlite(session: Session, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
+def _upsert_sqlite(target: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
                    now: datetime) -> None:
-    """SQLite: the positions, counters and aggregates as plain tuples through the session's sqlite3 cursor.
+    """SQLite: the positions, counters and aggregates as plain tuples through the sqlite3 cursor under ``target``.
 
     On a trickle (a few rows per commit, about one commit per fetch round) Core's three upserts were most of
-    the writer thread's CPU (issue 25): each ``session.execute`` built its parameters through the compiled
+    the writer thread's CPU (issue 25): each ``Session.execute`` built its parameters through the compiled
     statement, ran every value through its type, and set up a result.  Here the values are bound as Core binds
     them on SQLite (integers, text; times as the DATETIME text, :func:`sqlite_time`), in the same statements
     (the same ON CONFLICT clauses as :func:`_position_upsert`, :func:`_counter_upsert`, :func:`_aggregate_upsert`),
     so the rows are the same (tests/store/test_txnlog_upserts.py compares them with Core's)."""
-    cursor = session.connection().connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = connection_of(target).connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         if positions:
             at = sqlite_time(now.astimezone(_UTC))
@@ -138,16 +147,16 @@ def _upsert_sqlite(session: Session, cluster_id: int, positions: Mapping[int, in
         cursor.close()
 
 
-def _upsert_core(session: Session, dialect: str, cluster_id: int, positions: Mapping[int, int],
+def _upsert_core(target: Target, dialect: str, cluster_id: int, positions: Mapping[int, int],
                  findings: TxnLogFindings, now: datetime) -> None:
     """The positions, counters and aggregates through Core's upserts (PostgreSQL, and any other backend)."""
     if positions:
-        session.execute(_position_upsert(dialect),
+        target.execute(_position_upsert(dialect),
                         [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
                          for p, o in sorted(positions.items())])
     counts = {k: v for k, v in findings.counts.items() if v}
     if counts:
-        session.execute(_counter_upsert(dialect),
+        target.execute(_counter_upsert(dialect),
                         [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
     if findings.buckets:
         buckets = []
@@ -158,7 +167,7 @@ def _upsert_core(session: Session, dialect: str, cluster_id: int, positions: Map
                 if key in _AGGREGATE_COLUMNS:
                     bucket[_AGGREGATE_COLUMNS[key]] = value
             buckets.append(bucket)
-        session.execute(_aggregate_upsert(dialect), buckets)
+        target.execute(_aggregate_upsert(dialect), buckets)
 
 
 def insert_rows(cursor: Any, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], suffix: str = "",
