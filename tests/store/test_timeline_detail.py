@@ -3,11 +3,13 @@ console read."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 
 from tests.store.test_one_transition_table import NOW, _cluster, _row
+from txnwatch.core.epoch import to_ms
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_queries
 from txnwatch.store.db import make_sessionmaker
@@ -53,3 +55,42 @@ def test_without_the_logs_rows_every_guess_stays(engine: Engine) -> None:
         s.add_all([_row(cid, m.POLL, NOW), _row(cid, m.POLL, NOW + timedelta(seconds=1))])
     with make_sessionmaker(engine)() as s:
         assert [e.log_offset for e in txnlog_queries.timeline(s, cid, "c", "app", 10, None)] == [None, None]
+
+
+def _started(row: m.TransactionTransition, start: datetime, state: str = "CompleteCommit",
+             producer_id: int = 7) -> m.TransactionTransition:
+    row.start_ms, row.to_state, row.producer_id = to_ms(start), state, producer_id
+    return row
+
+
+def test_a_guess_of_a_transition_the_log_holds_is_left_out_even_after_its_last_row(engine: Engine) -> None:
+    """A restarted daemon polls while its tail reopens; when the producer finished meanwhile, the log's row of the
+    last commit lies before the poll that saw it, outside the log's span, and the timeline showed it twice."""
+    cid = _cluster(engine)
+    at = [NOW + timedelta(seconds=s) for s in range(8)]
+    with make_sessionmaker(engine).begin() as s:
+        s.add_all([_started(_row(cid, m.TRANSACTION_LOG, at[1], offset=10), at[0]),
+                   _started(_row(cid, m.TRANSACTION_LOG, at[3], offset=11), at[2]),
+                   _started(_row(cid, m.POLL, at[5]), at[2]),  # the same commit, polled after the log's last row
+                   _started(_row(cid, m.POLL, at[6]), at[4]),  # another transaction: only polling saw it
+                   _started(_row(cid, m.POLL, at[7]), at[2], producer_id=8),  # another producer id
+                   _row(cid, m.POLL, at[7] + timedelta(seconds=1))])  # no start: only the span can tell
+    with make_sessionmaker(engine)() as s:
+        entries = txnlog_queries.timeline(s, cid, "c", "app", 10, None)
+        assert [(e.observed_at, e.log_offset, e.producer_id) for e in entries] == [
+            (at[7] + timedelta(seconds=1), None, 7), (at[7], None, 8), (at[6], None, 7), (at[3], 11, 7),
+            (at[1], 10, 7)]
+        # The page is still filled from further back when the left-out guess thinned it.
+        assert [e.log_offset for e in txnlog_queries.timeline(s, cid, "c", "app", 4, None)] == [None, None, None, 11]
+
+
+def test_the_key_names_a_transition_by_state_producer_and_start() -> None:
+    entry = txnlog_queries.TimelineEntry(
+        id=1, observed_at=NOW, from_state="Ongoing", to_state="CompleteCommit", producer_id=7, producer_epoch=3,
+        prev_producer_id=7, prev_producer_epoch=2, timeout_ms=60_000, txn_started_at=NOW - timedelta(seconds=2),
+        partitions=[], events=["commit"], duration_ms=None)
+    assert txnlog_queries.transition_key(entry) == ("CompleteCommit", 7, to_ms(NOW) - 2_000)
+    rows = [entry, replace(entry, id=2, observed_at=NOW - timedelta(seconds=1), log_partition=3, log_offset=5)]
+    assert [r.id for r in txnlog_queries.without_covered_guesses(rows)] == [2]  # the log's own row names it
+    other = replace(entry, txn_started_at=None)
+    assert [r.id for r in txnlog_queries.without_covered_guesses([other, rows[1]])] == [1, 2]

@@ -86,14 +86,14 @@ def timeline(session: Session, cluster_id: int, cluster: str, transactional_id: 
     fetch = limit
     while True:
         fetched = [_from_row(r) for r in queries.transitions(session, cluster_id, transactional_id, fetch)]
-        rows = without_covered_guesses(fetched, span)
+        rows = _without_guesses_covered(session, cluster_id, transactional_id, fetched, span)
         if len(fetched) < fetch or len(rows) >= limit:
             break
         fetch += limit  # guesses left out of a full page: read further back, so the page stays full
     if len(fetched) < limit and archive_uri is not None:
         seen = {_key(r) for r in fetched}
         rows += [r for r in archived_transitions(archive_uri, cluster, transactional_id) if _key(r) not in seen]
-        rows = without_covered_guesses(rows, span)
+        rows = _without_guesses_covered(session, cluster_id, transactional_id, rows, span)
     rows.sort(key=lambda r: (r.observed_at, r.log_offset if r.log_offset is not None else -1, r.id), reverse=True)
     return rows[:limit]
 
@@ -110,24 +110,72 @@ def _logged_span(session: Session, cluster_id: int, transactional_id: str) -> tu
     return None if first_at is None or last_at is None else (first_at, last_at)
 
 
-def without_covered_guesses(rows: list[TimelineEntry],
-                            span: tuple[datetime, datetime] | None = None) -> list[TimelineEntry]:
-    """One id's rows without the polled ones that lie between its first and last row from the log (``span``, widened
-    by the log's rows among ``rows``, such as archived ones).
+def without_covered_guesses(rows: list[TimelineEntry], span: tuple[datetime, datetime] | None = None,
+                            logged: frozenset[tuple[str, int, int]] = frozenset()) -> list[TimelineEntry]:
+    """One id's rows without the polled ones the log's own rows cover: those between its first and last row from the
+    log (``span``, widened by the log's rows among ``rows``, such as archived ones), and those that name a transition
+    the log holds (the state reached, the producer id and the transaction's start: ``logged`` and the log's rows
+    among ``rows``, :func:`transition_key`).
 
     Polls infer transitions only while the tail is not exact (store/recorder.py), for instance for the few seconds
     a restarted daemon takes to reopen the tail.  The tail then resumes at its stored positions and writes every
     record of that time itself, so a guess made meanwhile shows a commit the log's rows already show: the timeline
-    counted it twice (tests/e2e/test_txnlog_history.py, the restart).  Guesses older than the log's first row (no
-    tail yet, or a log it could not read) or newer than its last (the tail is down now) are what only polling saw,
-    and stay."""
-    logged = [r.observed_at for r in rows if r.log_offset is not None]
+    counted it twice (tests/e2e/test_txnlog_history.py, the restart).  A guess newer than the log's last row is
+    such a duplicate when the producer finished before the tail read again: the log's row of the same transition
+    then lies before the guess, so the span alone kept it.  Guesses older than the log's first row (no tail yet,
+    or a log it could not read) or newer than its last (the tail is down now) are what only polling saw, and stay
+    unless the log names the same transition."""
+    logged_rows = [r for r in rows if r.log_offset is not None]
+    ends = [r.observed_at for r in logged_rows]
     if span is not None:
-        logged += span
-    if not logged:
+        ends += span
+    if not ends:
         return rows
-    first, last = min(logged), max(logged)
-    return [r for r in rows if r.log_offset is not None or not first <= r.observed_at <= last]
+    first, last = min(ends), max(ends)
+    same = logged | {k for r in logged_rows if (k := transition_key(r)) is not None}
+    return [r for r in rows if r.log_offset is not None
+            or not (first <= r.observed_at <= last or transition_key(r) in same)]
+
+
+def transition_key(r: TimelineEntry) -> tuple[str, int, int] | None:
+    """What names one transition in both sources: the state reached, the producer id and the transaction's start
+    (DescribeTransactions' ``transactionStartTimeMs`` is the coordinator's ``TransactionStartTimestampMs``, which
+    its log record carries); None without a start (Empty, Dead), where only the span can tell."""
+    return None if r.txn_started_at is None else (r.to_state, r.producer_id, to_ms(r.txn_started_at))
+
+
+#: How much later than the coordinator's record a poll may see its state (clocks of two machines, a slow poll).
+GUESS_SKEW_MS = 60_000
+
+
+def _logged_keys(session: Session, cluster_id: int, transactional_id: str,
+                 guesses: list[TimelineEntry]) -> frozenset[tuple[str, int, int]]:
+    """The :func:`transition_key` of the log's rows that name the same transitions as ``guesses`` (polled rows
+    the span does not cover: a few, at the timeline's edges).  One read along the id's index, bounded by the
+    guesses' transaction starts and times."""
+    keys = {k for g in guesses if (k := transition_key(g)) is not None}
+    if not keys:
+        return frozenset()
+    X = m.TransactionTransition
+    starts = sorted({k[2] for k in keys})
+    latest = max(to_ms(g.observed_at) for g in guesses) + GUESS_SKEW_MS
+    found = session.execute(select(X.to_state, X.producer_id, X.start_ms).where(
+        X.cluster_id == cluster_id, *m.same_id(X.transactional_id, transactional_id),
+        X.source == m.TRANSACTION_LOG, X.at_ms >= starts[0], X.at_ms <= latest, X.start_ms.in_(starts)))
+    named = {(state, pid, start) for state, pid, start in found if start is not None}
+    return frozenset(keys & named)
+
+
+def _without_guesses_covered(session: Session, cluster_id: int, transactional_id: str, rows: list[TimelineEntry],
+                             span: tuple[datetime, datetime] | None) -> list[TimelineEntry]:
+    """:func:`without_covered_guesses`, asking the database only about the guesses the span leaves in."""
+    if span is None and all(r.log_offset is None for r in rows):
+        return rows  # the log holds nothing of the id: every guess stays
+    left = without_covered_guesses(rows, span)
+    guesses = [r for r in left if r.log_offset is None]
+    if not guesses:
+        return left
+    return without_covered_guesses(left, span, _logged_keys(session, cluster_id, transactional_id, guesses))
 
 
 def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) -> list[TimelineEntry]:
@@ -169,4 +217,4 @@ def anomalies(session: Session, cluster_id: int, since: datetime | None, kinds: 
     return list(session.scalars(stmt.order_by(A.at_ms.desc(), A.id.desc()).limit(limit)))
 
 
-__all__ = ["TimelineEntry", "anomalies", "archived_transitions", "m", "timeline", "without_covered_guesses"]
+__all__ = ["TimelineEntry", "anomalies", "archived_transitions", "m", "timeline", "transition_key", "without_covered_guesses"]
