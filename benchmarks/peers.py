@@ -720,7 +720,12 @@ FLOORS = {
     "`txnwatch run`'s start-up imports, no data": (
         "import txnwatch.cli.main, txnwatch.cli.daemon\n"  # the entry point's fast path for a plain `txnwatch run`
         "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.front, txnwatch.serve.metrics_process"),
-    "the same, and the API stack (loaded on the first request other than a probe)": (
+    "the start-up imports and what a polling daemon loads once it runs (its Kafka clients, polls, log tail)": (
+        "import txnwatch.cli.main, txnwatch.cli.daemon\n"
+        "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.front, txnwatch.serve.metrics_process\n"
+        "import kafka.admin, txnwatch.kafka.poll, txnwatch.kafka.txnlog, txnwatch.collect.poll_loop\n"
+        "import txnwatch.collect.txnlog_tail, uvicorn.server, sqlite3"),
+    "the start-up imports and the API stack (loaded on the first request other than a probe)": (
         "import txnwatch.cli.main, txnwatch.cli.daemon\n"
         "import txnwatch.serve.server, txnwatch.runtime.wiring, txnwatch.serve.front, txnwatch.serve.metrics_process\n"
         "import txnwatch.serve.app"),
