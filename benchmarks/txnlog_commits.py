@@ -23,7 +23,6 @@ import argparse
 import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.append(str(ROOT))  # benchmarks.scratch_store (appended: never ahead of a baseline)
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
@@ -51,14 +51,10 @@ def _thread_cpu_s(name: str) -> float:
 
 def child(commits: int, warmup: int, records: int, ids: int) -> dict[str, Any]:
     """One run on the code first on sys.path (``--service``)."""
-    from datetime import UTC, datetime
-
+    from benchmarks.scratch_store import scratch_store
     from txnwatch.collect.txnlog_tail import ClusterTail
     from txnwatch.core.model import TxnLogKind, TxnLogRecord, TxnState
     from txnwatch.core.views import LatestState
-    from txnwatch.store.clusters import register_clusters
-    from txnwatch.store.db import make_engine, make_sessionmaker
-    from txnwatch.store.migrate import upgrade
 
     cycle = (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
 
@@ -97,47 +93,38 @@ def child(commits: int, warmup: int, records: int, ids: int) -> dict[str, Any]:
         def close(self) -> None:
             pass
 
-    directory = tempfile.mkdtemp(prefix="txnlog-commits-")
-    try:
-        url = f"sqlite:///{directory}/bench.db"
-        upgrade(url)
-        engine = make_engine(url)
-        sessions = make_sessionmaker(engine)
-        with sessions.begin() as session:
-            register_clusters(session, {"bench": "bench:9092"}, datetime.now(UTC))
-        opened: list[Log] = []
+    engine, sessions, _ = scratch_store("txnlog-commits-")
+    opened: list[Log] = []
 
-        def open_tail(positions: Any) -> Log:
-            opened.append(Log(dict(positions)))
-            return opened[-1]
+    def open_tail(positions: Any) -> Log:
+        opened.append(Log(dict(positions)))
+        return opened[-1]
 
-        clock = [time.time()]
-        tail = ClusterTail("bench", "bench:9092", open_tail, sessions, LatestState(["bench"]), clock=lambda: clock[0])
-        tail.step()  # opens the log
+    clock = [time.time()]
+    tail = ClusterTail("bench", "bench:9092", open_tail, sessions, LatestState(["bench"]), clock=lambda: clock[0])
+    tail.step()  # opens the log
 
-        def commit() -> None:
-            opened[-1].feed()
-            clock[0] += 0.5
-            tail.step()  # the records, applied
-            clock[0] += 0.5
-            tail.step()  # an empty read: the commit goes to the writer
-            assert tail.wait_committed()
+    def commit() -> None:
+        opened[-1].feed()
+        clock[0] += 0.5
+        tail.step()  # the records, applied
+        clock[0] += 0.5
+        tail.step()  # an empty read: the commit goes to the writer
+        assert tail.wait_committed()
 
-        for _ in range(warmup):
-            commit()
-        writer0, tail0, wall0 = _thread_cpu_s("txnlog-w:bench"), time.thread_time(), time.perf_counter()
-        for _ in range(commits):
-            commit()
-        wall, tail_cpu = time.perf_counter() - wall0, time.thread_time() - tail0
-        writer = _thread_cpu_s("txnlog-w:bench") - writer0
-        tail.close()
-        engine.dispose()
-        import txnwatch
+    for _ in range(warmup):
+        commit()
+    writer0, tail0, wall0 = _thread_cpu_s("txnlog-w:bench"), time.thread_time(), time.perf_counter()
+    for _ in range(commits):
+        commit()
+    wall, tail_cpu = time.perf_counter() - wall0, time.thread_time() - tail0
+    writer = _thread_cpu_s("txnlog-w:bench") - writer0
+    tail.close()
+    engine.dispose()
+    import txnwatch
 
-        return {"writer_us": writer / commits * 1e6, "tail_us": tail_cpu / commits * 1e6,
-                "wall_us": wall / commits * 1e6, "code": txnwatch.__file__}
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    return {"writer_us": writer / commits * 1e6, "tail_us": tail_cpu / commits * 1e6,
+            "wall_us": wall / commits * 1e6, "code": txnwatch.__file__}
 
 
 def _service_of(ref: str, into: Path) -> Path:

@@ -27,13 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from pathlib import Path
 from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks.scratch_store (appended: never ahead of a baseline)
 
 from txnwatch.core.vocabulary import TxnState
 from txnwatch.detect.txnlog import COMMIT
@@ -100,40 +101,28 @@ def _history(session: Any, layout: str, cid: int, tid: str, partition: int) -> t
 
 
 def child(layout: str, ids: int, rows: int, commit: int) -> None:
-    from datetime import UTC, datetime
-
     from sqlalchemy import text
 
+    from benchmarks.scratch_store import scratch_store
     from txnwatch.store import txnlog as store_txnlog
-    from txnwatch.store.clusters import register_clusters
-    from txnwatch.store.db import make_engine, make_sessionmaker
-    from txnwatch.store.migrate import upgrade
 
-    directory = tempfile.mkdtemp(prefix="txnlog-index-bench-")
-    try:
-        url = f"sqlite:///{directory}/bench.db"
-        upgrade(url)
-        engine = make_engine(url)
-        sessions = make_sessionmaker(engine)
+    engine, sessions, cid = scratch_store("txnlog-index-bench-", bootstrap="h:9092")
+    with sessions.begin() as session:
+        for ddl in LAYOUTS[layout]:
+            session.execute(text(ddl))
+    idle = "idle-producer"
+    transitions = _transitions(ids, rows, idle)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for start in range(0, len(transitions), commit):
         with sessions.begin() as session:
-            cid = register_clusters(session, {"bench": "h:9092"}, datetime.now(UTC))["bench"]
-            for ddl in LAYOUTS[layout]:
-                session.execute(text(ddl))
-        idle = "idle-producer"
-        transitions = _transitions(ids, rows, idle)
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        for start in range(0, len(transitions), commit):
-            with sessions.begin() as session:
-                rows_ = store_txnlog.stream_rows(cid, 1_760_000_000_000, transitions[start:start + commit])
-                store_txnlog._stage(session, rows_)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-        with sessions() as session:
-            _history(session, layout, cid, "producer-00000", 0)  # warm the statement and the pages once
-            busy = _history(session, layout, cid, "producer-00000", 0)
-            quiet = _history(session, layout, cid, idle, 0)
-        engine.dispose()
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+            rows_ = store_txnlog.stream_rows(cid, 1_760_000_000_000, transitions[start:start + commit])
+            store_txnlog._stage(session, rows_)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    with sessions() as session:
+        _history(session, layout, cid, "producer-00000", 0)  # warm the statement and the pages once
+        busy = _history(session, layout, cid, "producer-00000", 0)
+        quiet = _history(session, layout, cid, idle, 0)
+    engine.dispose()
     print(json.dumps({"rows": len(transitions), "cpu_s": cpu, "wall_s": wall, "busy": busy, "idle": quiet}))
 
 

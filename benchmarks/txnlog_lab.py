@@ -26,21 +26,19 @@ Each side runs in its own child process so that its CPU seconds are its own:
 
 from __future__ import annotations
 
-import atexit
 import gc
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks.scratch_store (appended: never ahead of a baseline)
 
 TOPIC = "__transaction_state"
 
@@ -105,20 +103,9 @@ def thread_cpu_s() -> dict[str, float]:
 
 def _store() -> tuple[Any, Any]:
     """A migrated SQLite file and the cluster registered in it, as the daemon has them at start."""
-    from datetime import UTC, datetime
+    from benchmarks.scratch_store import scratch_store
 
-    from txnwatch.store.clusters import register_clusters
-    from txnwatch.store.db import make_engine, make_sessionmaker
-    from txnwatch.store.migrate import upgrade
-
-    directory = tempfile.mkdtemp(prefix="txnlog-lab-bench-")
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # each child's database (~100 MB) goes with it
-    url = f"sqlite:///{directory}/bench.db"
-    upgrade(url)
-    engine = make_engine(url)
-    sessions = make_sessionmaker(engine)
-    with sessions.begin() as session:
-        register_clusters(session, {"bench": "lab"}, datetime.now(UTC))
+    engine, sessions, _ = scratch_store("txnlog-lab-bench-", bootstrap="lab")
     return engine, sessions
 
 
