@@ -9,7 +9,8 @@ if ! bash scripts/lint.sh; then
   exit 1
 fi
 status=0
-.venv/bin/python -m pytest -p no:cacheprovider "$@" || status=$?
+# --durations: the slowest tests at the end, to keep the whole suite within CI's 25 minutes (docs/contributing.md).
+.venv/bin/python -m pytest -p no:cacheprovider --durations=20 "$@" || status=$?
 if [[ $status -eq 5 ]]; then
   echo "error: pytest collected no tests (exit 5); the suite must not pass empty" >&2
 fi
