@@ -386,13 +386,13 @@ def test_commits_reuse_their_upserts_and_still_add_up(engine: Engine, monkeypatc
     sessions = registered(engine)
     cid = cluster_id_for(sessions, "c")
     built: list[str] = []
-    original = txnlog_progress._insert
+    original = txnlog_progress.insert_for
 
     def counted(dialect: str, table: Any) -> Any:
         built.append(table.name)
         return original(dialect, table)
 
-    monkeypatch.setattr(txnlog_progress, "_insert", counted)
+    monkeypatch.setattr(txnlog_progress, "insert_for", counted)
     for cached in (txnlog_progress._position_upsert, txnlog_progress._counter_upsert,
                    txnlog_progress._aggregate_upsert):
         cached.cache_clear()

@@ -26,12 +26,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
-
 from txnwatch.core import threadnames
 from txnwatch.fleet.balance import HOUSEKEEPING, plan
 from txnwatch.fleet.table import LeaseTable, holds_in
+from txnwatch.store.db import Target, connection_of
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +117,11 @@ class FleetLeases:
         """Pages of clusters no longer configured (or of unknown origin) belong to the housekeeping lease."""
         return cluster if cluster in self._clusters else HOUSEKEEPING
 
-    def fence(self, session: Session | Connection, cluster: str) -> None:
+    def fence(self, session: Target, cluster: str) -> None:
         """Inside a write's transaction (an alert write's Session, the log tail's connection): refuse it unless this
         term still holds, by the database."""
         epoch = self.term(self.lease_for(cluster))
-        connection = session if isinstance(session, Connection) else session.connection()
-        if epoch is None or not holds_in(connection, self.lease_for(cluster), self.replica_id, epoch):
+        if epoch is None or not holds_in(connection_of(session), self.lease_for(cluster), self.replica_id, epoch):
             raise LeaseLost(f"replica {self.replica_id} does not hold the lease of {cluster} (epoch {epoch})")
 
     @contextmanager

@@ -9,10 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pydantic_core
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
+
+#: Where a write goes: a Session's transaction, or a Core connection's (the transaction-log tail's writer thread).
+Target = Session | Connection
+
+
+def connection_of(target: Target) -> Connection:
+    """The connection ``target`` writes through (a Session's, in its transaction)."""
+    return target if isinstance(target, Connection) else target.connection()
 
 
 def normalise_url(url: str) -> str:

@@ -22,14 +22,14 @@ and every other dialect keep Core's executemany (PostgreSQL's insertmanyvalues a
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import chain, repeat
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Table
 from sqlalchemy.engine import Connection
 
-from txnwatch.store.statement_shapes import chunk_sizes, rows_per_statement
+from txnwatch.store.statement_shapes import multirow_statements, rows_per_statement
 
 
 def writes_tuples(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]],
@@ -69,13 +69,10 @@ def insert_tuples(connection: Connection, table: Table, columns: Sequence[str], 
     bound = _bound(connection, table, columns, rows, constants)
     columns = (*columns, *constants)
     per = rows_per_statement(connection.connection.driver_connection, len(columns))
-    one = f"({', '.join(['?'] * len(columns))})"
     quote = connection.dialect.identifier_preparer.quote
     head = f"INSERT INTO {quote(table.name)} ({', '.join(quote(c) for c in columns)}) VALUES "
-    start = 0
-    for size in chunk_sizes(len(bound), per):
-        connection.exec_driver_sql(head + ", ".join([one] * size), tuple(chain.from_iterable(bound[start:start + size])))
-        start += size
+    for sql, parameters in multirow_statements(head, len(columns), bound, per):
+        connection.exec_driver_sql(sql, parameters)
 
 
 def _bound(connection: Connection, table: Table, columns: Sequence[str], rows: Sequence[tuple[Any, ...]],

@@ -12,6 +12,8 @@ worth per connection.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 #: Rows per statement at most.  A statement of 64 rows still binds its values in one Python pass and steps once
@@ -53,3 +55,24 @@ def chunk_sizes(rows: int, largest: int) -> list[int]:
             sizes.append(bit)
         bit >>= 1
     return sizes
+
+
+def multirow_statements(head: str, width: int, rows: Sequence[tuple[Any, ...]], per: int,
+                        suffix: str = "") -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """``rows`` (of ``width`` values each) as (SQL, parameters) of ``head`` + ``VALUES``-lists of :func:`chunk_sizes`
+    rows followed by ``suffix``, in order: the one place SQLite's multi-row INSERTs are built, whichever way they run
+    (the recorder through its Core connection, the tail through the sqlite3 cursor)."""
+    one = f"({', '.join(['?'] * width)})"
+    start = 0
+    for size in chunk_sizes(len(rows), per):
+        yield head + ", ".join([one] * size) + suffix, tuple(chain.from_iterable(rows[start:start + size]))
+        start += size
+
+
+def insert_rows(cursor: Any, table: str, columns: tuple[str, ...], rows: Sequence[tuple[Any, ...]], suffix: str = "",
+                largest: int = LARGEST_ROWS) -> None:
+    """``rows`` into ``table`` through a sqlite3 cursor, in statements of a few shapes, in order."""
+    per = rows_per_statement(cursor.connection, len(columns), largest)
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+    for sql, parameters in multirow_statements(head, len(columns), rows, per, suffix):
+        cursor.execute(sql, parameters)

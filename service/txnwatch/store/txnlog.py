@@ -32,9 +32,10 @@ from txnwatch.detect.txnlog import (
 )
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
+from txnwatch.store.db import Target, connection_of
 from txnwatch.store.isolation import Rejections
-from txnwatch.store.statement_shapes import LARGEST_ROWS
-from txnwatch.store.txnlog_progress import Target, connection_of, insert_rows, sqlite_time, write_progress
+from txnwatch.store.statement_shapes import LARGEST_ROWS, insert_rows
+from txnwatch.store.txnlog_progress import sqlite_time, write_progress
 
 _UTC = UTC
 

@@ -8,14 +8,11 @@ UPDATE``: Core's upserts on PostgreSQL, the same statements with plain tuples on
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from itertools import chain
 from typing import Any, cast
 
 from sqlalchemy import Table, case
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms
 from txnwatch.detect.txnlog import (
@@ -31,18 +28,12 @@ from txnwatch.detect.txnlog import (
 )
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
-from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, rows_per_statement
+from txnwatch.store.db import Target, connection_of
+from txnwatch.store.statement_shapes import insert_rows
 from txnwatch.store.upsert import insert_for
 
 _UTC = UTC
 
-#: Where the tail's rows go: a Session's transaction, or a Core connection's (the tail's writer thread).
-Target = Session | Connection
-
-
-def connection_of(target: Target) -> Connection:
-    """The connection ``target`` writes through (a Session's, in its transaction)."""
-    return target if isinstance(target, Connection) else target.connection()
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
                       EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
                       ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
@@ -53,15 +44,12 @@ def _table(model: type[m.Base]) -> Table:
     return cast(Table, model.__table__)
 
 
-def _insert(dialect: str, table: Table) -> Any:
-    return insert_for(dialect, table)
-
 @functools.cache
 def _position_upsert(dialect: str) -> Any:
     """Built once per dialect and reused: the tail commits about once a second, and building the construct
     anew each time (with its ON CONFLICT clause) was a seventh of the tail thread's CPU.  A statement is
     immutable, so sharing it between sessions and threads is safe; SQLAlchemy's compiled cache does the rest."""
-    stmt = _insert(dialect, _table(t.TxnLogPosition))
+    stmt = insert_for(dialect, _table(t.TxnLogPosition))
     return stmt.on_conflict_do_update(
         index_elements=["cluster_id", "log_partition"],
         set_={"next_offset": stmt.excluded.next_offset, "updated_at": stmt.excluded.updated_at})
@@ -71,7 +59,7 @@ def _position_upsert(dialect: str) -> Any:
 def _counter_upsert(dialect: str) -> Any:
     """Adds to a counter (see :func:`_position_upsert` for why it is built once)."""
     table = _table(t.TxnLogCounter)
-    stmt = _insert(dialect, table)
+    stmt = insert_for(dialect, table)
     return stmt.on_conflict_do_update(index_elements=["cluster_id", "name"],
                                       set_={"value": table.c.value + stmt.excluded.value})
 
@@ -80,12 +68,11 @@ def _counter_upsert(dialect: str) -> Any:
 def _aggregate_upsert(dialect: str) -> Any:
     """Adds to a minute's aggregate, keeping the larger maximum (built once, as :func:`_position_upsert`)."""
     table = _table(t.TxnLogAggregate)
-    stmt = _insert(dialect, table)
+    stmt = insert_for(dialect, table)
     set_ = {c: table.c[c] + stmt.excluded[c] for c in _AGGREGATE_COLUMNS.values() if c != "duration_ms_max"}
     set_["duration_ms_max"] = case((stmt.excluded.duration_ms_max > table.c.duration_ms_max,
                                     stmt.excluded.duration_ms_max), else_=table.c.duration_ms_max)
     return stmt.on_conflict_do_update(index_elements=["cluster_id", "bucket_start"], set_=set_)
-
 
 
 def write_progress(target: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
@@ -113,6 +100,25 @@ _AGGREGATE_CONFLICT = (" ON CONFLICT (cluster_id, bucket_start) DO UPDATE SET "
                        + ", duration_ms_max = CASE WHEN (excluded.duration_ms_max > txnlog_aggregates.duration_ms_max)"
                          " THEN excluded.duration_ms_max ELSE txnlog_aggregates.duration_ms_max END")
 
+Rows = list[tuple[Any, ...]]
+
+
+def _progress_rows(cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings, at: Any,
+                   bucket_time: Callable[[int], Any]) -> tuple[Rows, Rows, Rows]:
+    """The positions', counters' and aggregates' rows (in ``_POSITION_COLUMNS``, ``_COUNTER_COLUMNS`` and
+    ``_AGGREGATE_ROW`` order), each backend's times given: ``at`` for the positions, ``bucket_time`` of a minute."""
+    position_rows = [(cluster_id, p, o, at) for p, o in sorted(positions.items())]
+    counter_rows = [(cluster_id, k, v) for k, v in sorted(findings.counts.items()) if v]
+    bucket_rows = []
+    for bucket_ms, values in sorted(findings.buckets.items()):
+        row: list[Any] = [0] * len(_AGGREGATE_SLOT)
+        for key, value in values.items():
+            slot = _AGGREGATE_SLOT.get(key)
+            if slot is not None:
+                row[slot] = value
+        bucket_rows.append((cluster_id, bucket_time(bucket_ms), *row))
+    return position_rows, counter_rows, bucket_rows
+
 
 def _upsert_sqlite(target: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
                    now: datetime) -> None:
@@ -124,25 +130,16 @@ def _upsert_sqlite(target: Target, cluster_id: int, positions: Mapping[int, int]
     them on SQLite (integers, text; times as the DATETIME text, :func:`sqlite_time`), in the same statements
     (the same ON CONFLICT clauses as :func:`_position_upsert`, :func:`_counter_upsert`, :func:`_aggregate_upsert`),
     so the rows are the same (tests/store/test_txnlog_upserts.py compares them with Core's)."""
+    rows = _progress_rows(cluster_id, positions, findings, sqlite_time(now.astimezone(_UTC)),
+                          lambda ms: sqlite_time(from_ms(ms)))
     cursor = connection_of(target).connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        if positions:
-            at = sqlite_time(now.astimezone(_UTC))
-            insert_rows(cursor, t.TxnLogPosition.__tablename__, _POSITION_COLUMNS,
-                        [(cluster_id, p, o, at) for p, o in sorted(positions.items())], _POSITION_CONFLICT)
-        counts = [(cluster_id, k, v) for k, v in sorted(findings.counts.items()) if v]
-        if counts:
-            insert_rows(cursor, t.TxnLogCounter.__tablename__, _COUNTER_COLUMNS, counts, _COUNTER_CONFLICT)
-        if findings.buckets:
-            buckets = []
-            for bucket_ms, values in sorted(findings.buckets.items()):
-                row: list[Any] = [0] * len(_AGGREGATE_SLOT)
-                for key, value in values.items():
-                    slot = _AGGREGATE_SLOT.get(key)
-                    if slot is not None:
-                        row[slot] = value
-                buckets.append((cluster_id, sqlite_time(from_ms(bucket_ms)), *row))
-            insert_rows(cursor, t.TxnLogAggregate.__tablename__, _AGGREGATE_ROW, buckets, _AGGREGATE_CONFLICT)
+        for table, columns, conflict, table_rows in zip(
+                (t.TxnLogPosition, t.TxnLogCounter, t.TxnLogAggregate),
+                (_POSITION_COLUMNS, _COUNTER_COLUMNS, _AGGREGATE_ROW),
+                (_POSITION_CONFLICT, _COUNTER_CONFLICT, _AGGREGATE_CONFLICT), rows, strict=True):
+            if table_rows:
+                insert_rows(cursor, table.__tablename__, columns, table_rows, conflict)
     finally:
         cursor.close()
 
@@ -150,37 +147,11 @@ def _upsert_sqlite(target: Target, cluster_id: int, positions: Mapping[int, int]
 def _upsert_core(target: Target, dialect: str, cluster_id: int, positions: Mapping[int, int],
                  findings: TxnLogFindings, now: datetime) -> None:
     """The positions, counters and aggregates through Core's upserts (PostgreSQL, and any other backend)."""
-    if positions:
-        target.execute(_position_upsert(dialect),
-                        [dict(cluster_id=cluster_id, log_partition=p, next_offset=o, updated_at=now)
-                         for p, o in sorted(positions.items())])
-    counts = {k: v for k, v in findings.counts.items() if v}
-    if counts:
-        target.execute(_counter_upsert(dialect),
-                        [dict(cluster_id=cluster_id, name=k, value=v) for k, v in sorted(counts.items())])
-    if findings.buckets:
-        buckets = []
-        for bucket_ms, values in sorted(findings.buckets.items()):
-            bucket: dict[str, Any] = dict.fromkeys(_AGGREGATE_COLUMNS.values(), 0)
-            bucket.update(cluster_id=cluster_id, bucket_start=from_ms(bucket_ms))
-            for key, value in values.items():
-                if key in _AGGREGATE_COLUMNS:
-                    bucket[_AGGREGATE_COLUMNS[key]] = value
-            buckets.append(bucket)
-        target.execute(_aggregate_upsert(dialect), buckets)
-
-
-def insert_rows(cursor: Any, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], suffix: str = "",
-                largest: int = LARGEST_ROWS) -> None:
-    """``rows`` in statements of a few shapes (store/statement_shapes.py) through a sqlite3 cursor, in order."""
-    per = rows_per_statement(cursor.connection, len(columns), largest)
-    one = f"({', '.join(['?'] * len(columns))})"
-    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-    start = 0
-    for size in chunk_sizes(len(rows), per):
-        chunk = rows[start:start + size]
-        start += size
-        cursor.execute(head + ", ".join([one] * size) + suffix, list(chain.from_iterable(chunk)))
+    rows = _progress_rows(cluster_id, positions, findings, now, from_ms)
+    for upsert, columns, table_rows in zip((_position_upsert, _counter_upsert, _aggregate_upsert),
+                                           (_POSITION_COLUMNS, _COUNTER_COLUMNS, _AGGREGATE_ROW), rows, strict=True):
+        if table_rows:
+            target.execute(upsert(dialect), [dict(zip(columns, row, strict=True)) for row in table_rows])
 
 
 def sqlite_time(at: datetime) -> str:
