@@ -110,12 +110,12 @@ def _logged_span(session: Session, cluster_id: int, transactional_id: str) -> tu
     return None if first_at is None or last_at is None else (first_at, last_at)
 
 
-def without_covered_guesses(rows: list[TimelineEntry], span: tuple[datetime, datetime] | None = None,
-                            logged: frozenset[tuple[str, int, int]] = frozenset()) -> list[TimelineEntry]:
+def without_covered_guesses(rows: list[TimelineEntry],
+                            span: tuple[datetime, datetime] | None = None) -> list[TimelineEntry]:
     """One id's rows without the polled ones the log's own rows cover: those between its first and last row from the
     log (``span``, widened by the log's rows among ``rows``, such as archived ones), and those that name a transition
-    the log holds (the state reached, the producer id and the transaction's start: ``logged`` and the log's rows
-    among ``rows``, :func:`transition_key`).
+    one of the log's rows among ``rows`` holds (the state reached, the producer id and the transaction's start:
+    :func:`transition_key`; the timeline asks the database about the rest, :func:`_without_guesses_covered`).
 
     Polls infer transitions only while the tail is not exact (store/recorder.py), for instance for the few seconds
     a restarted daemon takes to reopen the tail.  The tail then resumes at its stored positions and writes every
@@ -132,7 +132,7 @@ def without_covered_guesses(rows: list[TimelineEntry], span: tuple[datetime, dat
     if not ends:
         return rows
     first, last = min(ends), max(ends)
-    same = logged | {k for r in logged_rows if (k := transition_key(r)) is not None}
+    same = {k for r in logged_rows if (k := transition_key(r)) is not None}
     return [r for r in rows if r.log_offset is not None
             or not (first <= r.observed_at <= last or transition_key(r) in same)]
 
@@ -168,14 +168,16 @@ def _logged_keys(session: Session, cluster_id: int, transactional_id: str,
 
 def _without_guesses_covered(session: Session, cluster_id: int, transactional_id: str, rows: list[TimelineEntry],
                              span: tuple[datetime, datetime] | None) -> list[TimelineEntry]:
-    """:func:`without_covered_guesses`, asking the database only about the guesses the span leaves in."""
+    """:func:`without_covered_guesses`, then the guesses it leaves in (a few, at the edges) left out too when the
+    database holds a log row of the same transition (:func:`_logged_keys`)."""
     if span is None and all(r.log_offset is None for r in rows):
         return rows  # the log holds nothing of the id: every guess stays
     left = without_covered_guesses(rows, span)
     guesses = [r for r in left if r.log_offset is None]
     if not guesses:
         return left
-    return without_covered_guesses(left, span, _logged_keys(session, cluster_id, transactional_id, guesses))
+    logged = _logged_keys(session, cluster_id, transactional_id, guesses)
+    return [r for r in left if r.log_offset is not None or transition_key(r) not in logged]
 
 
 def archived_transitions(archive_uri: str, cluster: str, transactional_id: str) -> list[TimelineEntry]:
