@@ -33,20 +33,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))  # benchmarks.scratch_store (appended: never ahead of a baseline)
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+sys.path.append(str(ROOT))  # benchmarks' own modules (appended: never ahead of a baseline)
 
-
-def _thread_cpu_s(name: str) -> float:
-    """utime + stime of this process's thread called ``name`` (its OS name, cut to 15 bytes), 0 if none."""
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            if (task / "comm").read_text().strip() == name[:15]:
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                return (int(fields[11]) + int(fields[12])) * TICK_S
-        except OSError:
-            continue
-    return 0.0
+from benchmarks.thread_cpu import thread_cpu_s  # noqa: E402  (needs ROOT on sys.path)
 
 
 def child(commits: int, warmup: int, records: int, ids: int) -> dict[str, Any]:
@@ -114,11 +103,11 @@ def child(commits: int, warmup: int, records: int, ids: int) -> dict[str, Any]:
 
     for _ in range(warmup):
         commit()
-    writer0, tail0, wall0 = _thread_cpu_s("txnlog-w:bench"), time.thread_time(), time.perf_counter()
+    writer0, tail0, wall0 = thread_cpu_s().get("txnlog-w:bench", 0.0), time.thread_time(), time.perf_counter()
     for _ in range(commits):
         commit()
     wall, tail_cpu = time.perf_counter() - wall0, time.thread_time() - tail0
-    writer = _thread_cpu_s("txnlog-w:bench") - writer0
+    writer = thread_cpu_s().get("txnlog-w:bench", 0.0) - writer0
     tail.close()
     engine.dispose()
     import txnwatch

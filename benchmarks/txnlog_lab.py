@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks.scratch_store (appended: never ahead of a baseline)
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks' own modules (appended: never ahead of a baseline)
+
+from benchmarks.thread_cpu import thread_cpu_s
 
 TOPIC = "__transaction_state"
 
@@ -84,21 +86,6 @@ def floor(bootstrap: str, expected: int) -> dict[str, Any]:
     consumer.close()
     return {"records": read, "wall_s": wall, "cpu_s": cpu, "threads": threads, "opening_wall_s": opening_wall,
             "opening_cpu_s": opening_cpu}
-
-
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds per thread of this process so far, by OS thread name (``/proc/self/task/*/stat``): the
-    tail's own thread, its commit writer and kafka-python's I/O loop, each apart."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue  # a thread that ended meanwhile
-        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return out
 
 
 def _store() -> tuple[Any, Any]:
