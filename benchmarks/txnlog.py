@@ -12,7 +12,8 @@ Default (``--lab``, issue 25's honest figures), in one run on a one-broker lab (
    alone like the floor, and on CPUs 0,1.  The floor is one thread on one core; the daemon's tail uses a
    second thread, its commit writer (collect/txnlog_writer.py), whose SQLite work runs off the GIL while
    the tail's thread fetches, decodes and applies the next records: the two-CPU line is the tail as the
-   daemon runs it, the one-CPU line the cost on one core;
+   daemon runs it, the one-CPU line the cost on one core; and a third time on one CPU with its batch walk in
+   Python (``txnlog_lab.py tail-python``: no ``kafka/_txnlog_walk.c``), the tail of an install without a C compiler;
 3. **synthetic**: decode + apply of generated TV2 records in this process, no client (second line);
    Where the tail's CPU goes (py-spy on this log, 102,342 records, issue 25): about a quarter each in the
    fetch's walk and decode, in apply, and in the SQLite store (its executemany of one 20-column transitions
@@ -423,7 +424,9 @@ def lab_figures(args: argparse.Namespace) -> None:
         # thread (collect/txnlog_writer.py) whose SQLite work runs off the GIL; shown on one core and on two.
         sides = {"floor": ("floor", "1", "floor: kafka-python alone, whole log, 1 CPU"),
                  "tail": ("tail", "1", "tail: fetch+decode+apply+store, 1 CPU"),
-                 "tail2": ("tail", "0,1", "tail, its writer thread free on CPUs 0,1")}
+                 "tail2": ("tail", "0,1", "tail, its writer thread free on CPUs 0,1"),
+                 # The same tail with its batch walk in Python (no kafka/_txnlog_walk.c): what the C walk gives.
+                 "tailpy": ("tail-python", "1", "tail, its batch walk in Python, 1 CPU")}
         rows: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
         for _ in range(args.runs):
             for side, (mode, pin, label) in sides.items():
@@ -447,6 +450,9 @@ def lab_figures(args: argparse.Namespace) -> None:
             print(f"   tail ({label}) / floor, best records/s: {best[side] / best['floor']:.2f}x "
                   f"(from the tail's first records: {opened / best['floor']:.2f}x)   per CPU-s: "
                   f"{per_cpu[side] / per_cpu['floor']:.2f}x   (goal >= 0.9x)")
+        print(f"   tail with the compiled batch walk / with the Python walk (one CPU): best records/s "
+              f"{best['tail'] / best['tailpy']:.2f}x, per CPU-s {per_cpu['tail'] / per_cpu['tailpy']:.2f}x; the "
+              f"Python walk / floor per CPU-s {per_cpu['tailpy'] / per_cpu['floor']:.2f}x")
         # The same, the floor's opening counted as the tail's is (its consumer, metadata and positions).
         floors = rows["floor"]
         equal_best = max(r["records"] / (r["wall_s"] + r.get("opening_wall_s", 0.0)) for r in floors)

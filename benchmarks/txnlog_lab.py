@@ -3,6 +3,7 @@
 Used by ``benchmarks/txnlog.py`` (its default figures); runnable alone for one side:
 
     .venv/bin/python benchmarks/txnlog_lab.py floor BOOTSTRAP RECORDS   # kafka-python alone, JSON line
+    .venv/bin/python benchmarks/txnlog_lab.py tail-python BOOTSTRAP RECORDS  # the tail, its batch walk in Python
     .venv/bin/python benchmarks/txnlog_lab.py tail BOOTSTRAP RECORDS    # the daemon's tail, JSON line
     .venv/bin/python benchmarks/txnlog_lab.py trail BOOTSTRAP SECONDS   # the tail from the log's end, lag per record
     .venv/bin/python benchmarks/txnlog_lab.py trail-topic BOOTSTRAP SECONDS TOPIC   # the same on a replay topic
@@ -335,6 +336,11 @@ def main(argv: list[str]) -> int:
     if mode == "floor":
         out: dict[str, Any] = floor(bootstrap, int(amount))
     elif mode == "tail":
+        out = tail(bootstrap, int(amount))
+    elif mode == "tail-python":  # the same tail without the compiled batch walk (kafka/_txnlog_walk.c)
+        from txnwatch.kafka import txnlog_batches
+
+        txnlog_batches.WALK = None
         out = tail(bootstrap, int(amount))
     elif mode == "trail":
         out = trail(bootstrap, amount)

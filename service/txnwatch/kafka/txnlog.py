@@ -404,10 +404,12 @@ class TransactionLogTail:
                     self._consumer.seek_to_beginning(tp)
                 else:
                     self._consumer.seek_to_end(tp)
-            # kafka-python's fetch, its records decoded from the batch bytes (kafka/txnlog_batches.py): the
-            # records it would otherwise build were most of the tail's CPU.
+            # kafka-python's fetch, its records decoded from the batch bytes (kafka/txnlog_batches.py), compiled
+            # where txnwatch was built with its C walk: the records it would otherwise build were most of the
+            # tail's CPU.
             self._problems: list[RequestError] = []
-            self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems, decode_in)
+            self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems, decode_in,
+                                                   walk=txnlog_batches.WALK)
             # Resolve now: a lazy seek would skip what is written before the first read.
             self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
         except Exception:

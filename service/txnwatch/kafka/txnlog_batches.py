@@ -15,6 +15,10 @@ one partition's fetched bytes is replaced, on this one consumer (:func:`install`
 * a fetch holding anything else (a compressed batch, message format 0/1) goes through
   kafka-python's own unpacking, then the same decoding: the records come out the same.
 
+The walk is compiled where txnwatch was installed with a C compiler (``_txnlog_walk.c``, :data:`WALK`):
+it takes the batches and records Kafka writes on this log and hands every other batch to :func:`unpack`
+and every other record to ``decode_in``, so the records are the same either way.
+
 A damaged batch raises kafka-python's ``CorruptRecordError`` where kafka-python would, so the tail
 reacts as before.  kafka-python's internals are reached in one place, :func:`install`, which says
 False (and the tail keeps kafka-python's records) where they are not what this was written for.
@@ -31,6 +35,12 @@ import kafka.errors as Errors
 from kafka.record.util import calc_crc32c, decode_varint
 
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.core.vocabulary import STATE_BY_ID
+
+try:
+    from txnwatch.kafka import _txnlog_walk
+except ImportError:  # installed where no C compiler was (setup.py): the Python walk alone
+    _txnlog_walk = None  # type: ignore[assignment]  # the stub types the module, this is its absence
 
 Decode = Callable[[bytes | None, bytes | None, int, int, int | None], "TxnLogRecord | RequestError"]
 #: (batch bytes, key at, key size, value at, value size, partition, offset, timestamp): the same as Decode on the
@@ -44,6 +54,19 @@ _MAGIC_AT = 16
 _ATTRIBUTES_AT = 21  # the CRC covers the batch from here on
 _CODEC_MASK, _LOG_APPEND_TIME, _CONTROL = 0x07, 0x08, 0x20
 _BAD = (ValueError, IndexError, struct.error)
+
+#: The compiled walk (``_txnlog_walk.walk``), None where txnwatch was installed without it.  It reads records as
+#: :func:`txnwatch.kafka.txnlog.decode_in` does, so it is only for that decoder (``install``'s ``walk``).
+Walk = Callable[..., tuple[list[TxnLogRecord], int, int, int, "int | None", int, int]]
+WALK: Walk | None = None
+if _txnlog_walk is not None:
+    _txnlog_walk.configure(TxnLogRecord, STATE_BY_ID, TxnLogKind.VALUE)
+    WALK = _txnlog_walk.walk
+#: What the compiled walk says where it stopped (the C source's WALK_END, WALK_MORE, WALK_DEFER): no whole batch
+#: left, call again from there, or the batch there is for :func:`unpack`.
+WALK_END, WALK_MORE, WALK_DEFER = 0, 1, 2
+#: Records the compiled walk builds before handing them on: a catching-up fetch of 4 MiB holds ~28,000.
+WALK_CHUNK = 1_000
 
 
 def plain_v2(data: bytes | memoryview) -> bool:
@@ -84,13 +107,13 @@ def _signed(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def unpack(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problems: list[RequestError],
-           check_crcs: bool) -> Iterator[TxnLogRecord]:
-    """The decoded records of the whole v2 batches of one partition's fetched bytes, in offset order.
+           check_crcs: bool, start: int = 0) -> Iterator[TxnLogRecord]:
+    """The decoded records of the whole v2 batches of one partition's fetched bytes from ``start``, in offset order.
 
     ``owner`` is kafka-python's ``PartitionRecords`` for this fetch: its ``next_fetch_offset``,
     ``leader_epoch``, ``records_read`` and ``bytes_read`` are kept as kafka-python keeps them (the
     consumer's position after the fetch is taken from ``next_fetch_offset``)."""
-    pos, end = 0, len(data)
+    pos, end = start, len(data)
     view = memoryview(data)
     while pos + _HEAD_SIZE <= end:
         (base_offset, length, leader_epoch, _, crc, attributes, last_delta, first_ts, max_ts, _, _, _,
@@ -161,11 +184,63 @@ def unpack(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problem
         pos = batch_end
 
 
-def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_in: DecodeIn | None = None) -> bool:
+def decoded_at(data: bytes, key_at: int, key_size: int, value_at: int, value_size: int, partition: int, offset: int,
+               timestamp: int | None, decode_in: DecodeIn, problems: list[RequestError]) -> TxnLogRecord:
+    """One record's key and value decoded where they lie, a record that names no id kept as :func:`as_record` does."""
+    decoded = decode_in(data, key_at, key_size, value_at, value_size, partition, offset, timestamp)
+    return decoded if type(decoded) is TxnLogRecord else as_record(
+        decoded, partition, offset, timestamp, data[value_at:value_at + value_size] if value_size >= 0 else None,
+        problems)
+
+
+def walked(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problems: list[RequestError],
+           check_crcs: bool, walk: Walk) -> Iterator[TxnLogRecord]:
+    """:func:`unpack`'s records, the batches it can take walked by the compiled ``walk``, the rest by :func:`unpack`.
+
+    ``walk`` stops between batches after :data:`WALK_CHUNK` records and where the leader epoch changes, so the
+    consumer's position and epoch are kafka-python's after every record handed on, as with :func:`unpack`.  A
+    record it does not read as ``decode_in``'s fast path does is decoded by ``decode_in`` as it walks (so a
+    record that names no id has its problem noted when its chunk is walked, not when it is taken)."""
+
+    noted: list[tuple[TxnLogRecord, RequestError]] = []  # (record, problem) of the chunk being walked
+
+    def fallback(data: bytes, key_at: int, key_size: int, value_at: int, value_size: int, offset: int,
+                 timestamp: int) -> TxnLogRecord:
+        found: list[RequestError] = []
+        record = decoded_at(data, key_at, key_size, value_at, value_size, partition, offset, timestamp, decode_in,
+                            found)
+        noted.extend((record, problem) for problem in found)
+        return record
+
+    pos, skip_below = 0, owner.fetch_offset
+    while True:
+        records, pos, status, epoch, next_offset, read, size = walk(
+            data, pos, partition, skip_below, check_crcs, calc_crc32c, fallback, WALK_CHUNK)
+        if noted:  # only those of records handed on: a batch handed to unpack() is decoded there again
+            kept = {id(record) for record in records}
+            problems += [problem for record, problem in noted if id(record) in kept]
+            noted.clear()
+        if next_offset is not None:
+            owner.leader_epoch = epoch
+            for record in records:
+                owner.next_fetch_offset = record[2] + 1  # its offset
+                yield record
+            owner.next_fetch_offset = next_offset
+            owner.records_read += read
+            owner.bytes_read += size
+        if status != WALK_MORE:
+            break
+    if status == WALK_DEFER:
+        yield from unpack(owner, partition, data, decode_in, problems, check_crcs, pos)
+
+
+def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_in: DecodeIn | None = None,
+            walk: Walk | None = None) -> bool:
     """Make ``consumer.poll()`` return :class:`TxnLogRecord` (decoded by ``decode``) instead of ConsumerRecords.
 
     ``decode_in``, the same decoding reading the key and value where they lie in the batch, is what walks
     the batches in place (``decode`` on copies of them if not given); ``decode`` decodes kafka-python's records.
+    ``walk`` (:data:`WALK`), given with :func:`txnwatch.kafka.txnlog.decode_in`, walks them compiled.
 
     Records that name no id are returned as undecodable and their problems appended to ``problems``.
     False where this kafka-python's fetcher is not the one this was written for (then nothing changed)."""
@@ -198,7 +273,10 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_
                 self.record_iterator = self._batches(tp.partition, data)
 
         def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:
-            yield from unpack(self, partition, data, in_place, problems, self.check_crcs)
+            if walk is not None:
+                yield from walked(self, partition, data, in_place, problems, self.check_crcs, walk)
+            else:
+                yield from unpack(self, partition, data, in_place, problems, self.check_crcs)
             self.drain()
 
         def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
