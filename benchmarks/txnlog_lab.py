@@ -331,16 +331,23 @@ def fill(bootstrap: str, target: int, producers: int, log_dir: Path, kafka_versi
     return log_records(bootstrap), time.perf_counter() - started
 
 
+def python_walk() -> None:
+    """This child's tail without the compiled batch walk (kafka/_txnlog_walk.c): the Python walk, for a side by side."""
+    from txnwatch.kafka import txnlog_batches
+
+    txnlog_batches.WALK = None
+
+
 def main(argv: list[str]) -> int:
     mode, bootstrap, amount = argv[1], argv[2], float(argv[3])
+    if os.environ.get("TXNLOG_BENCH_PYTHON_WALK"):  # benchmarks/txnlog_replay.py --python-walk
+        python_walk()
     if mode == "floor":
         out: dict[str, Any] = floor(bootstrap, int(amount))
     elif mode == "tail":
         out = tail(bootstrap, int(amount))
     elif mode == "tail-python":  # the same tail without the compiled batch walk (kafka/_txnlog_walk.c)
-        from txnwatch.kafka import txnlog_batches
-
-        txnlog_batches.WALK = None
+        python_walk()
         out = tail(bootstrap, int(amount))
     elif mode == "trail":
         out = trail(bootstrap, amount)

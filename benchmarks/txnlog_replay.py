@@ -38,6 +38,7 @@ the 40,000 records/s of four records per transaction.
     .venv/bin/python benchmarks/txnlog_replay.py --bootstrap HOST:PORT   # a running lab (filled log)
     .venv/bin/python benchmarks/txnlog_replay.py --rate 13334             # 40,000 records/s
     .venv/bin/python benchmarks/txnlog_replay.py --busy-commit-ms 1000    # one commit a second, as before
+    .venv/bin/python benchmarks/txnlog_replay.py --python-walk            # the tail without its compiled batch walk
 """
 
 from __future__ import annotations
@@ -301,7 +302,7 @@ def run(args: argparse.Namespace, bootstrap: str) -> None:
               f"planned for {args.seconds:.0f} s over {args.ids:,} ids; {ready['records']:,} records in "
               f"{ready['requests']:,} Produce requests, built in {ready['build_cpu_s']:.1f} CPU-s before the run")
         env = {**os.environ, **({"TXNLOG_BENCH_BUSY_COMMIT_MS": str(args.busy_commit_ms)} if args.busy_commit_ms
-                                else {})}
+                                else {}), **({"TXNLOG_BENCH_PYTHON_WALK": "1"} if args.python_walk else {})}
         tail = subprocess.Popen(["taskset", "-c", "0", sys.executable, str(lab_bench.__file__), "trail-topic", bootstrap,
                                  str(ready["seconds_planned"] + args.drain_seconds), TOPIC],
                                 stdout=subprocess.PIPE, text=True, env=env)
@@ -328,7 +329,7 @@ def run(args: argparse.Namespace, bootstrap: str) -> None:
           f"behind schedule p99 {sent['late_p99_s'] * 1000:.0f} ms, max {sent['late_max_s'] * 1000:.0f} ms; "
           f"sender CPU {sent['cpu_s']:.1f} s")
     if trailed.get("stored"):
-        print(f"   tail (CPU 0, fetch+decode+apply+SQLite): append-to-stored p50 {trailed['p50']:.2f} s, "
+        print(f"   tail (CPU 0, fetch+decode+apply+SQLite{', Python batch walk' if args.python_walk else ''}): append-to-stored p50 {trailed['p50']:.2f} s, "
               f"p99 {trailed['p99']:.2f} s, max {trailed['max']:.2f} s over {trailed['stored']:,} records; "
               f"CPU {trailed['cpu_s']:.1f} s in {trailed['wall_s']:.1f} s wall "
               f"({trailed['cpu_s'] / sent['sent_s']:.0%} of its core over the {sent['sent_s']:.1f} s of writing); behind at the end: "
@@ -357,6 +358,8 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="a running lab whose __transaction_state is filled already")
     parser.add_argument("--busy-commit-ms", type=int, help="the tail's transaction_log.busy_commit_ms (default: the "
                         "daemon's); 1000 commits once a second, as before issue 25's change")
+    parser.add_argument("--python-walk", action="store_true",
+                        help="the tail without its compiled batch walk (kafka/_txnlog_walk.c), for a side by side")
     parser.add_argument("--produce-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce_child:
