@@ -134,10 +134,20 @@ def test_the_compiled_walk_reads_the_usual_record_itself() -> None:
     assert txnlog_batches.WALK is not None
     data = batch(0, [(KEY, EMPTY), (KEY, ONGOING_ONE_PARTITION), (OTHER_KEY, PREPARE_COMMIT_TWO)])
     records, pos, status, _epoch, next_offset, read, _size = txnlog_batches.WALK(
-        data, 0, TP.partition, 0, True, calc_crc32c, fallback, 100)
+        data, 0, TP.partition, 0, True, fallback, 100)
     assert not calls and status == txnlog_batches.WALK_END and pos == len(data) and next_offset == 3 and read == 3
     assert records == [decode_in(*args) for args in _in_place_args(data)]
     assert all(type(r) is TxnLogRecord for r in records)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(data=st.binary(max_size=300))
+def test_the_walks_crc32c_is_kafka_pythons(data: bytes) -> None:
+    """The walk checks each batch's CRC-32C itself (the CPU's crc32 instruction, or tables): kafka-python's sum."""
+    from txnwatch.kafka import _txnlog_walk
+
+    assert _txnlog_walk.crc32c(data) == calc_crc32c(data)
+    assert _txnlog_walk.crc32c(data + bytes(4096)) == calc_crc32c(data + bytes(4096))  # the long loop too
 
 
 def _in_place_args(data: bytes) -> list[tuple[Any, ...]]:
@@ -230,3 +240,11 @@ def test_any_fetch_walks_as_the_python_walk(fetch: tuple[bytes, int], chunk: int
         same(data, fetch_offset, check_crcs)
     finally:
         txnlog_batches.WALK_CHUNK = before
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(fetch=fetches(), cut=st.integers(0, 400))
+def test_the_compiled_plain_v2_answers_as_the_python_one(fetch: tuple[bytes, int], cut: int) -> None:
+    data = fetch[0]
+    for candidate in (data, data[:cut], data + batch(99, [(KEY, EMPTY)], codec=1)):
+        assert txnlog_batches.PLAIN_V2(candidate) is txnlog_batches.plain_v2(candidate)

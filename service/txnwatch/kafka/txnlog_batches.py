@@ -17,7 +17,8 @@ one partition's fetched bytes is replaced, on this one consumer (:func:`install`
 
 The walk is compiled where txnwatch was installed with a C compiler (``_txnlog_walk.c``, :data:`WALK`):
 it takes the batches and records Kafka writes on this log and hands every other batch to :func:`unpack`
-and every other record to ``decode_in``, so the records are the same either way.
+and every other record to ``decode_in``, so the records are the same either way.  It checks the CRC-32C
+itself (the same sum, tested against kafka-python's), and :data:`PLAIN_V2` is :func:`plain_v2` compiled.
 
 A damaged batch raises kafka-python's ``CorruptRecordError`` where kafka-python would, so the tail
 reacts as before.  kafka-python's internals are reached in one place, :func:`install`, which says
@@ -59,6 +60,8 @@ _BAD = (ValueError, IndexError, struct.error)
 #: :func:`txnwatch.kafka.txnlog.decode_in` does, so it is only for that decoder (``install``'s ``walk``).
 Walk = Callable[..., tuple[list[TxnLogRecord], int, int, int, "int | None", int, int]]
 WALK: Walk | None = None
+#: Whether a fetch is all plain v2 batches (:func:`plain_v2`), compiled where the walk is.
+PLAIN_V2: Callable[[bytes], bool]
 if _txnlog_walk is not None:
     _txnlog_walk.configure(TxnLogRecord, STATE_BY_ID, TxnLogKind.VALUE)
     WALK = _txnlog_walk.walk
@@ -79,6 +82,9 @@ def plain_v2(data: bytes | memoryview) -> bool:
             return False  # kafka-python reads it, or says what is wrong with it
         pos += _LOG_OVERHEAD + length
     return True
+
+
+PLAIN_V2 = _txnlog_walk.plain_v2 if _txnlog_walk is not None else plain_v2
 
 
 def as_record(decoded: TxnLogRecord | RequestError, partition: int, offset: int, timestamp: int | None,
@@ -215,7 +221,7 @@ def walked(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problem
     pos, skip_below = 0, owner.fetch_offset
     while True:
         records, pos, status, epoch, next_offset, read, size = walk(
-            data, pos, partition, skip_below, check_crcs, calc_crc32c, fallback, WALK_CHUNK)
+            data, pos, partition, skip_below, check_crcs, fallback, WALK_CHUNK)
         if noted:  # only those of records handed on: a batch handed to unpack() is decoded there again
             kept = {id(record) for record in records}
             problems += [problem for record, problem in noted if id(record) in kept]
@@ -269,7 +275,8 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_
             data = getattr(records, "_buffer", None)
             # read_uncommitted only (the tail's): a read_committed consumer's aborted-transaction filter is
             # kafka-python's.  Anything else: kafka-python's records, decoded below.
-            if getattr(self, "isolation_level", None) == 0 and isinstance(data, bytes) and plain_v2(data):
+            if getattr(self, "isolation_level", None) == 0 and isinstance(data, bytes) and (
+                    PLAIN_V2 if walk is not None else plain_v2)(data):
                 self.record_iterator = self._batches(tp.partition, data)
 
         def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:
