@@ -203,10 +203,12 @@ def walked(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problem
            check_crcs: bool, walk: Walk) -> Iterator[TxnLogRecord]:
     """:func:`unpack`'s records, the batches it can take walked by the compiled ``walk``, the rest by :func:`unpack`.
 
-    ``walk`` stops between batches after :data:`WALK_CHUNK` records and where the leader epoch changes, so the
-    consumer's position and epoch are kafka-python's after every record handed on, as with :func:`unpack`.  A
-    record it does not read as ``decode_in``'s fast path does is decoded by ``decode_in`` as it walks (so a
-    record that names no id has its problem noted when its chunk is walked, not when it is taken)."""
+    Ends with ``owner.drain()``, as kafka-python's own walk does (it is the consumer's iterator itself: a
+    generator less per record).  ``walk`` stops between batches after :data:`WALK_CHUNK` records and where the
+    leader epoch changes, so the consumer's position and epoch are kafka-python's after every record handed on,
+    as with :func:`unpack`.  A record it does not read as ``decode_in``'s fast path does is decoded by
+    ``decode_in`` as it walks (so a record that names no id has its problem noted when its chunk is walked, not
+    when it is taken)."""
 
     noted: list[tuple[TxnLogRecord, RequestError]] = []  # (record, problem) of the chunk being walked
 
@@ -238,6 +240,7 @@ def walked(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problem
             break
     if status == WALK_DEFER:
         yield from unpack(owner, partition, data, decode_in, problems, check_crcs, pos)
+    owner.drain()
 
 
 def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_in: DecodeIn | None = None,
@@ -277,13 +280,12 @@ def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_
             # kafka-python's.  Anything else: kafka-python's records, decoded below.
             if getattr(self, "isolation_level", None) == 0 and isinstance(data, bytes) and (
                     PLAIN_V2 if walk is not None else plain_v2)(data):
-                self.record_iterator = self._batches(tp.partition, data)
+                self.record_iterator = (
+                    walked(self, tp.partition, data, in_place, problems, self.check_crcs, walk) if walk is not None
+                    else self._batches(tp.partition, data))
 
         def _batches(self, partition: int, data: bytes) -> Iterator[TxnLogRecord]:
-            if walk is not None:
-                yield from walked(self, partition, data, in_place, problems, self.check_crcs, walk)
-            else:
-                yield from unpack(self, partition, data, in_place, problems, self.check_crcs)
+            yield from unpack(self, partition, data, in_place, problems, self.check_crcs)
             self.drain()
 
         def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
