@@ -25,6 +25,7 @@ never stops the tail or costs the rest of its batch.
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from txnwatch.kafka.settings import ClusterConnectionSettings
 
 TOPIC = "__transaction_state"
 API = "TransactionLog"
+log = logging.getLogger(__name__)
+_SAID_WALK: list[bool] = []  # the missing compiled walk is said once per process
 
 # TransactionState ids as the coordinator persists them (TransactionState.java).
 _STATES = STATE_BY_ID
@@ -410,6 +413,11 @@ class TransactionLogTail:
             self._problems: list[RequestError] = []
             self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems, decode_in,
                                                    walk=txnlog_batches.WALK)
+            if txnlog_batches.WALK is None and not _SAID_WALK:
+                _SAID_WALK.append(True)
+                log.warning("reading %s with the Python batch walk, about 1.3x the CPU per record: the compiled "
+                            "walk is not installed (%s); reinstall txnwatch where a C compiler and Python's "
+                            "headers are", topic, txnlog_batches.WALK_MISSING)
             # Resolve now: a lazy seek would skip what is written before the first read.
             self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
         except Exception:

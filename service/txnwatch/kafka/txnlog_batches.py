@@ -38,10 +38,13 @@ from kafka.record.util import calc_crc32c, decode_varint
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.core.vocabulary import STATE_BY_ID
 
+#: Why the compiled walk is missing (the ImportError), for the tail's one warning; None when it is there.
+WALK_MISSING: str | None = None
 try:
     from txnwatch.kafka import _txnlog_walk
-except ImportError:  # installed where no C compiler was (setup.py): the Python walk alone
+except ImportError as exc:  # installed where no C compiler was (setup.py): the Python walk alone
     _txnlog_walk = None  # type: ignore[assignment]  # the stub types the module, this is its absence
+    WALK_MISSING = str(exc)
 
 Decode = Callable[[bytes | None, bytes | None, int, int, int | None], "TxnLogRecord | RequestError"]
 #: (batch bytes, key at, key size, value at, value size, partition, offset, timestamp): the same as Decode on the
