@@ -147,12 +147,18 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         # open ~90 % of the time; if the second's InitProducerId lands in the gap between two of its
         # transactions, the coordinator only bumps the epoch (no transaction to abort, so no fence in the log,
         # and txnwatch must not count one either) and the first dies at its next write all the same.  Then
-        # the first is started again and fenced again, up to three times.
+        # the first is started again and fenced again, up to three times.  Rarely the first wins the id back
+        # (its client recovers the aborted transaction with an InitProducerId of its own) and fences the second:
+        # then the next attempt's second fences the first, and the log holds one fence more, which txnwatch must
+        # count all the same.
         for attempt in range(3):
             second = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=2),
                                          tmp_path, kafka_version=version)
             producers.append(second)
-            assert second.wait(90) == 0, second.output()[-2000:]
+            code = second.wait(90)
+            if code != 0 and second.fenced and first.running() and attempt < 2:
+                continue
+            assert code == 0, second.output()[-2000:]
             assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
             records = coordinator_log(lab)
             if histories(records)[java_id].fences or attempt == 2:
@@ -185,7 +191,7 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         print(f"Kafka {version}: txnwatch = DumpLogSegments = {expected}, fence attempts {attempt + 1}")
         by_id = histories(records)
         java = by_id[java_id]
-        assert (java.fences, java.timeout_aborts) == (1, 0) and java.commits > 0
+        assert java.fences >= 1 and java.timeout_aborts == 0 and java.commits > 0
         assert (by_id[python_id].commits, by_id[python_id].aborts, by_id[python_id].fences) == (4, 2, 0)
 
         # The Java id's own history and its timeline: every record, with the coordinator's exact time.
