@@ -151,12 +151,14 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         # (its client recovers the aborted transaction with an InitProducerId of its own) and fences the second:
         # then the next attempt's second fences the first, and the log holds one fence more, which txnwatch must
         # count all the same.
+        won_back = 0  # attempts whose second instance the first fenced
         for attempt in range(3):
             second = start_java_producer(lab.bootstrap_servers, JavaProducerSpec(java_id, topic, duration_s=2),
                                          tmp_path, kafka_version=version)
             producers.append(second)
             code = second.wait(90)
             if code != 0 and second.fenced and first.running() and attempt < 2:
+                won_back += 1
                 continue
             assert code == 0, second.output()[-2000:]
             assert first.wait(60) != 0 and first.fenced, first.output()[-2000:]
@@ -191,7 +193,9 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         print(f"Kafka {version}: txnwatch = DumpLogSegments = {expected}, fence attempts {attempt + 1}")
         by_id = histories(records)
         java = by_id[java_id]
-        assert java.fences >= 1 and java.timeout_aborts == 0 and java.commits > 0
+        # Exactly the one fence, unless the first won the id back (then that fence of the second may be in the log too).
+        assert (java.fences == 1 if not won_back else 1 <= java.fences <= 1 + won_back)
+        assert java.timeout_aborts == 0 and java.commits > 0
         assert (by_id[python_id].commits, by_id[python_id].aborts, by_id[python_id].fences) == (4, 2, 0)
 
         # The Java id's own history and its timeline: every record, with the coordinator's exact time.
