@@ -46,7 +46,7 @@ if [[ ! -x .venv/bin/python ]]; then
   say "creating .venv"
   $PY -m venv .venv
 fi
-# The stamp covers the C source of the tail's compiled walk (setup.py) too: an editable install builds it in place.
+# The stamp covers the C sources of the tail's compiled parts (setup.py) too: an editable install builds them in place.
 # Without a C compiler or Python's headers pip installs txnwatch without it (the same records, slower), so both
 # are installed here (Debian's gcc and python3-dev, where the interpreter is Debian's own).
 if ! command -v cc >/dev/null; then apt_install gcc libc6-dev; fi
@@ -54,7 +54,7 @@ if [[ ! -e "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])'
   apt_install python3-dev
 fi
 stamp=".venv/.txnwatch-installed-$(cat pyproject.toml constraints.txt setup.py service/txnwatch/kafka/_txnlog_walk.c \
-  | sha1sum | cut -c1-12)"
+  service/txnwatch/store/_stream_params.c | sha1sum | cut -c1-12)"
 if [[ ! -e $stamp ]]; then
   say "installing Python dependencies into .venv (first time takes a minute or two)"
   .venv/bin/python -m pip install -q --upgrade pip

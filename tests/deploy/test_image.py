@@ -72,13 +72,15 @@ def test_image_is_slim_non_root_and_holds_the_daemon_only(image: Image) -> None:
     print(f"image root {root_mb:.0f} MB, venv {venv_mb:.0f} MB (pyarrow for the archive included)")
 
 
-def test_the_images_python_loads_the_compiled_walk(image: Image, state: Path) -> None:
-    """The tail's compiled batch walk (setup.py) is in the image's txnwatch wheel and loads with the image's own
-    Python: were it missing, the tail would read with the Python walk at ~1.3x the CPU and say so only in a log."""
-    check = subprocess.run(
-        chroot_command(image, state, "-c", "from txnwatch.kafka import txnlog_batches as b; print(b.WALK_MISSING)",
-                       entrypoint=["/opt/txnwatch/bin/python"]), capture_output=True, text=True, timeout=120)
-    assert (check.returncode, check.stdout.strip()) == (0, "None"), check.stdout + check.stderr
+def test_the_images_python_loads_the_compiled_parts(image: Image, state: Path) -> None:
+    """The tail's compiled batch walk and stream-row parameters (setup.py) are in the image's txnwatch wheel and
+    load with the image's own Python: were they missing, the tail would spend more CPU a record and say so only in
+    a log."""
+    code = ("from txnwatch.kafka import txnlog_batches as b; from txnwatch.store import txnlog as s; "
+            "print(b.WALK_MISSING, s.STREAM_PARAMS_MISSING)")
+    check = subprocess.run(chroot_command(image, state, "-c", code, entrypoint=["/opt/txnwatch/bin/python"]),
+                           capture_output=True, text=True, timeout=120)
+    assert (check.returncode, check.stdout.strip()) == (0, "None None"), check.stdout + check.stderr
 
 
 def test_version_migrate_and_run_inside_the_image(image: Image, state: Path, lab_cluster: Any, tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ neither skips a record nor counts one twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -34,10 +35,23 @@ from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.db import Target, connection_of
 from txnwatch.store.isolation import Rejections
-from txnwatch.store.statement_shapes import LARGEST_ROWS, insert_rows
+from txnwatch.store.statement_shapes import LARGEST_ROWS, chunk_sizes, insert_rows, rows_per_statement
 from txnwatch.store.txnlog_progress import sqlite_time, write_progress
 
 _UTC = UTC
+log = logging.getLogger(__name__)
+_SAID_PARAMS: list[bool] = []  # the missing compiled parameters are said once per process
+
+#: Why the compiled parameters of the stream's INSERTs are missing (the ImportError), None when they are there:
+#: installed without a C compiler (setup.py), SQLite stages through :func:`stream_rows` as before, a little slower.
+STREAM_PARAMS_MISSING: str | None = None
+try:
+    from txnwatch.store._stream_params import stream_params as _compiled_stream_params
+except ImportError as exc:
+    _compiled_stream_params = None  # type: ignore[assignment]  # the stub types the function, this is its absence
+    STREAM_PARAMS_MISSING = str(exc)
+#: ``_stream_params.stream_params`` (see :func:`_stage_sqlite`), None where txnwatch was installed without it.
+STREAM_PARAMS: Callable[..., tuple[Any, ...]] | None = _compiled_stream_params
 
 
 def _tp(partitions: Iterable[tuple[str, int]]) -> list[str]:
@@ -87,6 +101,62 @@ def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTra
     return [(cluster_id, log, staged_at_ms, *x[:12],
              text if (text := joined.get(x[12])) is not None else _partitions_text(x[12]), ",".join(x[13]), *x[14:])
             for x in transitions]
+
+
+def stage_transitions_of(session: Target, cluster_id: int, staged_at_ms: int,
+                         transitions: Sequence[LogTransition]) -> None:
+    """The transitions as stream rows (STREAM_COLUMNS), inside the session's transaction: on SQLite with the
+    compiled parameters (:func:`_stage_sqlite`), else :func:`stream_rows` through :func:`_stage`."""
+    params = STREAM_PARAMS
+    connection = connection_of(session)
+    if params is not None and connection.dialect.name == "sqlite":
+        _stage_sqlite(connection, cluster_id, staged_at_ms, transitions, params)
+        return
+    if connection.dialect.name == "sqlite" and not _SAID_PARAMS:
+        _SAID_PARAMS.append(True)
+        log.warning("storing the transaction log's stream rows without the compiled parameters, about 1.2x the "
+                    "writer's CPU per record: they are not installed (%s); reinstall txnwatch where a C compiler "
+                    "and Python's headers are", STREAM_PARAMS_MISSING)
+    _stage(connection, stream_rows(cluster_id, staged_at_ms, transitions))
+
+
+#: The transition's own columns, in LogTransition's order (the stream row's after its three constant ones).
+_STREAM_FIELDS = STREAM_COLUMNS[3:]
+#: SQLite's multi-row INSERT of n stream rows, by n (a few powers of two: store/statement_shapes.py).
+_STREAM_SQL: dict[int, str] = {}
+
+
+def _stream_sql(rows: int) -> str:
+    """``rows`` stream rows in one INSERT whose constants are bound once: ?1 the cluster, ?2 when staged (a ``?``
+    after them takes the next number), the source a literal."""
+    sql = _STREAM_SQL.get(rows)
+    if sql is None:
+        source = "'" + _LOG.replace("'", "''") + "'"
+        one = f"(?1, {source}, ?2, {', '.join(['?'] * len(_STREAM_FIELDS))})"
+        sql = _STREAM_SQL[rows] = (f"INSERT INTO {m.TransactionTransition.__tablename__} "
+                                   f"({', '.join(STREAM_COLUMNS)}) VALUES " + ", ".join([one] * rows))
+    return sql
+
+
+def _stage_sqlite(connection: Any, cluster_id: int, staged_at_ms: int, transitions: Sequence[LogTransition],
+                  params: Callable[..., tuple[Any, ...]]) -> None:
+    """The stream rows of ``transitions`` on SQLite, in order, in the multi-row INSERTs of :func:`_insert_many`,
+    each statement's parameters built in one compiled pass (``_stream_params.c``): no row tuple, no flattening,
+    and three values a row fewer to bind.  The rows are the ones :func:`stream_rows` gives, value for value
+    (tests/store/test_txnlog_insert_many.py)."""
+    dbapi = connection.connection.driver_connection
+    # Two values a row more than it takes, so the two bound once always fit (SQLite's variable limit).
+    per = rows_per_statement(dbapi, len(_STREAM_FIELDS) + 2, _MAX_ROWS_PER_INSERT)
+    head = (cluster_id, staged_at_ms)
+    cursor = dbapi.cursor()
+    try:
+        start = 0
+        for size in chunk_sizes(len(transitions), per):
+            cursor.execute(_stream_sql(size),
+                           params(head, transitions, start, start + size, _joined_partitions, _partitions_text))
+            start += size
+    finally:
+        cursor.close()
 
 
 def _stage(session: Target, rows: list[tuple[Any, ...]]) -> None:
@@ -211,8 +281,7 @@ def write_batch(session: Target, cluster_id: int, positions: Mapping[int, int], 
         connection.execute(delete(T).where(T.cluster_id == cluster_id, T.source == m.TRANSACTION_LOG,
                                         T.id_hash.in_([m.id_hash(tid) for tid in gone])))
     if stage_transitions and findings.transitions:
-        rows = stream_rows(cluster_id, to_ms(now), findings.transitions)
-        _stage(connection, rows)
+        stage_transitions_of(connection, cluster_id, to_ms(now), findings.transitions)
     anomalies = anomaly_rows(cluster_id, to_ms(now), (*findings.anomalies, *extra_anomalies))
     if anomalies:
         _insert_plain(connection, ANOMALY_COLUMNS, anomalies)
