@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
-from txnwatch.kafka import ClusterConnectionSettings
+from txnwatch.kafka import ClusterConnectionSettings, txnlog
 from txnwatch.kafka.errors import CORRUPT
 from txnwatch.kafka.txnlog import TransactionLogTail, decode_record
 
@@ -234,3 +234,35 @@ def test_damaged_real_records_decode_or_are_reported(cut: int, flip: int) -> Non
     damaged = PREPARE_COMMIT_TWO[:cut] + bytes([flip]) + PREPARE_COMMIT_TWO[cut + 1:]
     decoded = decode_record(KEY, damaged, 0, 0, 0)
     assert isinstance(decoded, TxnLogRecord) and decoded.transactional_id == "tl-xe2caf"
+
+
+@pytest.mark.lab
+def test_full_reads_shorten_the_consumers_fetch_wait_and_a_short_one_restores_it(
+        lab_cluster: Any, new_topic: Callable[..., str]) -> None:
+    """kafka/txnlog.FetchWait on the real consumer: kafka-python's fetcher reads the wait the tail sets (its own
+    config, read for every fetch request), short while reads fill the poll, the operator's once one does not."""
+    topic = new_topic(partitions=1)
+    producer = KafkaProducer(bootstrap_servers=lab_cluster.bootstrap_servers, linger_ms=20)
+    try:
+        for i in range(2_500):
+            producer.send(topic, key=b"k", value=b"v%d" % i, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    settings = ClusterConnectionSettings(name="lab", bootstrap_servers=lab_cluster.bootstrap_servers)
+    with TransactionLogTail(settings, topic=topic, from_beginning=True, max_poll_records=1_000,
+                            fetch_wait_ms=1_500) as tail:
+        fetcher_config = tail._consumer._fetcher.config
+        assert fetcher_config["fetch_max_wait_ms"] == txnlog.BUSY_FETCH_WAIT_MS  # opened as if behind
+        sizes: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        while sum(n for n, _ in sizes) < 2_500 and time.monotonic() < deadline:
+            records, _ = tail.read(500)
+            if records:
+                sizes.append((len(records), fetcher_config["fetch_max_wait_ms"]))
+        assert sum(n for n, _ in sizes) == 2_500  # every record (undecodable here: not the transaction log's)
+        assert any(n == 1_000 for n, _ in sizes), sizes
+        assert all(wait == (txnlog.BUSY_FETCH_WAIT_MS if n == 1_000 else 1_500) for n, wait in sizes), sizes
+        assert sizes[-1][0] < 1_000 and sizes[-1][1] == 1_500
+        tail.read(100)  # nothing more: still the operator's wait
+        assert fetcher_config["fetch_max_wait_ms"] == 1_500

@@ -61,3 +61,37 @@ def test_the_max_wait_stays_under_half_the_request_timeout(monkeypatch: pytest.M
     assert consumer_config(monkeypatch, request_timeout_ms=4_000)["fetch_max_wait_ms"] == 2_000
     assert consumer_config(monkeypatch, request_timeout_ms=10_000)["fetch_max_wait_ms"] == 2_000
     assert consumer_config(monkeypatch, request_timeout_ms=1)["fetch_max_wait_ms"] == 500  # floor of 1 s / 2
+
+
+def test_a_full_read_shortens_the_wait_until_a_read_comes_back_short() -> None:
+    """kafka-python leaves a partition whose records it is still handing out out of the next fetch; with every
+    other partition caught up the broker holds that fetch for the whole wait, and the busy partition waits behind
+    it.  While reads fill the poll the wait is short; a trickle keeps the long one."""
+    waits: list[int] = []
+    wait = txnlog.FetchWait(quiet_ms=2_000, full=10_000, set_wait=waits.append)
+    wait.opening()  # a tail opens as if behind
+    for records in (10_000, 10_000, 3, 0, 0, 9_999, 10_000, 10_000, 42):
+        wait.after_read(records)
+    assert waits == [txnlog.BUSY_FETCH_WAIT_MS, 2_000, txnlog.BUSY_FETCH_WAIT_MS, 2_000]  # only on a change
+    short = txnlog.FetchWait(quiet_ms=50, full=10, set_wait=waits.append)
+    short.after_read(10)
+    assert waits[-1] == 50  # never longer than the operator's own wait
+    txnlog.FetchWait(quiet_ms=2_000, full=10, set_wait=None).after_read(10)  # a fetcher it cannot change: nothing
+
+
+def test_the_wait_control_reaches_kafka_pythons_fetcher_config() -> None:
+    """The setter changes what kafka-python's Fetcher reads for every fetch request it builds (its own config);
+    a fetcher without such a config gets no setter."""
+    from kafka.consumer.fetcher import Fetcher
+
+    from txnwatch.kafka import txnlog_batches
+
+    assert Fetcher.DEFAULT_CONFIG["fetch_max_wait_ms"] == 500  # the key kafka-python's requests read
+    config = dict(Fetcher.DEFAULT_CONFIG)
+    consumer = type("Consumer", (), {"_fetcher": type("F", (), {"config": config})()})()
+    set_wait = txnlog_batches.fetch_wait_control(consumer)
+    assert set_wait is not None
+    set_wait(100)
+    assert config["fetch_max_wait_ms"] == 100
+    assert txnlog_batches.fetch_wait_control(object()) is None
+    assert txnlog_batches.fetch_wait_control(type("C", (), {"_fetcher": type("F", (), {"config": {}})()})()) is None

@@ -539,7 +539,8 @@ class TransactionLogConfig(_Strict):
         "of new records wait: what a trickle of records waits before the tail reads it (then it is committed). A "
         "quiet log costs CPU per fetch round, not per record (one round per broker per wait): lower for fresher "
         "history of a quiet log at more CPU (1000 about doubles the tail's idle CPU). A busy log fills 64 KiB long "
-        "before, so it is read as it comes. Capped at half of the cluster's request_timeout_ms.")
+        "before, so it is read as it comes; while reads fill a whole poll (catching up) the tail asks for 100 ms "
+        "instead. Capped at half of the cluster's request_timeout_ms.")
     hot_transitions_minutes: float = Field(
         default=60, gt=0, description="How long the full transition stream stays in the database after it was "
         "archived to Parquet (anomalies, per-id state and aggregates stay for retention.days).")

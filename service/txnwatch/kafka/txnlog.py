@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kafka import KafkaConsumer
@@ -103,6 +103,40 @@ FETCH_CONFIG: Mapping[str, int] = {"max_poll_records": 10_000, "fetch_max_bytes"
 #: the transaction timeouts it judges (tens of seconds and more) and a 15 s poll do not notice.  A busy log fills
 #: ``fetch_min_bytes`` long before (30,000 records/s: within ~15 ms), so catching up and trailing are unchanged.
 FETCH_MAX_WAIT_MS = 2_000
+#: The wait while the log keeps filling whole polls (``max_poll_records``): see :class:`FetchWait`.
+BUSY_FETCH_WAIT_MS = 100
+
+
+@dataclass
+class FetchWait:
+    """The fetch wait as the log's pace asks: ``quiet_ms`` while reads come back short, ``BUSY_FETCH_WAIT_MS`` from
+    a read that filled the poll until the next that does not.
+
+    Why: kafka-python sends the next fetch while a partition's fetched records are still being handed out, and
+    leaves that partition out of it.  When every other partition is caught up the broker then holds that fetch for
+    the whole wait (it has nothing to send), and the busy partition's next fetch goes only after it comes back (one
+    fetch in flight per broker).  With the 2 s a trickle wants, a log whose records lie in one partition stalled
+    1.5-2 s per fetch of it: 300,000 records read back in 3.8 s instead of 2.4 s, the last 16,000 waiting
+    (benchmarks/txnlog.py, issue 25).  A full poll means more is buffered or coming, so the short wait costs a
+    busy log at most a fetch round per 100 ms that an empty partition set answers; a trickle keeps the long wait.
+    """
+
+    quiet_ms: int
+    full: int  # max_poll_records: a read that returns this many filled the poll
+    set_wait: Callable[[int], None] | None
+    busy: bool = False
+
+    def after_read(self, records: int) -> None:
+        """After a read of ``records`` records: the wait the next fetches ask for."""
+        busy = records >= self.full
+        if busy != self.busy and self.set_wait is not None:
+            self.set_wait(min(BUSY_FETCH_WAIT_MS, self.quiet_ms) if busy else self.quiet_ms)
+        self.busy = busy
+
+    def opening(self) -> None:
+        """A tail opens as if busy: it mostly resumes behind the log (a restart, a new leader); the first short
+        read brings the quiet wait back."""
+        self.after_read(self.full)
 
 
 class TxnLogUnavailable(Exception):
@@ -376,6 +410,8 @@ class TransactionLogTail:
                  fetch_wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
         config = settings.client_config()
         self.topic = topic
+        # At most half the request timeout: a held fetch must come back well before kafka-python gives up on it.
+        wait_ms = min(fetch_wait_ms, max(settings.request_timeout_ms, 1_000) // 2)
         self._consumer = KafkaConsumer(
             bootstrap_servers=config["bootstrap_servers"], client_id=f"{settings.client_id}-txnlog",
             group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -384,8 +420,7 @@ class TransactionLogTail:
             # The cluster's connect timeout, as the poll loop's own bootstrap uses (kafka-python's default is 30 s,
             # and a daemon stopping while its tail bootstraps against an unreachable cluster waited that long).
             bootstrap_timeout_ms=settings.connect_timeout_ms,
-            # At most half the request timeout: a held fetch must come back well before kafka-python gives up on it.
-            fetch_max_wait_ms=min(fetch_wait_ms, max(settings.request_timeout_ms, 1_000) // 2),
+            fetch_max_wait_ms=wait_ms,
             # Nothing reads the tail consumer's own metrics (txnwatch's are its HistoryView): kafka-python's
             # sensors recorded every request, response and fetch on the I/O thread, ~3 fetch rounds a second
             # on a quiet 3-broker cluster (issue 25).
@@ -398,6 +433,8 @@ class TransactionLogTail:
                     f"topic {topic} is not visible: it does not exist yet (no transactional producer has run) "
                     "or this principal lacks Describe on it")
             self._partitions = [KafkaTopicPartition(topic, p) for p in sorted(partitions)]
+            self._wait = FetchWait(wait_ms, max_poll_records, txnlog_batches.fetch_wait_control(self._consumer))
+            self._wait.opening()
             self._consumer.assign(self._partitions)
             stored = dict(positions or {})
             for tp in self._partitions:
@@ -450,6 +487,7 @@ class TransactionLogTail:
                         decode_record(record.key, record.value, partition, record.offset, record.timestamp),
                         partition, record.offset, record.timestamp, record.value, self._problems))
             self._next[partition] = batch[-1].offset + 1
+        self._wait.after_read(len(records))
         problems, self._problems[:] = self._problems[:], []
         return records, problems
 

@@ -21,8 +21,9 @@ and every other record to ``decode_in``, so the records are the same either way.
 itself (the same sum, tested against kafka-python's), and :data:`PLAIN_V2` is :func:`plain_v2` compiled.
 
 A damaged batch raises kafka-python's ``CorruptRecordError`` where kafka-python would, so the tail
-reacts as before.  kafka-python's internals are reached in one place, :func:`install`, which says
-False (and the tail keeps kafka-python's records) where they are not what this was written for.
+reacts as before.  kafka-python's internals are reached in this module only: :func:`install`, which says
+False (and the tail keeps kafka-python's records) where they are not what this was written for, and
+:func:`fetch_wait_control`, None where the fetch wait cannot be changed after the consumer is built.
 """
 
 from __future__ import annotations
@@ -244,6 +245,23 @@ def walked(owner: Any, partition: int, data: bytes, decode_in: DecodeIn, problem
     if status == WALK_DEFER:
         yield from unpack(owner, partition, data, decode_in, problems, check_crcs, pos)
     owner.drain()
+
+
+def fetch_wait_control(consumer: Any) -> Callable[[int], None] | None:
+    """A setter of the longest a broker may hold ``consumer``'s next fetches (``fetch_max_wait_ms``), or None where
+    this kafka-python's fetcher does not read it from its config for every fetch it sends (then it stays as built).
+
+    kafka-python reads it from the fetcher's own config each time it builds a fetch request, so a change applies to
+    the next fetch sent; the consumer's config and the fetches in flight are untouched."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    config = getattr(fetcher, "config", None)
+    if not isinstance(config, dict) or not isinstance(config.get("fetch_max_wait_ms"), int):
+        return None
+
+    def set_wait(ms: int) -> None:
+        config["fetch_max_wait_ms"] = ms
+
+    return set_wait
 
 
 def install(consumer: Any, decode: Decode, problems: list[RequestError], decode_in: DecodeIn | None = None,
