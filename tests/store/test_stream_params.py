@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,11 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
-from tests.fixtures.migrated import migrate
 from txnwatch.detect import txnlog as d
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
-from txnwatch.store.db import make_engine
 
 from .test_txnlog_tail import registered
 
@@ -120,16 +117,6 @@ def _variety(n: int) -> list[d.LogTransition]:
         2**40 + i, i % 32767, None if i % 2 else 2**41, None if i % 2 else 3, 60_000, None if i % 7 == 0 else 5,
         partitions[i % 4], events[i % 4], None if i % 3 else i * 3, i % 3, None if i % 6 == 5 else f"detail {i}, with ' quote")
         for i in range(n)]
-
-
-@pytest.fixture
-def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
-    migrate(sqlite_url)
-    engine = make_engine(sqlite_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 @needs_params
