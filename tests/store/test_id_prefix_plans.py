@@ -8,21 +8,18 @@ timeline, a group's lag) read every row of the cluster and sorted them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.fixtures.migrated import migrate
 from tests.store.test_txnlog_tail import registered
 from txnwatch.core.vocabulary import TxnState
 from txnwatch.detect.txnlog import FENCED
 from txnwatch.store import models as m
 from txnwatch.store import queries
-from txnwatch.store.db import make_engine
 
 HEAD = "tenant-" + "x" * 300  # three ids sharing their first 200 characters (the index's head), and a short one
 IDS = ("app-1", HEAD, HEAD + "-b", HEAD + "-c")
@@ -84,14 +81,6 @@ def _plans(engine: Engine, read: Callable[[Session], Any]) -> list[str]:
                 for sql, params in seen]
     finally:
         raw.close()
-
-
-@pytest.fixture
-def sqlite_engine(sqlite_url: str) -> Iterator[Engine]:
-    migrate(sqlite_url)
-    engine = make_engine(sqlite_url)
-    yield engine
-    engine.dispose()
 
 
 def test_sqlite_reads_an_ids_transitions_along_its_prefix_in_index_order(sqlite_engine: Engine) -> None:
