@@ -8,11 +8,11 @@
  * fetches and applies.  No library builds a statement's parameters from tuples; this does both steps in one pass.
  *
  * stream_params(head, transitions, start, stop, joined, join) -> tuple: ``head``'s values, then for each
- * LogTransition of transitions[start:stop] (a tuple of 17 fields) its values in store/txnlog.STREAM_FIELDS order:
+ * LogTransition of transitions[start:stop] (a tuple of 17 fields) its values in store/txnlog._STREAM_FIELDS order:
  * the first twelve fields as they are, the partitions as text (``joined[partitions]`` if cached, else
  * ``join(partitions)``, the Python function that also keeps that cache), the events joined by commas (as
  * ``",".join(events)``), then the last three fields.  The same values, in the same order, as the Python path:
- * tests/store/test_txnlog_insert_many.py compares the two on the same transitions.
+ * tests/store/test_stream_params.py compares the two on random transitions and on the rows they store.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Connection, delete, select
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
@@ -138,17 +138,17 @@ def _stream_sql(rows: int) -> str:
     return sql
 
 
-def _stage_sqlite(connection: Any, cluster_id: int, staged_at_ms: int, transitions: Sequence[LogTransition],
+def _stage_sqlite(connection: Connection, cluster_id: int, staged_at_ms: int, transitions: Sequence[LogTransition],
                   params: Callable[..., tuple[Any, ...]]) -> None:
     """The stream rows of ``transitions`` on SQLite, in order, in the multi-row INSERTs of :func:`_insert_many`,
     each statement's parameters built in one compiled pass (``_stream_params.c``): no row tuple, no flattening,
     and three values a row fewer to bind.  The rows are the ones :func:`stream_rows` gives, value for value
-    (tests/store/test_txnlog_insert_many.py)."""
+    (tests/store/test_stream_params.py)."""
     dbapi = connection.connection.driver_connection
     # Two values a row more than it takes, so the two bound once always fit (SQLite's variable limit).
     per = rows_per_statement(dbapi, len(_STREAM_FIELDS) + 2, _MAX_ROWS_PER_INSERT)
     head = (cluster_id, staged_at_ms)
-    cursor = dbapi.cursor()
+    cursor = dbapi.cursor()  # type: ignore[union-attr]  # the sqlite3 connection under the session
     try:
         start = 0
         for size in chunk_sizes(len(transitions), per):
