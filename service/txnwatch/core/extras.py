@@ -4,11 +4,28 @@ The daemon needs only the core dependencies.  PySpark (491 MB) is the pipeline's
 pyarrow (170 MB) serves the Parquet archive and the pipeline, so both live in extras; code that
 needs them calls :func:`require` first and the user reads which extra to install instead of a
 ``ModuleNotFoundError`` traceback.
+
+The compiled modules (setup.py) are optional too, but nothing fails without them: their Python twins run,
+slower, and :func:`say_uncompiled` says so once.
 """
 
 from __future__ import annotations
 
+import logging
 from importlib.util import find_spec
+
+_SAID_UNCOMPILED: set[str] = set()  # the compiled parts already said missing, once per process each
+
+
+def say_uncompiled(logger: logging.Logger, part: str, doing: str, cost: str, reason: str | None) -> bool:
+    """Warn once per process that ``part`` (a compiled module of setup.py) is missing: what runs instead
+    (``doing``), what it costs, why it is missing (the ImportError), and how to get it.  True if it warned now."""
+    if part in _SAID_UNCOMPILED:
+        return False
+    _SAID_UNCOMPILED.add(part)
+    logger.warning("%s, %s: %s is not installed (%s); reinstall txnwatch where a C compiler and Python's headers are",
+                   doing, cost, part, reason)
+    return True
 
 #: module -> (extra that provides it, what needs it)
 PROVIDERS = {

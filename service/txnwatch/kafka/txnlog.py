@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
+from txnwatch.core.extras import say_uncompiled
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.kafka import errors, txnlog_batches
@@ -41,7 +42,6 @@ from txnwatch.kafka.settings import ClusterConnectionSettings
 TOPIC = "__transaction_state"
 API = "TransactionLog"
 log = logging.getLogger(__name__)
-_SAID_WALK: list[bool] = []  # the missing compiled walk is said once per process
 
 # TransactionState ids as the coordinator persists them (TransactionState.java).
 _STATES = STATE_BY_ID
@@ -450,11 +450,9 @@ class TransactionLogTail:
             self._problems: list[RequestError] = []
             self._batches = txnlog_batches.install(self._consumer, decode_record, self._problems, decode_in,
                                                    walk=txnlog_batches.WALK)
-            if txnlog_batches.WALK is None and not _SAID_WALK:
-                _SAID_WALK.append(True)
-                log.warning("reading %s with the Python batch walk, about 1.3x the CPU per record: the compiled "
-                            "walk is not installed (%s); reinstall txnwatch where a C compiler and Python's "
-                            "headers are", topic, txnlog_batches.WALK_MISSING)
+            if txnlog_batches.WALK is None:
+                say_uncompiled(log, "the compiled walk", f"reading {topic} with the Python batch walk",
+                               "about 1.3x the CPU per record", txnlog_batches.WALK_MISSING)
             # Resolve now: a lazy seek would skip what is written before the first read.
             self._next = {tp.partition: self._consumer.position(tp) for tp in self._partitions}
         except Exception:

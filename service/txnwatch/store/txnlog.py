@@ -21,6 +21,7 @@ from sqlalchemy import Connection, delete, select
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
+from txnwatch.core.extras import say_uncompiled
 from txnwatch.core.model import TxnState, split_topic_partition
 from txnwatch.detect.txnlog import (
     ANOMALIES,
@@ -40,7 +41,6 @@ from txnwatch.store.txnlog_progress import sqlite_time, write_progress
 
 _UTC = UTC
 log = logging.getLogger(__name__)
-_SAID_PARAMS: list[bool] = []  # the missing compiled parameters are said once per process
 
 #: Why the compiled parameters of the stream's INSERTs are missing (the ImportError), None when they are there:
 #: installed without a C compiler (setup.py), SQLite stages through :func:`stream_rows` as before, a little slower.
@@ -112,11 +112,9 @@ def stage_transitions_of(session: Target, cluster_id: int, staged_at_ms: int,
     if params is not None and connection.dialect.name == "sqlite":
         _stage_sqlite(connection, cluster_id, staged_at_ms, transitions, params)
         return
-    if connection.dialect.name == "sqlite" and not _SAID_PARAMS:
-        _SAID_PARAMS.append(True)
-        log.warning("storing the transaction log's stream rows without the compiled parameters, about 1.2x the "
-                    "writer's CPU per record: they are not installed (%s); reinstall txnwatch where a C compiler "
-                    "and Python's headers are", STREAM_PARAMS_MISSING)
+    if connection.dialect.name == "sqlite":
+        say_uncompiled(log, "the compiled stream-row builder", "storing the transaction log's stream rows in Python",
+                       "about 1.2x the writer's CPU per record", STREAM_PARAMS_MISSING)
     _stage(connection, stream_rows(cluster_id, staged_at_ms, transitions))
 
 
