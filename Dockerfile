@@ -15,6 +15,8 @@
 ARG BASE=localhost/txnwatch-base:latest
 
 FROM ${BASE} AS daemon
+# txnwatch.__version__ (scripts/build-image.sh passes it; the tag carries it too): the image's version label.
+ARG VERSION=unknown
 # One step, so the image is one layer over the base (quick with podman's vfs storage, too). The build
 # never reaches a package index: scripts/build-image.sh puts the pinned dependency wheels (pyproject.toml's
 # dependencies + the archive extra, at constraints.txt's versions) in build/image/deps and txnwatch's own
@@ -45,7 +47,8 @@ ENTRYPOINT ["txnwatch"]
 CMD ["run"]
 LABEL org.opencontainers.image.title="txnwatch" \
       org.opencontainers.image.description="Observability and alerting for Apache Kafka transactions" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 
 FROM daemon AS pipeline
 # `txnwatch pipeline run` with a local Spark (the chart's CronJob, `local[*]` in the pod) or as the driver

@@ -6,6 +6,7 @@ from logging.config import fileConfig
 
 from alembic import context
 from txnwatch.store import (
+    console_sessions,  # noqa: F401  (the console's sessions for autogenerate)
     lease_models,  # noqa: F401  (fleet tables for autogenerate)
     rollup_models,  # noqa: F401  (rollup tables for autogenerate)
     txnlog_models,  # noqa: F401  (transaction-log tables for autogenerate)

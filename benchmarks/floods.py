@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import resource
 import socket
@@ -39,24 +38,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "service")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fixtures import floods  # noqa: E402
-from tests.fixtures.daemon import free_port, terminate  # noqa: E402
+from benchmarks import harness
+from tests.fixtures import floods
 
 SOFT_NOFILE = 1024
 
 
 def _soft_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (SOFT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-
-
-def _busy_cpu_s() -> float:
-    """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _size(path: Path) -> int:
@@ -131,21 +122,12 @@ class Prober(threading.Thread):
             time.sleep(0.1)
 
 
-def start(directory: Path, workers: int, bootstrap: str | None) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    config = directory / f"floods-{workers}.yaml"
+def start(directory: Path, workers: int, bootstrap: str | None) -> harness.Daemon:
     cluster: dict[str, object] = {"name": "bench", "bootstrap_servers": bootstrap or "127.0.0.1:9"}
     if not bootstrap:
         cluster.update(connect_timeout_ms=100, request_timeout_ms=200)
-    config.write_text(json.dumps({"database_url": f"sqlite:///{directory / f'floods-{workers}.db'}",
-                                  "poll_interval_seconds": 5, "clusters": [cluster], "transaction_log": {
-                                      "enabled": bool(bootstrap)},
-                                  "api": {"host": "127.0.0.1", "port": port, "workers": workers}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
-    log = (directory / f"floods-{workers}.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "txnwatch", "run", "--config", str(config)], stdout=log,
-                            stderr=subprocess.STDOUT, env=env, preexec_fn=_soft_limit)
-    return proc, port
+    return harness.Daemon.start(directory, [cluster], name=f"floods-{workers}", preexec_fn=_soft_limit, settings={
+        "poll_interval_seconds": 5, "transaction_log": {"enabled": bool(bootstrap)}, "api": {"workers": workers}})
 
 
 async def wait_up(proc: subprocess.Popen[bytes], port: int, workers: int) -> None:
@@ -162,7 +144,7 @@ async def run_phase(name: str, port: int, pid: int, log: Path, seconds: float,
     text = await floods.metrics_text(port)
     polls_before = floods.counter_sum(text, "txnwatch_polls_total") if text else float("nan")
     log_before = _size(log)
-    cpu_before, busy_before = floods.figures(pid).cpu_s, _busy_cpu_s()
+    cpu_before, busy_before = floods.figures(pid).cpu_s, harness.machine_busy_s()
     conns = await setup()
     started = time.monotonic()
     probes = Prober(port, started + seconds)
@@ -178,7 +160,7 @@ async def run_phase(name: str, port: int, pid: int, log: Path, seconds: float,
     text = await floods.metrics_text(port)
     floods.close_all(conns)
     wall = time.monotonic() - started
-    others = _busy_cpu_s() - busy_before - (server.cpu_s - cpu_before)
+    others = harness.machine_busy_s() - busy_before - (server.cpu_s - cpu_before)
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     return Phase(phase=name, opened=len(conns), held=held, p50=_pct(healthz, 50), p99=_pct(healthz, 99),
                  max=max(healthz, default=float("nan")), failed=failures, probes=len(healthz) + failures,
@@ -245,14 +227,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="txnwatch-floods-") as tmp:
         rows = []
         for workers in [int(w) for w in args.workers.split(",")]:
-            proc, port = start(Path(tmp), workers, args.bootstrap)
+            daemon = start(Path(tmp), workers, args.bootstrap)
             try:
-                asyncio.run(wait_up(proc, port, workers))
-                log = Path(tmp) / f"floods-{workers}.log"
-                rows += [(workers, r) for r in asyncio.run(bench(port, proc.pid, log, args.connections,
+                asyncio.run(wait_up(daemon.proc, daemon.port, workers))
+                rows += [(workers, r) for r in asyncio.run(bench(daemon.port, daemon.pid, daemon.log, args.connections,
                                                                  args.seconds))]
             finally:
-                terminate(proc)
+                daemon.stop()
         print(header)
         for workers, r in rows:
             print(f"{workers:>7} {r.phase:<6} {r.held:>5} {r.p50:>9.1f}ms {r.p99:>5.1f}ms {r.max:>5.1f}ms "

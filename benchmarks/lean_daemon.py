@@ -1,16 +1,18 @@
-"""How lean is the daemon: the size of its own virtualenv and the idle memory of `txnwatch run`.
+"""How lean the daemon is: its own virtualenv's size, `txnwatch run`'s idle memory, and what its first API request
+builds.
 
-Goals (issues 16 and 18): the venv for the daemon alone under 250 MB; the idle resident memory of
-`txnwatch run` watching one small cluster at most 100 MB.
+Goals (issues 16 and 18): the daemon's virtualenv under 250 MB; `txnwatch run` watching one small cluster idle at
+100 MB resident at most.
 
-1. Builds a throwaway virtualenv with `pip install txnwatch` (core dependencies only, at
-   constraints.txt's versions), prints its size, then adds the `archive` extra (pyarrow, what the
-   container image carries) and prints that too.
-2. Runs `txnwatch run` from that venv (SQLite, one cluster: a one-broker lab cluster started here, or
-   --bootstrap host:port), waits until /readyz says ready, lets it idle, and prints VmRSS, RssAnon
-   and PSS next to the goal.
-3. Prints which top-level packages the running daemon imported (from `python -X importtime`), so an
-   import the daemon does not need shows up.
+1. A throwaway virtualenv with ``pip install txnwatch`` (core dependencies only, at constraints.txt's versions):
+   its size with and without pip and setuptools; then with the ``archive`` extra (pyarrow: what the image holds).
+2. `txnwatch run` from that virtualenv (SQLite, one cluster: a one-broker lab started here, or ``--bootstrap``),
+   waited for until ``/readyz`` answers, left idle ``--idle-seconds``: VmRSS, RssAnon, RssFile and PSS of the daemon
+   (its metrics port's process apart), and which top-level packages it imported (``python -X importtime``), so an
+   import it does not need shows up.
+3. The first API request (``GET /api/v1/clusters``): the daemon's RSS and PSS before and after it builds the API
+   stack (serve/front.py answers the probes without it), the request's wall time and the daemon's CPU over it,
+   beside the next requests' and the probes'.
 
     .venv/bin/python benchmarks/lean_daemon.py [--bootstrap HOST:PORT] [--idle-seconds 30] [--keep DIR]
 """
@@ -19,21 +21,23 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import os
 import shutil
-import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-GOAL_VENV_MB = 250
-GOAL_RSS_MB = 100
+from benchmarks import harness
+
+ROOT = harness.ROOT
+GOAL_VENV_MB, GOAL_RSS_MB = 250, 100
+UNWANTED = {"pyspark", "pyarrow", "py4j", "rich", "pygments", "pytest"}
 
 
 def du_mb(path: Path) -> float:
@@ -45,38 +49,20 @@ def pip(venv: Path, *args: str) -> None:
                     *args], check=True)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def memory_kb(pid: int) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name in ("status", "smaps_rollup"):
-        try:
-            text = Path(f"/proc/{pid}/{name}").read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile", "Pss") and rest.strip().endswith("kB"):
-                out[key] = int(rest.split()[0])
-    return out
+def timed(client: httpx.Client, path: str) -> float:
+    started = time.perf_counter()
+    client.get(path).raise_for_status()
+    return (time.perf_counter() - started) * 1000
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="watch this cluster instead of starting a one-broker lab")
     parser.add_argument("--idle-seconds", type=float, default=30)
-    parser.add_argument("--keep", type=Path, help="build (or reuse) the daemon venv here and keep it")
+    parser.add_argument("--keep", type=Path, help="build (or reuse) the daemon's virtualenv here and keep it")
     args = parser.parse_args()
-
-    work = Path(tempfile.mkdtemp(prefix="txnwatch-lean-"))
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-bench-lean-"))
     venv = args.keep or work / "venv"
-    lab = None
     try:
         if not (venv / "bin" / "txnwatch").exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -85,66 +71,53 @@ def main() -> int:
         core_mb = du_mb(venv)
         tools_mb = sum(du_mb(p) for p in (venv / "lib").glob("python3*/site-packages/*")
                        if p.name.split("-")[0] in ("pip", "setuptools"))
-        print(f"venv, daemon alone (pip install txnwatch): {core_mb:6.0f} MB "
-              f"({core_mb - tools_mb:.0f} MB without pip/setuptools)   goal < {GOAL_VENV_MB} MB   "
-              f"{'OK' if core_mb < GOAL_VENV_MB else 'MISSED'}")
+        print(f"virtualenv, the daemon alone (pip install txnwatch): {core_mb:.0f} MB ({core_mb - tools_mb:.0f} MB "
+              f"without pip and setuptools); goal < {GOAL_VENV_MB} MB: {'met' if core_mb < GOAL_VENV_MB else 'MISSED'}")
         pip(venv, f"{ROOT}[archive]")
-        print(f"venv, daemon + archive extra (pyarrow):   {du_mb(venv):6.0f} MB   (what the container image holds)")
-
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            from txnwatch.lab.cluster import start_lab
-            from txnwatch.lab.settings import LabSettings
-
-            lab = start_lab(LabSettings(brokers=1), work / "lab", die_with_parent=True)
-            bootstrap = lab.bootstrap_servers
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TXNWATCH_")}
-        env.update(TXNWATCH_DATABASE_URL=f"sqlite:///{work / 'db.sqlite'}",
-                   TXNWATCH_RETENTION__ARCHIVE_DIR=str(work / "archive"),
-                   TXNWATCH_CLUSTERS=json.dumps([{"name": "small", "bootstrap_servers": bootstrap}]),
-                   TXNWATCH_API__HOST="127.0.0.1", TXNWATCH_API__PORT=str(port), TXNWATCH_LOG_LEVEL="WARNING",
-                   TXNWATCH_ALEMBIC_DIR=str(ROOT))  # the migrations live beside the package, as in the image
-        imports = work / "importtime.log"
-        with imports.open("wb") as err:
-            daemon = subprocess.Popen([str(venv / "bin" / "python"), "-X", "importtime", "-m", "txnwatch", "run"],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=work)
-        try:
-            deadline = time.monotonic() + 180
-            while True:
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    print(imports.read_text()[-3000:], file=sys.stderr)
-                    raise SystemExit("txnwatch run did not become ready")
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(1)
-            time.sleep(args.idle_seconds)
-            mem = memory_kb(daemon.pid)
-        finally:
-            daemon.send_signal(signal.SIGTERM)
+        print(f"virtualenv with the archive extra (pyarrow, as the image holds): {du_mb(venv):.0f} MB")
+        with harness.Lab(args.bootstrap) as lab:
+            daemon = harness.Daemon.start(work, [{"name": "small", "bootstrap_servers": lab.bootstrap}],
+                                          python=str(venv / "bin" / "python"), importtime=True,
+                                          settings={"log_level": "WARNING"},
+                                          env={"TXNWATCH_ALEMBIC_DIR": str(ROOT)})  # migrations beside the package
             try:
-                daemon.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-        rss_mb = mem.get("VmRSS", 0) / 1024
-        print(f"idle RSS of txnwatch run, one cluster, {args.idle_seconds:.0f} s after ready: {rss_mb:6.1f} MB   "
-              f"goal <= {GOAL_RSS_MB} MB   {'OK' if rss_mb <= GOAL_RSS_MB else 'MISSED'}")
-        print(f"  RssAnon {mem.get('RssAnon', 0) / 1024:.1f} MB, RssFile {mem.get('RssFile', 0) / 1024:.1f} MB, "
-              f"PSS {mem.get('Pss', 0) / 1024:.1f} MB")
+                deadline = time.monotonic() + 180
+                while not daemon.answers("/readyz"):
+                    if daemon.proc.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit(f"txnwatch run did not become ready; see {daemon.log}")
+                    time.sleep(1)
+                time.sleep(args.idle_seconds)
+                idle = harness.memory_mb(daemon.pid)
+                with httpx.Client(base_url=daemon.url(), timeout=60) as client:
+                    probes = [timed(client, "/readyz") for _ in range(5)]
+                    cpu0 = harness.cpu_s(daemon.pid)
+                    first = timed(client, "/api/v1/clusters")
+                    first_cpu = harness.cpu_s(daemon.pid) - cpu0
+                    later = [timed(client, "/api/v1/clusters") for _ in range(20)]
+                    probes_after = [timed(client, "/readyz") for _ in range(5)]
+                time.sleep(2)
+                built = harness.memory_mb(daemon.pid)
+            finally:
+                daemon.stop()
+        rss = idle.get("VmRSS", 0.0)
+        print(f"idle `txnwatch run`, one cluster, {args.idle_seconds:.0f} s after ready: RSS {rss:.1f} MB (goal <= "
+              f"{GOAL_RSS_MB} MB: {'met' if rss <= GOAL_RSS_MB else 'MISSED'}), RssAnon {idle.get('RssAnon', 0):.1f}, "
+              f"RssFile {idle.get('RssFile', 0):.1f}, PSS {idle.get('Pss', 0):.1f} MB")
+        print(f"the first API request: RSS {rss:.1f} -> {built.get('VmRSS', 0):.1f} MB, PSS {idle.get('Pss', 0):.1f} -> "
+              f"{built.get('Pss', 0):.1f} MB; {first:.0f} ms wall, {first_cpu:.2f} CPU-s of the daemon; the next ones "
+              f"{statistics.median(later):.1f} ms; /readyz {statistics.median(probes):.1f} ms before, "
+              f"{statistics.median(probes_after):.1f} ms after")
         packages: collections.Counter[str] = collections.Counter()
-        for line in imports.read_text(errors="replace").splitlines():
+        for line in daemon.log.read_text(errors="replace").splitlines():
             if line.startswith("import time:") and "[us]" not in line:
                 packages[line.rsplit("|", 1)[1].strip().split(".")[0]] += 1
-        print(f"modules imported by the daemon: {sum(packages.values())}; by top-level package:")
-        print("  " + ", ".join(f"{name} {count}" for name, count in packages.most_common(30)))
-        unwanted = sorted(set(packages) & {"pyspark", "pyarrow", "py4j", "rich", "pygments", "pytest"})
-        print(f"  not wanted in the daemon: {', '.join(unwanted) or 'none'}")
+        print(f"modules the daemon imported: {sum(packages.values())}; by top-level package: "
+              + ", ".join(f"{name} {count}" for name, count in packages.most_common(30)))
+        print(f"  not wanted in the daemon: {', '.join(sorted(set(packages) & UNWANTED)) or 'none'}")
+        loads = harness.Loads()
+        loads.sample()
+        print(harness.machine_line(loads))
     finally:
-        if lab is not None:
-            lab.down()
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
     return 0

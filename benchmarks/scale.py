@@ -36,23 +36,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
-import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Any
 
-# Whose code is measured: ``--service DIR`` (a baseline's, in a --baseline child) or this checkout's.
-sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
-                else str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import harness
 
 GOAL_POLL_S = 5.0
 GOAL_RSS_MB = 1024
@@ -60,14 +55,6 @@ PER_TOPIC = 50
 BROKERS = 3
 POLL_INTERVAL_S = 15
 SAMPLE_INTERVAL_S = 300  # the defaults of lag_sample_interval_seconds and offset_sample_interval_seconds
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def answers(at_ms: int, partitions: int, group_partitions: int, ids: int, idle: bool = False) -> dict[str, Any]:
@@ -161,17 +148,13 @@ def _recorder(directory: str) -> Any:
     from txnwatch.store.db import make_engine, make_sessionmaker
     from txnwatch.store.lag_sampling import LagSampling
     from txnwatch.store.migrate import upgrade
+    from txnwatch.store.offset_pictures import OffsetPictures
 
     url = f"sqlite:///{directory}/bench.db"
     upgrade(url)
-    extra: dict[str, Any] = {}
-    try:
-        from txnwatch.store.offset_pictures import OffsetPictures
-        extra["offset_pictures"] = OffsetPictures(default_s=SAMPLE_INTERVAL_S)
-    except ModuleNotFoundError:  # a baseline from before issue 25: offsets every poll
-        pass
     recorder = rec.Recorder(make_sessionmaker(make_engine(url)), {"bench": "bench:9092"},
-                            lag_sampling=LagSampling(default_s=SAMPLE_INTERVAL_S), **extra)
+                            lag_sampling=LagSampling(default_s=SAMPLE_INTERVAL_S),
+                            offset_pictures=OffsetPictures(default_s=SAMPLE_INTERVAL_S))
     recorder.start()
     return recorder
 
@@ -190,7 +173,7 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
     from txnwatch import detect
     from txnwatch.core.views import LatestState
 
-    base_mb = _rss_mb()
+    base_mb = harness.memory_mb("self")["VmRSS"]
     state, detector = LatestState(["bench"]), detect.INITIAL
     now = int(time.time() * 1000) // (SAMPLE_INTERVAL_S * 1000) * (SAMPLE_INTERVAL_S * 1000)
     directory = tempfile.mkdtemp(prefix="scale-store-")
@@ -215,7 +198,7 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
         rows = _rows(f"{directory}/bench.db") if store else {}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    rss = _rss_mb()
+    rss = harness.memory_mb("self")["VmRSS"]
     warm = runs[1:] or runs
     result: dict[str, Any] = {"base_mb": base_mb, "rss_mb": rss, "hanging": runs[-1]["hanging"], "db_bytes": db_bytes,
                               "rows": rows,
@@ -245,51 +228,33 @@ def child(partitions: int, group_partitions: int, ids: int, polls: int, profile:
     return result
 
 
-def _extract(rev: str) -> Path:
-    """REV's service/ and alembic/ in a temporary directory (nothing of the checkout is changed)."""
-    root = Path(__file__).resolve().parents[1]
-    target = Path(tempfile.mkdtemp(prefix="scale-baseline-"))
-    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "service", "alembic",
-                              "alembic.ini"], check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target / "service"
-
-
 def compare(args: argparse.Namespace) -> None:
-    """One scale point on REV's code and on this checkout's, alternating, each run a fresh process."""
+    """The largest scale point on REV's code and on this checkout's, alternating, each run a fresh process."""
     polls = args.polls if args.polls != 3 else 21
-    p, g, i = (int(args.partitions * float(args.fractions.split(",")[-1])),
-               int(args.group_partitions * float(args.fractions.split(",")[-1])),
-               int(args.ids * float(args.fractions.split(",")[-1])))
-    baseline = _extract(args.baseline)
-    sides = {args.baseline: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}
+    frac = float(args.fractions.split(",")[-1])
+    p, g, i = int(args.partitions * frac), int(args.group_partitions * frac), int(args.ids * frac)
+    commit, tree = harness.baseline_tree(args.baseline, Path(tempfile.mkdtemp(prefix="txnwatch-bench-scale-")))
+    trees = {commit: tree, "this checkout": None}
+    loads = harness.Loads()
     print(f"{p:,} partitions, {g:,} group partitions, {i:,} ids; {'idle' if args.idle else 'moving'} offsets; "
           f"{'with' if args.store else 'without'} the SQLite write; {polls} polls {POLL_INTERVAL_S} s apart "
-          f"(the first left out); {os.cpu_count()} cpus")
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
-    try:
-        for r in range(args.rounds):
-            for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
-                load = os.getloadavg()[0]
-                cmd = [sys.executable, __file__, "--child", "--service", str(sides[name]), "--partitions", str(p),
-                       "--group-partitions", str(g), "--ids", str(i), "--polls", str(polls)]
-                cmd += (["--idle"] if args.idle else []) + (["--store"] if args.store else [])
-                env = dict(os.environ, TXNWATCH_ALEMBIC_DIR=str(sides[name].parent))
-                out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
-                out["load"] = load
-                results[name].append(out)
-                print(f"  round {r + 1} {name:>14}: CPU {out['cpu_mean_s']:.3f} s/poll "
-                      f"({out['cpu_mean_s'] * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), wall {out['wall_mean_s']:.3f} s "
-                      f"(detect {out['detect_s']:.3f}, store {out['store_s']:.3f}), SQLite {out['db_bytes'] / 1e6:.1f} MB "
-                      f"after {polls} polls {out['rows']}, load {load:.1f}")
-    finally:
-        shutil.rmtree(baseline.parent, ignore_errors=True)
-    medians = {name: statistics.median(o["cpu_mean_s"] for o in runs) for name, runs in results.items()}
-    old, new = medians[args.baseline], medians["this checkout"]
-    print(f"median CPU per poll: {args.baseline} {old:.3f} s ({old * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), "
-          f"this checkout {new:.3f} s ({new * 60 / POLL_INTERVAL_S:.2f} CPU-s/min); ratio here/{args.baseline} "
-          f"{new / old:.2f}")
+          f"(the first left out)")
+
+    def run(side: str, n: int) -> dict[str, Any]:
+        out = harness.child(__file__, "--child", "--partitions", p, "--group-partitions", g, "--ids", i, "--polls",
+                            polls, *(["--idle"] if args.idle else []), *(["--store"] if args.store else []),
+                            env=harness.baseline_env(trees[side]))
+        print(f"  round {n + 1} {side:>14}: CPU {out['cpu_mean_s']:.3f} s/poll "
+              f"({out['cpu_mean_s'] * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), wall {out['wall_mean_s']:.3f} s "
+              f"(detect {out['detect_s']:.3f}, store {out['store_s']:.3f}), SQLite {out['db_bytes'] / 1e6:.1f} MB "
+              f"{out['rows']}, load {loads.sample():.1f}", flush=True)
+        return out
+
+    results = harness.alternate(list(trees), args.rounds, run)
+    old, new = (statistics.median(o["cpu_mean_s"] for o in results[side]) for side in trees)
+    print(f"median CPU per poll: {commit} {old:.3f} s ({old * 60 / POLL_INTERVAL_S:.2f} CPU-s/min), this checkout "
+          f"{new:.3f} s ({new * 60 / POLL_INTERVAL_S:.2f} CPU-s/min): {harness.ratio(new, old)}; "
+          f"{harness.machine_line(loads)}")
 
 
 def main() -> int:
@@ -305,24 +270,24 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="REV", help="compare REV's code with this checkout's (git revision)")
     parser.add_argument("--rounds", type=int, default=3, help="--baseline: runs of each side")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--service", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.partitions, args.group_partitions, args.ids, args.polls, args.profile,
-                               args.idle, args.store)))
+        harness.reply(child(args.partitions, args.group_partitions, args.ids, args.polls, args.profile, args.idle,
+                            args.store))
         return 0
     if args.baseline:
         compare(args)
         return 0
 
-    print(f"machine: {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f} (shared machines move these a lot)")
+    loads = harness.Loads()
+    loads.sample()
+    print(harness.machine_line(loads))
     points = []
     fractions = [float(f) for f in args.fractions.split(",")]
     for frac in fractions:
         p, g, i = (int(args.partitions * frac), int(args.group_partitions * frac), int(args.ids * frac))
-        cmd = [sys.executable, __file__, "--child", "--partitions", str(p), "--group-partitions", str(g),
-               "--ids", str(i), "--polls", str(args.polls)] + (["--profile"] if args.profile and frac == fractions[-1] else [])
-        out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+        out = harness.child(__file__, "--child", "--partitions", p, "--group-partitions", g, "--ids", i, "--polls",
+                            args.polls, *(["--profile"] if args.profile and frac == fractions[-1] else []))
         objects = p + g + i
         points.append((objects, out))
         print(f"{p:>7,} partitions {g:>7,} group partitions {i:>6,} ids: poll {out['poll_s']:.2f} s "

@@ -36,10 +36,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from prometheus_client import generate_latest
 
+from benchmarks import harness
 from txnwatch import detect
 from txnwatch.core.model import (
     ClusterSnapshot,
@@ -52,7 +53,6 @@ from txnwatch.core.model import (
     TxnState,
 )
 from txnwatch.core.views import LatestState
-from txnwatch.metrics.registry import build_registry
 
 CLUSTER = "bench"
 PER_TOPIC = 50  # partitions per topic; a group's lag covers every partition of the topics it consumes (kafka_exporter)
@@ -129,7 +129,7 @@ def main() -> int:
     print(f"state of {args.partitions} partitions, {args.ids} ids, {args.groups} groups built and detected in "
           f"{time.perf_counter() - t:.1f} s ({len(findings.hanging)} hanging, {len(findings.lags)} lag rows)")
 
-    registry = build_registry(state, lambda: True)
+    registry = harness.build_registry(state)
     body = generate_latest(registry)  # warm-up
     times = []
     for _ in range(args.repeat):
@@ -154,26 +154,14 @@ def _serves(url: str) -> bool:
         return False
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process (/proc/PID/stat, clock ticks)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mode: str) -> None:
     """GET /metrics over real HTTP (uvicorn, keep-alive, gzip as Prometheus asks) while polls run back to back.
 
     A poll thread synthesises a snapshot, runs detection and publishes it, as the collector does, then tells
     the exposition, whose thread renders it; the scrapes only take the latest render.  ``api`` serves
     from the polling process (``api.workers: 0``); ``workers:N`` from API worker processes that read the
-    render the collector publishes (``api.workers: N``, txnwatch.serve.workers); ``port`` from the metrics
-    port's process (txnwatch.serve.metrics_process), all as the daemon runs them.
+    render the collector publishes (``api.workers: N``, txnwatch.supervise.workers); ``port`` from the metrics
+    port's process (txnwatch.supervise.metrics_process), all as the daemon runs them.
     """
     import tempfile
     import threading
@@ -181,17 +169,13 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mod
     import uvicorn
 
     from txnwatch.core.config import Settings
-    from txnwatch.lab.ports import free_ports
     from txnwatch.metrics.exposition import Exposition
     from txnwatch.runtime.publication import make_directory, remove_directory
     from txnwatch.runtime.wiring import build_runtime
     from txnwatch.serve.app import create_app
-    from txnwatch.serve.metrics_process import MetricsProcess
-    from txnwatch.serve.server import bind
-    from txnwatch.serve.workers import WorkerPool
 
     workers = int(mode.split(":")[1]) if mode.startswith("workers:") else 0
-    port = free_ports(1)[0]
+    port = harness.free_port()
     db = Path(tempfile.mkdtemp(prefix="txnwatch-scrape-")) / "db.sqlite"
     settings = Settings(database_url=f"sqlite:///{db}", api={"port": port, "workers": workers},
                         clusters=[{"name": CLUSTER, "bootstrap_servers": ["127.0.0.1:9"]}])
@@ -222,9 +206,7 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mod
     url = f"http://127.0.0.1:{port}/metrics"
     if mode == "port":
         assert directory is not None
-        listener = bind("127.0.0.1", 0)
-        listener.listen(128)
-        light = MetricsProcess(settings, listener, directory)
+        light = harness.metrics_port_process(settings, directory)
         light.start()
         url = f"http://127.0.0.1:{light.port}/metrics"
         deadline = time.monotonic() + 60
@@ -234,7 +216,7 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mod
             time.sleep(0.2)
     elif workers:
         assert directory is not None
-        pool = WorkerPool(settings, bind("127.0.0.1", port), directory, workers)
+        pool = harness.api_workers(settings, port, directory, workers)
         pool.start()
         deadline = time.monotonic() + 120
         while not _serves(f"http://127.0.0.1:{port}/metrics"):  # until a worker has the first publication
@@ -248,15 +230,15 @@ def scrape_during_poll(partitions: int, ids: int, groups: int, scrapes: int, mod
         while not server.started:
             time.sleep(0.05)
     servers = [light.pid] if light is not None and light.pid else pool.pids() if pool is not None else []
-    serve_rss_mb = sum(_rss_mb(pid) for pid in servers)
-    cpu_before = {pid: _cpu_s(pid) for pid in servers}
+    serve_rss_mb = sum(harness.memory_mb(pid)["VmRSS"] for pid in servers)
+    cpu_before = {pid: harness.cpu_s(pid) for pid in servers}
     own_before, wall_before, polls_before = time.process_time(), time.perf_counter(), polls[0]
     # The scraper runs in its own process, as Prometheus does: it must not compete for this process's GIL.
     scraper = subprocess.run([sys.executable, "-c", SCRAPER, url, str(scrapes)],
                              capture_output=True, text=True, check=True)
     wall_s, own_cpu_s = time.perf_counter() - wall_before, time.process_time() - own_before
-    serve_cpu_s = sum(_cpu_s(pid) - cpu_before[pid] for pid in servers)
-    serve_rss_mb = max(serve_rss_mb, sum(_rss_mb(pid) for pid in servers))
+    serve_cpu_s = sum(harness.cpu_s(pid) - cpu_before[pid] for pid in servers)
+    serve_rss_mb = max(serve_rss_mb, sum(harness.memory_mb(pid)["VmRSS"] for pid in servers))
     times = [float(t) for t in scraper.stdout.split()]
     gzipped = exposition.cached(True) or b""  # only the gzip is kept; the text is decompressed from it
     body = gzip.decompress(gzipped) if gzipped else b""

@@ -1,91 +1,54 @@
-"""The transaction-log tail: through kafka-python against a lab broker's real log, and its synthetic hot path.
+"""The transaction-log tail beside kafka-python's own floor on a lab's real log, and its decode + apply alone.
 
-Default (``--lab``, issue 25's honest figures), in one run on a one-broker lab (Kafka 4.1.1 unless
-``--kafka-version``), the log filled by Kafka's own Java TV2 producers (benchmarks/txnlog_lab.py):
+**Default**: a one-broker lab (Kafka 4.1.1 unless ``--kafka-version``; ``--bootstrap``: a running lab) whose
+``__transaction_state`` Kafka's own Java TV2 producers fill to ``--records`` (ProducerPerformance, a transaction
+per ms at most: Ongoing, PrepareCommit, CompleteCommit per transaction, one record per batch).  Then, each side
+in a child process of its own (CPU seconds its own), ``--runs`` rounds alternating:
 
-1. **floor**: kafka-python alone reading the whole ``__transaction_state`` with the tail's fetch
-   settings, nothing else (records/s, CPU s), pinned to CPU 1 (``taskset -c 1``) as the tail is; its figures
-   start with its consumer connected and positioned, the tail's with its opening, so the ratios are also
-   printed with the floor's opening (consumer, metadata, positions) counted as the tail's is;
-2. **tail**: the daemon's ClusterTail over TransactionLogTail (fetch, decode, apply, store in SQLite)
-   on the same log, records/s, CPU s and its ratio to the floor (goal >= 0.9x), twice: pinned to CPU 1
-   alone like the floor, and on CPUs 0,1.  The floor is one thread on one core; the daemon's tail uses a
-   second thread, its commit writer (collect/txnlog_writer.py), whose SQLite work runs off the GIL while
-   the tail's thread fetches, decodes and applies the next records: the two-CPU line is the tail as the
-   daemon runs it, the one-CPU line the cost on one core; and a third time on one CPU with its batch walk in
-   Python (``txnlog_lab.py tail-python``: no ``kafka/_txnlog_walk.c``), the tail of an install without a C compiler;
-3. **synthetic**: decode + apply of generated TV2 records in this process, no client (second line);
-   Where the tail's CPU goes (py-spy on this log, 102,342 records, issue 25): about a quarter each in the
-   fetch's walk and decode, in apply, and in the SQLite store (its executemany of one 20-column transitions
-   row per record, half of which is the ``ix_transitions_txn`` btree); the cyclic GC, paused now for each
-   step, was a fifth.  The decode reads each record where it lies in the batch (``decode_in``);
-4. **trailing**: producers at the highest rate this machine's lab reaches while the tail, pinned to one
-   core (``taskset -c 0``), follows from the log's end: p50/p99/max from the coordinator's append to the
-   stored commit, the producers' transactions/s beside it (goal <= 2 s p99 at 10,000 transactions/s).
+1. **floor**: a ``KafkaConsumer`` with the tail's fetch settings reading the whole log and touching nothing
+   (kafka-python's fetch, CRC check and record objects: what any tail through kafka-python pays at least),
+   pinned to CPU 1; its figures start with the consumer connected and positioned, the tail's with its opening, so
+   the ratios are also printed with the floor's opening counted as the tail's;
+2. **tail**: the daemon's ``ClusterTail`` over ``TransactionLogTail`` (fetch, decode, apply, SQLite) on the same
+   log, pinned to CPU 1; again on CPUs 0,1 (its commit writer's SQLite work runs off the GIL on a second thread:
+   the tail as the daemon runs it); and on one CPU without its compiled modules (``kafka/_txnlog_walk.c``,
+   ``store/_stream_params.c``), as an install without a C compiler runs it;
+3. decode + apply of generated TV2 records in this process, no client.
 
-``--synthetic`` keeps the earlier figures (generated records fed to the decoder, never through a client):
+Printed: records, wall and CPU seconds, records/s and per CPU-s, CPU by thread, and the ratios to the floor
+(goal >= 0.9x per CPU-s).  ``--synthetic`` prints decode + apply alone (goal >= 100,000 records/s on one core);
+with ``--baseline REV`` REV's code and this checkout's run in turns (``--rounds``), each in a fresh process on
+the same records, and the medians' ratio; ``--tagged`` gives every value PreviousProducerId (tag 0), as Kafka
+4.3+ writes it.  Trailing a busy log: benchmarks/txnlog_replay.py, which runs this file's ``trail`` child.
 
-1. records decoded and applied per second on one core (goal >= 100,000/s, i.e.
-   >= 25,000 transaction-version-2 transactions/s at four records each), and the same
-   with the database write of each batch (SQLite file, or ``--database-url``);
-2. how far the daemon trails a simulated log at 10,000 transactions/s: the real
-   ClusterTail fed by a log that releases records at their scheduled time;
-3. RSS against the number of live transactional ids in the tail's state.
-
-Records there are real TransactionLogValue v1 bytes (the layout Kafka 4 writes), built
-here: a TV2 producer writes Ongoing, Ongoing (second partition), PrepareCommit with a
-bumped epoch and CompleteCommit per transaction.
-
-    python benchmarks/txnlog.py                 # lab: fill 200,000 records, floor, tail, trailing (~5 min)
-    python benchmarks/txnlog.py --records 50000 --trail-seconds 20
-    python benchmarks/txnlog_replay.py          # trailing a REPLAY at 10,000 transactions/s (its docstring)
-    python benchmarks/txnlog.py --synthetic [--quick] [--profile] [--database-url URL]
-    python benchmarks/txnlog.py --baseline REV  # first: decode+apply of REV's code and this checkout's,
-                                                # side by side in alternating child processes
-    python benchmarks/txnlog.py --baseline REV --compare-only --tagged
-                                                # synthetic records as Kafka 4.3+ writes them: PreviousProducerId
-                                                # (tag 0) on every value, which detection then reads
-
-``--baseline REV`` extracts REV's ``service/`` (``git archive``) into a temporary directory and
-runs the synthetic decode+apply there and here in turns (``--rounds``, the order alternating), each
-in a fresh process on the same records, printing records/s from CPU time, CPU and wall seconds,
-and the machine's load, then the ratio of the medians (here / REV).
+    .venv/bin/python benchmarks/txnlog.py --records 300000 --runs 3   # ~5 min
+    .venv/bin/python benchmarks/txnlog.py --records 30000 --runs 1    # a quick check
+    .venv/bin/python benchmarks/txnlog.py --synthetic [--baseline REV --rounds 7] [--tagged]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import io
-import json
 import os
-import shutil
 import statistics
 import struct
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-# Whose code is measured: ``--service DIR`` (a baseline's, in a --baseline child) or this checkout's.
-sys.path.insert(0, sys.argv[sys.argv.index("--service") + 1] if "--service" in sys.argv[:-1]
-                else str(Path(__file__).resolve().parents[1] / "service"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from txnwatch.detect import txnlog as d
-from txnwatch.kafka.txnlog import decode_record
+from benchmarks import harness
 
-try:
-    from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
-except ModuleNotFoundError:  # a --baseline older than the move to core/ (issue 24)
-    from txnwatch.model import RequestError, TxnLogKind, TxnLogRecord, TxnState  # type: ignore[no-redef,import-not-found,unused-ignore]  # where the names lived before the move
+TOPIC = "__transaction_state"
+RECORDS_PER_TXN = 4  # the synthetic stream: Ongoing, Ongoing (a second partition), PrepareCommit, CompleteCommit
 
-STATUS = {TxnState.EMPTY: 0, TxnState.ONGOING: 1, TxnState.PREPARE_COMMIT: 2, TxnState.PREPARE_ABORT: 3,
-          TxnState.COMPLETE_COMMIT: 4, TxnState.COMPLETE_ABORT: 5}
-RECORDS_PER_TXN = 4
-TOPIC_NAME = "__transaction_state"
+
+# -- synthetic records: TransactionLogValue v1 as Kafka 4 writes it -------------------------------------------------
 
 
 def _uvarint(n: int) -> bytes:
@@ -97,469 +60,383 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def encode_key(tid: str) -> bytes:
-    raw = tid.encode()
-    return struct.pack(">hh", 0, len(raw)) + raw
-
-
-def encode_value(state: TxnState, pid: int, epoch: int, partitions: dict[str, list[int]], last_ms: int,
-                 start_ms: int, tv: int = 2, previous_pid: int | None = None) -> bytes:
-    """TransactionLogValue version 1 (flexible), as Kafka 4 writes it (4.3+ with ``previous_pid``: tag 0)."""
-    body = struct.pack(">hqhib", 1, pid, epoch, 60_000, STATUS[state])
-    body += _uvarint(len(partitions) + 1)
+def encode_value(status: int, pid: int, epoch: int, partitions: dict[str, list[int]], last_ms: int, start_ms: int,
+                 previous_pid: int | None = None) -> bytes:
+    """TransactionLogValue v1 (flexible); with ``previous_pid`` its tag 0, as 4.3+ writes it; TV 2 (tag 2)."""
+    body = struct.pack(">hqhib", 1, pid, epoch, 60_000, status) + _uvarint(len(partitions) + 1)
     for topic, ids in partitions.items():
         raw = topic.encode()
         body += _uvarint(len(raw) + 1) + raw + _uvarint(len(ids) + 1) + b"".join(struct.pack(">i", i) for i in ids)
         body += b"\x00"
     body += struct.pack(">qq", last_ms, start_ms)
-    tags = b"\x02\x02" + struct.pack(">h", tv)
-    if previous_pid is None:
-        return body + b"\x01" + tags
-    return body + b"\x02\x00\x08" + struct.pack(">q", previous_pid) + tags
+    tags = b"\x02\x02" + struct.pack(">h", 2)
+    return body + (b"\x01" + tags if previous_pid is None else b"\x02\x00\x08" + struct.pack(">q", previous_pid) + tags)
 
 
-def tv2_stream(ids: int, transactions: int, start_ms: int = 1_800_000_000_000,
-               per_second: float | None = None, tagged: bool = False) -> Iterator[tuple[float, bytes, bytes, int]]:
-    """(scheduled arrival s, key, value, log partition), ids round-robin, one transaction at a time each;
-    ``tagged``: each value carries PreviousProducerId, as Kafka 4.3+ writes it."""
-    keys = [encode_key(f"bench-app-{i:06d}") for i in range(ids)]
+def tv2_stream(ids: int, transactions: int, tagged: bool = False) -> Iterator[tuple[bytes, bytes, int]]:
+    """(key, value, log partition) of ``transactions`` TV2 transactions, the ids taking turns."""
+    ongoing, prepare, complete = 1, 2, 4  # TransactionState ids as the coordinator persists them
+    keys = [struct.pack(">hh", 0, len(f"bench-app-{i:06d}")) + f"bench-app-{i:06d}".encode() for i in range(ids)]
     epochs = [0] * ids
-    gap = 1.0 / per_second if per_second else 0.0
     for n in range(transactions):
-        i = n % ids
-        at = start_ms + n
+        i, at = n % ids, 1_800_000_000_000 + n
         epoch = epochs[i]
-        parts_one, parts_two = {"orders": [i % 12]}, {"orders": [i % 12], "payments": [i % 6]}
-        arrival = n * gap
         was = 1000 + i if tagged else None
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_one, at, at, previous_pid=was), i % 50
-        yield arrival, keys[i], encode_value(TxnState.ONGOING, 1000 + i, epoch, parts_two, at + 1, at, previous_pid=was), i % 50
-        yield arrival, keys[i], encode_value(TxnState.PREPARE_COMMIT, 1000 + i, epoch + 1, parts_two, at + 2, at, previous_pid=was), i % 50
-        yield arrival, keys[i], encode_value(TxnState.COMPLETE_COMMIT, 1000 + i, epoch + 1, {}, at + 3, at, previous_pid=was), i % 50
+        one, two = {"orders": [i % 12]}, {"orders": [i % 12], "payments": [i % 6]}
+        for status, e, parts, dt in ((ongoing, epoch, one, 0), (ongoing, epoch, two, 1), (prepare, epoch + 1, two, 2),
+                                     (complete, epoch + 1, {}, 3)):
+            yield keys[i], encode_value(status, 1000 + i, e, parts, at + dt, at, previous_pid=was), i % 50
         epochs[i] = epoch + 1
 
 
-def decode_all(raw: list[tuple[float, bytes, bytes, int]]) -> list[TxnLogRecord]:
-    out = []
-    for offset, (_, key, value, part) in enumerate(raw):
-        rec = decode_record(key, value, part, offset, None)
-        assert not isinstance(rec, RequestError)
-        out.append(rec)
-    return out
+def decode_apply(raw: Sequence[tuple[bytes, bytes, int]], batch: int = 10_000) -> dict[str, Any]:
+    """Records decoded, applied and both per CPU-second, on this process's txnwatch."""
+    from txnwatch.detect import txnlog as d
+    from txnwatch.kafka.txnlog import decode_record
 
-
-def throughput(raw: list[tuple[float, bytes, bytes, int]], batch: int) -> dict[str, float]:
     gc.collect()
     t0 = time.process_time()
-    records = decode_all(raw)
+    records = [decode_record(key, value, part, offset, None) for offset, (key, value, part) in enumerate(raw)]
     t1 = time.process_time()
     state = d.TxnLogState()
     for i in range(0, len(records), batch):
-        state, findings = d.apply(state, records[i:i + batch])
+        state, _ = d.apply(state, records[i:i + batch])  # type: ignore[arg-type]  # generated records all decode
     t2 = time.process_time()
-    assert findings.counts.get("records") and sum(s.commits for s in state.ids.values()) == len(raw) // 4
-    return {"decode": len(raw) / (t1 - t0), "apply": len(raw) / (t2 - t1), "both": len(raw) / (t2 - t0)}
+    assert sum(s.commits for s in state.ids.values()) == len(raw) // RECORDS_PER_TXN
+    return {"decode": len(raw) / (t1 - t0), "apply": len(raw) / (t2 - t1), "both": len(raw) / (t2 - t0),
+            "cpu_s": t2 - t0, "code": d.__file__}
 
 
-def _sessions(url: str | None) -> tuple[object, object, str]:
-    from txnwatch.store.db import make_engine, make_sessionmaker
-    from txnwatch.store.migrate import upgrade
+def synthetic(args: argparse.Namespace) -> None:
+    transactions = 25_000 if args.quick else 100_000
+    loads = harness.Loads()
+    if not args.baseline:
+        raw = list(tv2_stream(5_000, transactions, args.tagged))
+        best = max((decode_apply(raw) for _ in range(3)), key=lambda r: r["both"])
+        loads.sample()
+        print(f"decode + apply on one core, {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids); "
+              f"{harness.machine_line(loads)}")
+        print(f"  decode {best['decode']:,.0f}/s, apply {best['apply']:,.0f}/s, both {best['both']:,.0f} records/s = "
+              f"{best['both'] / RECORDS_PER_TXN:,.0f} transactions/s (goal >= 100,000 records/s: "
+              f"{best['both'] / 100_000:.2f}x)")
+        return
+    work = Path(tempfile.mkdtemp(prefix="txnwatch-bench-txnlog-"))
+    commit, tree = harness.baseline_tree(args.baseline, work)
+    trees = {commit: tree, "this checkout": None}
 
-    if url is None:
-        url = f"sqlite:///{tempfile.mkdtemp(prefix='txnlog-bench-')}/bench.db"
-    upgrade(url)
-    engine = make_engine(url)
-    return engine, make_sessionmaker(engine), url
+    def run(side: str, n: int) -> dict[str, Any]:
+        out = harness.child(__file__, "--child", "synthetic", transactions, int(args.tagged),
+                            env=harness.baseline_env(trees[side]))
+        print(f"  round {n + 1} {side:>14}: decode {out['decode']:,.0f}/s, apply {out['apply']:,.0f}/s, both "
+              f"{out['both']:,.0f}/s, CPU {out['cpu_s']:.2f} s, load {loads.sample():.1f}", flush=True)
+        return out
+
+    figures = harness.alternate(list(trees), args.rounds, run)
+    print(f"decode + apply, {commit} against this checkout, {transactions * RECORDS_PER_TXN:,} records a run"
+          f"{' (tagged)' if args.tagged else ''}; {harness.machine_line(loads)}")
+    for key in ("decode", "apply", "both"):
+        before, after = (statistics.median(r[key] for r in figures[s]) for s in trees)
+        print(f"  median {key:<6} {commit} {before:,.0f}/s, this checkout {after:,.0f}/s: {after / before:.3f}")
 
 
-def _register(sessions: object, name: str) -> int:
-    from datetime import UTC, datetime
-
-    from txnwatch.store.clusters import register_clusters
-
-    with sessions.begin() as session:  # type: ignore[attr-defined]  # sessions is a sessionmaker built above; typed loosely in this script
-        return register_clusters(session, {name: "h:9092"}, datetime.now(UTC))[name]
+# -- the children: one side each, in a process of its own ----------------------------------------------------------
 
 
-def with_store(raw: list[tuple[float, bytes, bytes, int]], batch: int, url: str | None) -> float:
+def _consumer(bootstrap: str) -> Any:
+    """A consumer configured like ``TransactionLogTail``'s own (fetch sizes, max poll records)."""
+    from kafka import KafkaConsumer
+
+    from txnwatch.kafka import txnlog
+
+    return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest", **txnlog.FETCH_CONFIG)
+
+
+def floor(bootstrap: str, expected: int) -> dict[str, Any]:
+    """kafka-python alone: every record of the log from the beginning, nothing done with them."""
+    from kafka import TopicPartition
+
+    opening_wall, opening_cpu = time.perf_counter(), time.process_time()
+    consumer = _consumer(bootstrap)
+    partitions = [TopicPartition(TOPIC, p) for p in sorted(consumer.partitions_for_topic(TOPIC) or ())]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    for tp in partitions:
+        consumer.position(tp)
+    read, deadline = 0, time.monotonic() + 600
+    wall, cpu = time.perf_counter(), time.process_time()
+    opening_wall, opening_cpu = wall - opening_wall, cpu - opening_cpu
+    while read < expected and time.monotonic() < deadline:
+        read += sum(len(batch) for batch in consumer.poll(timeout_ms=500).values())
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    threads = harness.threads_cpu_s()
+    consumer.close()
+    return {"records": read, "wall_s": wall, "cpu_s": cpu, "threads": threads, "opening_wall_s": opening_wall,
+            "opening_cpu_s": opening_cpu}
+
+
+def without_compiled() -> None:
+    """This child's tail as an install without a C compiler runs it: the batch walk and the stream rows'
+    parameters in Python (the same records and rows)."""
+    from txnwatch.kafka import txnlog_batches
     from txnwatch.store import txnlog as store_txnlog
-    engine, sessions, _ = _sessions(url)
-    cid = _register(sessions, "bench")
-    t0 = time.perf_counter()
-    state = d.TxnLogState()
-    for i in range(0, len(raw), batch):
-        chunk = raw[i:i + batch]
-        records = [r for r in (decode_record(k, v, p, i + n, None) for n, (_, k, v, p) in enumerate(chunk))
-                   if not isinstance(r, RequestError)]
-        state, findings = d.apply(state, records)
-        positions = {p: i + n + 1 for n, (_, _, _, p) in enumerate(chunk)}
-        with sessions.begin() as session:  # type: ignore[attr-defined]  # sessions is a sessionmaker built above; typed loosely in this script
-            store_txnlog.write_batch(session, cid, positions, findings)
-    elapsed = time.perf_counter() - t0
-    engine.dispose()  # type: ignore[attr-defined]  # engine is built above; typed loosely in this script
-    return len(raw) / elapsed
+
+    txnlog_batches.WALK, txnlog_batches.PLAIN_V2 = None, txnlog_batches.plain_v2
+    store_txnlog.STREAM_PARAMS = None
 
 
-class ScheduledLog:
-    """A log whose records become readable at their scheduled time (the Kafka boundary, simulated)."""
+class _Stamped:
+    """The tail's log, keeping the append times of what was read and not yet stored (trail only)."""
 
-    def __init__(self, raw: list[tuple[float, bytes, bytes, int]], started: float) -> None:
-        self._raw, self._started, self._next = raw, started, 0
-        self.released: list[float] = []
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.unstored: list[int] = []
+        self.fetched: list[float] = []  # append -> read, seconds: the fetch's share of the lag
 
-    def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
-        now = time.perf_counter() - self._started
-        end = self._next
-        while end < len(self._raw) and self._raw[end][0] <= now and end - self._next < 20_000:
-            end += 1
-        if end == self._next:
-            time.sleep(min(0.005, timeout_ms / 1000))
-            return [], []
-        out = []
-        for offset in range(self._next, end):
-            _, key, value, part = self._raw[offset]
-            rec = decode_record(key, value, part, offset, None)
-            assert not isinstance(rec, RequestError)
-            out.append(rec)
-        self._next = end
-        return out, []
+    def read(self, timeout_ms: int = 0) -> Any:
+        records, problems = self.inner.read(timeout_ms)
+        stamps = [r.timestamp_ms for r in records if r.timestamp_ms is not None]
+        self.unstored.extend(stamps)
+        now_ms = time.time() * 1000
+        self.fetched.extend((now_ms - at) / 1000 for at in stamps)
+        return records, problems
 
     def positions(self) -> dict[int, int]:
-        return {0: self._next}
+        return dict(self.inner.positions())
 
     def end_offsets(self) -> dict[int, int]:
-        return {0: len(self._raw)}
+        return dict(self.inner.end_offsets())
 
     def close(self) -> None:
-        pass
-
-    @property
-    def done(self) -> bool:
-        return self._next == len(self._raw)
+        self.inner.close()
 
 
-def trailing(rate_txn_s: int, seconds: float, ids: int, url: str | None) -> dict[str, float]:
-    """Real ClusterTail + database on a log written at ``rate_txn_s``: how long from write to commit."""
+def _tail(bootstrap: str, *, from_beginning: bool, stamped: bool, topic: str = TOPIC) -> tuple[Any, Any, list[Any]]:
+    """The daemon's ClusterTail over TransactionLogTail (as runtime/wiring.py builds it) on a scratch store."""
     from txnwatch.collect.txnlog_tail import ClusterTail
     from txnwatch.core.views import LatestState
-    from txnwatch.store import txnlog as store_txnlog
+    from txnwatch.kafka import ClusterConnectionSettings, TransactionLogTail, txnlog
 
-    raw = list(tv2_stream(ids, int(rate_txn_s * seconds), per_second=rate_txn_s))
-    engine, sessions, _ = _sessions(url)
-    _register(sessions, "bench")
-    lags: list[float] = []
-    original = store_txnlog.write_batch
+    engine, sessions, _ = harness.scratch_store("txnwatch-bench-tail-", bootstrap="lab")
+    connection = ClusterConnectionSettings(name="bench", bootstrap_servers=tuple(bootstrap.split(",")))
+    opened: list[Any] = []
 
-    started = time.perf_counter()
-    log = ScheduledLog(raw, started)
+    def open_tail(positions: Mapping[int, int]) -> Any:
+        tail: Any = TransactionLogTail(connection, positions=positions, from_beginning=from_beginning,
+                                       max_poll_records=txnlog.FETCH_CONFIG["max_poll_records"], topic=topic)
+        opened.append(_Stamped(tail) if stamped else tail)
+        return opened[-1]
 
-    def timed_write(session, cluster_id, positions, findings, *a, **kw):
-        original(session, cluster_id, positions, findings, *a, **kw)
-        session.commit()
-        now = time.perf_counter() - started
-        first = positions[0] - len(findings.transitions)
-        lags.append(now - raw[first][0])   # the oldest record of the batch waited longest
-        lags.append(now - raw[positions[0] - 1][0])
+    class Timed(ClusterTail):
+        """Stamps each commit as it lands: the k-th commit the writer finishes is the k-th handed off."""
 
-    store_txnlog.write_batch = timed_write
-    try:
-        tail = ClusterTail("bench", "h", lambda positions: log, sessions, LatestState(["bench"]),  # type: ignore[arg-type]  # a synthetic log that implements only what the tail calls
-                           read_timeout_ms=5)
-        deadline = started + seconds * 4 + 30
-        while not log.done and time.perf_counter() < deadline:
-            tail.step()
-    finally:
-        store_txnlog.write_batch = original
-        engine.dispose()  # type: ignore[attr-defined]  # engine is built above; typed loosely in this script
-    lags.sort()
-    return {"p50": statistics.median(lags), "p99": lags[int(len(lags) * 0.99)], "max": lags[-1],
-            "behind_at_end": len(raw) - log.positions()[0], "batches": len(lags) / 2}
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.handed: list[list[int]] = []
+            self.landed: list[float] = []
 
+        def _flush(self, now: float) -> bool:
+            before, stamps = self._inflight, list(opened[-1].unstored) if stamped and opened else []
+            stored = super()._flush(now)
+            if stored and stamped and self._inflight is not None and self._inflight is not before:
+                opened[-1].unstored.clear()
+                self.handed.append(stamps)
+            return stored
 
-def tail_throughput(raw: list[tuple[float, bytes, bytes, int]], per_fetch: int, url: str | None) -> float:
-    """The real ClusterTail (apply -> store, commits as it decides) on already decoded records, as fast as it can:
-    small fetches are what a caught-up consumer gets, and each used to cost a database transaction."""
-    from txnwatch.collect.txnlog_tail import ClusterTail
-    from txnwatch.core.views import LatestState
+        def _write(self, *args: Any, **kwargs: Any) -> None:
+            super()._write(*args, **kwargs)
+            self.landed.append(time.time() * 1000)
 
-    records = decode_all(raw)
-    engine, sessions, _ = _sessions(url)
-    _register(sessions, "bench")
-
-    class Fetches:
-        def __init__(self) -> None:
-            self.next = 0
-
-        def read(self, timeout_ms: int = 0) -> tuple[list[TxnLogRecord], list[RequestError]]:
-            out = records[self.next:self.next + per_fetch]
-            self.next += len(out)
-            return out, []
-
-        def positions(self) -> dict[int, int]:
-            return {0: self.next}
-
-        def end_offsets(self) -> dict[int, int]:
-            return {0: len(records)}
-
-        def close(self) -> None:
-            pass
-
-    fetches = Fetches()
-    tail = ClusterTail("bench", "h", lambda positions: fetches, sessions, LatestState(["bench"]),  # type: ignore[arg-type]
-                       read_timeout_ms=0)
-    t0 = time.perf_counter()
-    while fetches.next < len(records):
-        tail.step()
-    tail.step()  # the empty read that commits the rest
-    elapsed = time.perf_counter() - t0
-    engine.dispose()  # type: ignore[attr-defined]
-    return len(records) / elapsed
+    busy = os.environ.get("TXNWATCH_BENCH_BUSY_COMMIT_MS")  # transaction_log.busy_commit_ms (txnlog_replay.py)
+    built = Timed("bench", bootstrap, open_tail, sessions, LatestState(["bench"]),
+                  **({"commit_busy_s": int(busy) / 1000} if busy else {}))
+    gc.freeze()  # the start-up objects, as the daemon leaves them after its start
+    return engine, built, opened
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+def tail(bootstrap: str, expected: int) -> dict[str, Any]:
+    """The daemon's tail from the beginning until every record up to the log's end is stored."""
+    from sqlalchemy import text
+
+    engine, cluster_tail, opened = _tail(bootstrap, from_beginning=True, stamped=False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    while not opened:
+        cluster_tail.step()
+    ends, deadline, first = opened[-1].end_offsets(), time.monotonic() + 900, 0.0
+    while time.monotonic() < deadline and not all(opened[-1].positions().get(p, 0) >= e for p, e in ends.items()):
+        if cluster_tail.step() and not first:
+            first = time.perf_counter()
+    read = time.perf_counter()
+    threads = harness.threads_cpu_s()  # before the stop ends the writer thread
+    cluster_tail.close()  # commits what was applied, the commit in flight first, as the daemon stops
+    done = time.perf_counter()
+    wall, cpu = done - wall, time.process_time() - cpu
+    with engine.connect() as connection:
+        stored = connection.execute(text("SELECT value FROM txnlog_counters WHERE name = 'records'")).scalar() or 0
+    engine.dispose()
+    # The floor's wall has neither the opening (stored positions, consumer, metadata) nor the last commit.
+    return {"records": int(stored), "wall_s": wall, "cpu_s": cpu, "threads": threads,
+            "to_first_s": first - (done - wall) if first else 0.0, "last_commit_s": done - read}
 
 
-def rss_by_ids(counts: list[int]) -> list[tuple[int, float]]:
-    out = []
-    for n in counts:
-        gc.collect()
-        before = rss_mb()
-        records = [TxnLogRecord(f"rss-app-{i:07d}", i % 50, i, 0, TxnLogKind.VALUE, TxnState.COMPLETE_COMMIT, None,
-                                i, 3, 60_000, (), 1_800_000_000_000 + i, 1_800_000_000_000, None, None, 2)
-                   for i in range(n)]
-        state, _ = d.apply(d.TxnLogState(), records)
-        del records
-        gc.collect()
-        out.append((n, rss_mb() - before))
-        del state
-        gc.collect()
+def trail(bootstrap: str, seconds: float, topic: str = TOPIC) -> dict[str, Any]:
+    """The tail from the log's end for ``seconds`` while something writes: append-to-stored per record.  Says
+    ``{"ready": true}`` once at the end, so that a replay may start writing."""
+    engine, cluster_tail, opened = _tail(bootstrap, from_beginning=False, stamped=True, topic=topic)
+    while not opened:
+        cluster_tail.step()
+    harness.reply({"ready": True})
+    first = sum(opened[-1].positions().values())
+    wall, cpu, waited = time.perf_counter(), time.process_time(), harness.run_queue_s()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if cluster_tail.step() == 0:
+            time.sleep(0.2)  # as TxnLogService does after an empty step
+    wall, cpu, waited = time.perf_counter() - wall, time.process_time() - cpu, harness.run_queue_s() - waited
+    behind = sum(max(0, e - opened[-1].positions().get(p, e)) for p, e in opened[-1].end_offsets().items())
+    read = sum(opened[-1].positions().values()) - first
+    threads = harness.threads_cpu_s()
+    cluster_tail.close()
+    engine.dispose()
+    lags = sorted((done - at) / 1000 for stamps, done in zip(cluster_tail.handed, cluster_tail.landed, strict=False)
+                  for at in stamps)
+    fetched = sorted(x for t in opened for x in t.fetched)
+    out = {"records": read, "wall_s": wall, "cpu_s": cpu, "behind_at_end": behind, "stored": len(lags),
+           "run_queue_s": waited, "commits": len(cluster_tail.landed), "threads": threads}
+    if lags:
+        out.update(p50=harness.pct(lags, .5), p99=harness.pct(lags, .99), max=lags[-1],
+                   fetched_p50=harness.pct(fetched, .5), fetched_p99=harness.pct(fetched, .99))
     return out
 
 
-def child_figures(transactions: int, batch: int, tagged: bool = False) -> None:
-    """One side of --baseline: figure 1 on this process's code, as one JSON line."""
-    raw = list(tv2_stream(5_000, transactions, tagged=tagged))
-    cpu0, wall0 = time.process_time(), time.perf_counter()
-    rates = throughput(raw, batch)
-    print(json.dumps({**rates, "cpu_s": time.process_time() - cpu0, "wall_s": time.perf_counter() - wall0,
-                      "code": d.__file__}))
+# -- filling the lab's log ------------------------------------------------------------------------------------------
 
 
-def _extract(rev: str) -> Path:
-    """REV's service/ tree in a temporary directory (nothing of the checkout is changed)."""
-    root = Path(__file__).resolve().parents[1]
-    target = Path(tempfile.mkdtemp(prefix="txnlog-baseline-"))
-    archive = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", rev, "service"],
-                             check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(target, filter="data")
-    return target / "service"
+def log_records(bootstrap: str, topic: str = TOPIC) -> int:
+    """Records in the topic now (end minus start offsets over its partitions)."""
+    from kafka import KafkaConsumer, TopicPartition
 
-
-def compare(rev: str, rounds: int, transactions: int, batch: int, tagged: bool = False) -> None:
-    """Decode+apply of REV's code and this checkout's, alternating, each round in two fresh processes."""
-    baseline = _extract(rev)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
     try:
-        _compare({rev: baseline, "this checkout": Path(__file__).resolve().parents[1] / "service"}, rev, rounds,
-                 transactions, batch, tagged)
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        starts, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        return sum(ends[tp] - starts[tp] for tp in tps)
     finally:
-        shutil.rmtree(baseline.parent)
+        consumer.close()
 
 
-def _compare(sides: dict[str, Path], rev: str, rounds: int, transactions: int, batch: int,
-             tagged: bool = False) -> None:
-    print(f"== decode + apply, before ({rev}) and after (this checkout): {transactions * RECORDS_PER_TXN:,} records "
-          f"per run{' (PreviousProducerId on each)' if tagged else ''}, {rounds} rounds, order alternating; "
-          f"{os.cpu_count()} CPUs")
-    load_before = os.getloadavg()
-    figures: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    for n in range(rounds):
-        order = list(sides) if n % 2 == 0 else list(reversed(sides))
-        for name in order:
-            out = subprocess.run([sys.executable, __file__, "--child", "--service", str(sides[name]),
-                                  "--transactions", str(transactions), "--batch", str(batch),
-                                  *(["--tagged"] if tagged else [])],
-                                 check=True, capture_output=True, text=True).stdout
-            run = json.loads(out.strip().splitlines()[-1])
-            assert Path(run["code"]).is_relative_to(sides[name]), run["code"]
-            figures[name].append(run)
-            print(f"   round {n + 1} {name:>15}: decode {run['decode']:>9,.0f}/s  apply {run['apply']:>9,.0f}/s  "
-                  f"both {run['both']:>9,.0f}/s   cpu {run['cpu_s']:.2f} s, wall {run['wall_s']:.2f} s   "
-                  f"load {os.getloadavg()[0]:.2f}")
-    load_after = os.getloadavg()
-    med = {name: {k: statistics.median(r[k] for r in runs) for k in ("decode", "apply", "both")}
-           for name, runs in figures.items()}
-    before, after = med[rev], med["this checkout"]
-    for k in ("decode", "apply", "both"):
-        print(f"   median {k:<6} before {before[k]:>9,.0f}/s  after {after[k]:>9,.0f}/s   "
-              f"after/before {after[k] / before[k]:.3f}")
-    print(f"   load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+def fill(bootstrap: str, target: int, producers: int, log_dir: Path, kafka_version: str) -> tuple[int, float]:
+    """Kafka's Java TV2 producers, unthrottled, until the log holds ``target`` records; (records, seconds)."""
+    from txnwatch.lab.java_clients import JavaProducerSpec, start_java_producer
+    from txnwatch.lab.topics import create_topic
+    from txnwatch.lab.wire import admin_client
+
+    if log_records_or_zero(bootstrap) >= target:
+        return log_records(bootstrap), 0.0
+    admin = admin_client(bootstrap)
+    try:
+        for i in range(4):
+            create_topic(admin, f"bench-fill-{i}", partitions=4, replication=1)
+    finally:
+        admin.close()
+    started = time.perf_counter()
+    running = [start_java_producer(bootstrap, JavaProducerSpec(
+        transactional_id=f"bench-fill-{i:03d}", topic=f"bench-fill-{i % 4}", transaction_duration_ms=1,
+        records_per_second=1_000_000, duration_s=None, record_size_bytes=20, extra_props={"linger.ms": "0"}),
+        log_dir, kafka_version=kafka_version) for i in range(producers)]
+    try:
+        while time.perf_counter() - started < 900 and log_records_or_zero(bootstrap) < target:
+            if not any(p.running() for p in running):
+                raise RuntimeError(f"the Java producers exited:\n{running[0].output()[-2000:]}")
+            time.sleep(2.0)
+    finally:
+        for producer in running:
+            producer.stop()
+    time.sleep(1.0)  # the stopped producers' last records
+    return log_records(bootstrap), time.perf_counter() - started
+
+
+def log_records_or_zero(bootstrap: str) -> int:
+    try:
+        return log_records(bootstrap)
+    except Exception:  # the log appears with the first InitProducerId
+        return 0
+
+
+# -- the default: floor and tail on one lab -------------------------------------------------------------------------
+
+SIDES = {"floor": ("floor", "1", "floor: kafka-python alone, 1 CPU"),
+         "tail": ("tail", "1", "tail: fetch+decode+apply+store, 1 CPU"),
+         "tail2": ("tail", "0,1", "tail, its writer thread free on CPUs 0,1"),
+         "nocc": ("tail-nocc", "1", "tail without its compiled modules, 1 CPU")}
 
 
 def lab_figures(args: argparse.Namespace) -> None:
-    """Floor, tail, synthetic and trailing, on one lab in one run (the module docstring)."""
-    import importlib
+    loads = harness.Loads()
+    with harness.Lab(args.bootstrap, kafka_version=args.kafka_version) as lab:
+        have, took = fill(lab.bootstrap, args.records, args.producers, Path(tempfile.mkdtemp()), args.kafka_version)
+        print(f"{TOPIC}: {have:,} records (filled by {args.producers} Java TV2 producers in {took:.0f} s)", flush=True)
+        print(f"{'':<44}" + "".join(f"{h:>10}" for h in ("records", "wall s", "CPU s", "records/s", "per CPU-s", "load")))
 
-    from txnwatch.lab.cluster import start_lab
-    from txnwatch.lab.settings import LabSettings
+        def run(side: str, n: int) -> dict[str, Any]:
+            mode, pin, what = SIDES[side]
+            out = harness.child(__file__, "--child", mode, lab.bootstrap, have, pin=pin, timeout=1800)
+            print(f"{what:<44}{out['records']:>10,}{out['wall_s']:>10.2f}{out['cpu_s']:>10.2f}"
+                  f"{out['records'] / out['wall_s']:>10,.0f}{out['records'] / out['cpu_s']:>10,.0f}"
+                  f"{loads.sample():>10.1f}", flush=True)
+            threads = sorted(out["threads"].items(), key=lambda kv: -kv[1])[:4]
+            print("    CPU s by thread (with start-up): " + ", ".join(f"{name} {c:.2f}" for name, c in threads))
+            return out
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    lab_bench = importlib.import_module("txnlog_lab")  # benchmarks/ is no package: its sibling, by path
-    work = Path(tempfile.mkdtemp(prefix="txnwatch-txnlog-bench-"))
-    lab = start_lab(LabSettings(brokers=1, proxy=False, kafka_version=args.kafka_version), work / "lab",
-                    die_with_parent=True, quiet=True)
-    bootstrap = lab.bootstrap_servers
-    try:
-        loads = [os.getloadavg()[0]]
-        have, took = lab_bench.fill(bootstrap, args.records, args.producers, work / "producers", args.kafka_version)
-        loads.append(os.getloadavg()[0])
-        print(f"== Kafka {args.kafka_version}, one broker; {TOPIC_NAME} filled by {args.producers} Java TV2 producers "
-              f"(ProducerPerformance, a transaction per ms at most): {have:,} records in {took:.0f} s")
-        print(f"   {'':<44} {'records':>9} {'wall s':>7} {'CPU s':>6} {'records/s':>10} {'per CPU-s':>10} {'load':>5}")
-        # The floor is one thread on one core.  The tail runs as the daemon runs it: its commits on a writer
-        # thread (collect/txnlog_writer.py) whose SQLite work runs off the GIL; shown on one core and on two.
-        sides = {"floor": ("floor", "1", "floor: kafka-python alone, whole log, 1 CPU"),
-                 "tail": ("tail", "1", "tail: fetch+decode+apply+store, 1 CPU"),
-                 "tail2": ("tail", "0,1", "tail, its writer thread free on CPUs 0,1"),
-                 # The same tail with its batch walk in Python (no kafka/_txnlog_walk.c): what the C walk gives.
-                 "tailpy": ("tail-python", "1", "tail, its batch walk in Python, 1 CPU")}
-        rows: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
-        for _ in range(args.runs):
-            for side, (mode, pin, label) in sides.items():
-                run = lab_bench.run_child(mode, bootstrap, have, pin=pin)
-                run["load"] = os.getloadavg()[0]
-                loads.append(run["load"])
-                rows[side].append(run)
-                print(f"   {label:<44} {run['records']:>9,.0f} {run['wall_s']:>7.2f} {run['cpu_s']:>6.2f} "
-                      f"{run['records'] / run['wall_s']:>10,.0f} {run['records'] / run['cpu_s']:>10,.0f} "
-                      f"{run['load']:>5.1f}")
-                threads = sorted(run.get("threads", {}).items(), key=lambda kv: -kv[1])
-                print("     CPU s by thread (with start-up): " + ", ".join(f"{n} {c:.2f}" for n, c in threads[:4])
-                      + (f"; wall to the first records {run['to_first_s']:.2f} s, last commit after the last read "
-                         f"{run['last_commit_s']:.2f} s" if "last_commit_s" in run else ""))
-        best = {side: max(r["records"] / r["wall_s"] for r in runs) for side, runs in rows.items()}
-        per_cpu = {side: max(r["records"] / r["cpu_s"] for r in runs) for side, runs in rows.items()}
-        for side, label in (("tail", "one CPU"), ("tail2", "two CPUs")):
-            # The floor's wall starts with its consumer connected and positioned; the tail's includes opening
-            # (stored positions, consumer, metadata): also shown from its first records on.
-            opened = max(r["records"] / max(1e-9, r["wall_s"] - r.get("to_first_s", 0.0)) for r in rows[side])
-            print(f"   tail ({label}) / floor, best records/s: {best[side] / best['floor']:.2f}x "
-                  f"(from the tail's first records: {opened / best['floor']:.2f}x)   per CPU-s: "
-                  f"{per_cpu[side] / per_cpu['floor']:.2f}x   (goal >= 0.9x)")
-        print(f"   tail with the compiled batch walk / with the Python walk (one CPU): best records/s "
-              f"{best['tail'] / best['tailpy']:.2f}x, per CPU-s {per_cpu['tail'] / per_cpu['tailpy']:.2f}x; the "
-              f"Python walk / floor per CPU-s {per_cpu['tailpy'] / per_cpu['floor']:.2f}x")
-        # The same, the floor's opening counted as the tail's is (its consumer, metadata and positions).
-        floors = rows["floor"]
-        equal_best = max(r["records"] / (r["wall_s"] + r.get("opening_wall_s", 0.0)) for r in floors)
-        equal_cpu = max(r["records"] / (r["cpu_s"] + r.get("opening_cpu_s", 0.0)) for r in floors)
-        print(f"   with the floor's opening counted as the tail's is (consumer, metadata, positions: "
-              f"{min(r.get('opening_wall_s', 0.0) for r in floors):.2f} s wall, "
-              f"{min(r.get('opening_cpu_s', 0.0) for r in floors):.2f} CPU-s): tail / floor, best records/s "
-              + ", ".join(f"{label} {best[side] / equal_best:.2f}x" for side, label in (("tail", "one CPU"),
-                                                                                    ("tail2", "two CPUs")))
-              + f"; per CPU-s {per_cpu['tail'] / equal_cpu:.2f}x")
-        raw = list(tv2_stream(5_000, 25_000))
-        synthetic = throughput(raw, args.batch)
-        print(f"   synthetic decode+apply, no client, {len(raw):,} generated records: {synthetic['both']:,.0f} "
-              f"records/s (decode {synthetic['decode']:,.0f}/s, apply {synthetic['apply']:,.0f}/s, CPU time)")
-        producers = lab_bench.start_producers(bootstrap, args.trail_producers, work / "producers", args.kafka_version,
-                                              tag="trail", duration_ms=1)
-        try:
-            time.sleep(10.0)  # the JVMs' start and first transactions
-            before = lab_bench.log_records(bootstrap)
-            run = lab_bench.run_child("trail", bootstrap, args.trail_seconds, pin="0")
-            written = lab_bench.log_records(bootstrap) - before
-        finally:
-            lab_bench.stop_producers(producers)
-        loads.append(os.getloadavg()[0])
-        records_s = written / run["wall_s"]
-        per_txn = 3  # TV2: Ongoing (added by the partition leader), PrepareCommit, CompleteCommit
-        print(f"== trailing: {args.trail_producers} Java TV2 producers wrote {records_s:,.0f} records/s "
-              f"(~{records_s / per_txn:,.0f} transactions/s at {per_txn} records each) for {run['wall_s']:.0f} s; "
-              f"the tail pinned to CPU 0 (taskset -c 0; the broker and producers share both CPUs)")
-        if run.get("stored"):
-            print(f"   append-to-stored p50 {run['p50']:.2f} s, p99 {run['p99']:.2f} s, max {run['max']:.2f} s over "
-                  f"{run['stored']:,} records; tail CPU {run['cpu_s']:.1f} s in {run['wall_s']:.1f} s wall "
-                  f"({run['cpu_s'] / run['wall_s']:.0%} of a core); behind at the end: {run['behind_at_end']:,} "
-                  f"records   (goal p99 <= 2 s at 10,000 transactions/s: shown here at "
-                  f"{records_s / per_txn:,.0f}/s only)")
-        else:
-            print(f"   nothing stored: {run}")
-        print(f"   load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
-    finally:
-        lab.down()
-        shutil.rmtree(work, ignore_errors=True)
+        rows = harness.alternate(list(SIDES), args.runs, run)
+    best = {s: max(r["records"] / r["wall_s"] for r in runs) for s, runs in rows.items()}
+    per_cpu = {s: max(r["records"] / r["cpu_s"] for r in runs) for s, runs in rows.items()}
+    floors = rows["floor"]
+    opened_best = max(r["records"] / (r["wall_s"] + r["opening_wall_s"]) for r in floors)
+    opened_cpu = max(r["records"] / (r["cpu_s"] + r["opening_cpu_s"]) for r in floors)
+    print(harness.machine_line(loads) + f"; Kafka {lab.kafka_version}, one broker")
+    for side, what in (("tail", "one CPU"), ("tail2", "two CPUs"), ("nocc", "no compiled modules, one CPU")):
+        print(f"  tail ({what}) / floor: per CPU-s {harness.ratio(per_cpu[side], per_cpu['floor'])} "
+              f"({harness.ratio(per_cpu[side], opened_cpu)} with the floor's opening), best records/s "
+              f"{harness.ratio(best[side], best['floor'])} ({harness.ratio(best[side], opened_best)})   (goal >= 0.9x "
+              f"per CPU-s)")
+    print(f"  the compiled modules: {harness.ratio(per_cpu['tail'], per_cpu['nocc'])} the records per CPU-s without")
+    synthetic_rates = decode_apply(list(tv2_stream(5_000, 25_000)))
+    print(f"  decode + apply alone, 100,000 generated records, no client: {synthetic_rates['both']:,.0f} records/s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--synthetic", action="store_true", help="the synthetic figures only (no lab)")
-    parser.add_argument("--records", type=int, default=200_000, help="lab: fill the log to this many records")
-    parser.add_argument("--producers", type=int, default=4, help="lab: Java producers filling the log")
-    parser.add_argument("--runs", type=int, default=2, help="lab: reads of each side, alternating")
-    parser.add_argument("--trail-producers", type=int, default=4, help="lab: Java producers while trailing")
-    parser.add_argument("--trail-seconds", type=float, default=30.0)
+    parser.add_argument("--records", type=int, default=200_000, help="fill the log to this many records")
+    parser.add_argument("--producers", type=int, default=4, help="Java producers filling the log")
+    parser.add_argument("--runs", type=int, default=2, help="rounds of every side, alternating")
     parser.add_argument("--kafka-version", default="4.1.1")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--database-url", default=None, help="default: a temporary SQLite file")
-    parser.add_argument("--batch", type=int, default=10_000, help="records per applied batch (the tail's max poll)")
-    parser.add_argument("--baseline", metavar="REV", help="first compare decode+apply with REV's code (git revision)")
+    parser.add_argument("--bootstrap", help="a running lab (its log filled to --records if it holds fewer)")
+    parser.add_argument("--synthetic", action="store_true", help="decode + apply alone, no lab")
+    parser.add_argument("--quick", action="store_true", help="--synthetic: 100,000 records instead of 400,000")
+    parser.add_argument("--baseline", metavar="REV", help="--synthetic: REV's code beside this checkout's")
     parser.add_argument("--rounds", type=int, default=7, help="--baseline: runs of each side")
-    parser.add_argument("--compare-only", action="store_true", help="--baseline: stop after the comparison")
-    parser.add_argument("--tagged", action="store_true", help="synthetic records carry PreviousProducerId (4.3+)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--service", help=argparse.SUPPRESS)
-    parser.add_argument("--transactions", type=int, default=25_000, help=argparse.SUPPRESS)
+    parser.add_argument("--tagged", action="store_true", help="--synthetic: values carry PreviousProducerId (4.3+)")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child_figures(args.transactions, args.batch, args.tagged)
-        return
-    if args.baseline:
-        compare(args.baseline, args.rounds, 10_000 if args.quick else 25_000, args.batch, args.tagged)
-        if args.compare_only:
+        mode, *rest = args.child
+        if mode == "synthetic":
+            harness.reply(decode_apply(list(tv2_stream(5_000, int(rest[0]), bool(int(rest[1]))))))
             return
-    if not args.synthetic:
-        lab_figures(args)
+        if mode == "tail-nocc":
+            without_compiled()
+        if mode == "floor":
+            out = floor(rest[0], int(rest[1]))
+        elif mode in ("tail", "tail-nocc"):
+            out = tail(rest[0], int(rest[1]))
+        else:  # trail BOOTSTRAP SECONDS [TOPIC]
+            if os.environ.get("TXNWATCH_BENCH_NO_COMPILED"):
+                without_compiled()
+            out = trail(rest[0], float(rest[1]), *rest[2:3])
+        harness.reply({**out, "pid": os.getpid()})
         return
-    transactions = 25_000 if args.quick else 100_000
-    raw = list(tv2_stream(5_000, transactions, tagged=args.tagged))
-    print(f"== decode + apply, one core: {len(raw):,} records ({transactions:,} TV2 transactions, 5,000 ids)")
-    best = max((throughput(raw, args.batch) for _ in range(3)), key=lambda r: r["both"])
-    print(f"   decode {best['decode']:>10,.0f} records/s")
-    print(f"   apply  {best['apply']:>10,.0f} records/s")
-    print(f"   both   {best['both']:>10,.0f} records/s = {best['both'] / RECORDS_PER_TXN:,.0f} transactions/s   "
-          f"(goal >= 100,000 records/s: {best['both'] / 100_000:.2f}x)")
-    stored = with_store(raw[: len(raw) // (2 if args.quick else 4)], args.batch, args.database_url)
-    print(f"   with the database write per batch: {stored:,.0f} records/s = {stored / RECORDS_PER_TXN:,.0f} "
-          "transactions/s")
-    for per_fetch in (500, 5_000):
-        rate = tail_throughput(raw[: len(raw) // (4 if args.quick else 2)], per_fetch, args.database_url)
-        print(f"   the tail's apply + store at {per_fetch:,} records per fetch: {rate:,.0f} records/s")
-    seconds = 5.0 if args.quick else 15.0
-    print(f"== trailing the log at 10,000 transactions/s ({RECORDS_PER_TXN * 10_000:,} records/s) for {seconds:.0f} s")
-    lag = trailing(10_000, seconds, 5_000, args.database_url)
-    print(f"   write-to-commit p50 {lag['p50']:.2f} s, p99 {lag['p99']:.2f} s, max {lag['max']:.2f} s over "
-          f"{lag['batches']:.0f} batches; records behind at the end: {lag['behind_at_end']:,.0f}   "
-          f"(goal p99 <= 2 s: {'met' if lag['p99'] <= 2 else 'missed'})")
-    counts = [10_000, 100_000] if args.quick else [10_000, 100_000, 500_000]
-    print("== RSS of the tail's state against live transactional ids")
-    for n, mb in rss_by_ids(counts):
-        print(f"   {n:>8,} ids: +{mb:7.1f} MB  ({mb * 1e6 / n:,.0f} bytes/id)")
-    if args.profile:
-        import cProfile
-        import pstats
-
-        profile = cProfile.Profile()
-        profile.enable()
-        throughput(raw[:200_000], args.batch)
-        profile.disable()
-        pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    (synthetic if args.synthetic else lab_figures)(args)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
 """Trailing a 10,000 transactions/s coordinator log: a REPLAY of real coordinator records, read by the daemon's tail.
 
 Why a replay.  Issue 25 asks the tail to trail a 10,000 transaction/s producer by <= 2 s p99 on
-one core.  On this 2-core machine six of Kafka's Java TV2 producers reached ~707 transactions/s
-(benchmarks/txnlog.py), and clients may not write to ``__transaction_state`` themselves.  So:
+one core.  On a 2-core machine six of Kafka's Java TV2 producers reach ~707 transactions/s, and clients may not
+write to ``__transaction_state`` themselves.  So:
 
 1. **capture**: a one-broker lab (Kafka 4.1.1 unless ``--kafka-version``) has its real
-   ``__transaction_state`` filled by Kafka's own Java TV2 producers (benchmarks/txnlog_lab.py);
+   ``__transaction_state`` filled by Kafka's own Java TV2 producers (benchmarks/txnlog.py's ``fill``);
    its records are read back as the coordinator wrote them (key and value bytes);
 2. **rewrite**: ``--ids`` transactional ids take turns at ``--rate`` distinct transactions/s, each
    transaction the captured TV2 sequence (Ongoing, PrepareCommit with the epoch bumped,
@@ -24,7 +24,8 @@ one core.  On this 2-core machine six of Kafka's Java TV2 producers reached ~707
 4. **read**: the daemon's own ``ClusterTail`` over ``TransactionLogTail`` (fetch, decode, apply,
    SQLite store), pointed at that topic through ``TransactionLogTail``'s ``topic`` argument (a
    constructor argument, no user setting), pinned to CPU 0 (``taskset -c 0``), from the topic's
-   end.  Per record: broker append time -> end of the database transaction that stored it.
+   end (benchmarks/txnlog.py's ``trail`` child).  Per record: broker append time -> end of the database
+   transaction that stored it.
 
 Printed: the rate the sender reached (records/s and transactions/s), trailing p50/p99/max, the
 tail's CPU seconds and share of its core, records behind at the end, how long its threads waited
@@ -38,17 +39,15 @@ the 40,000 records/s of four records per transaction.
     .venv/bin/python benchmarks/txnlog_replay.py --bootstrap HOST:PORT   # a running lab (filled log)
     .venv/bin/python benchmarks/txnlog_replay.py --rate 13334             # 40,000 records/s
     .venv/bin/python benchmarks/txnlog_replay.py --busy-commit-ms 1000    # one commit a second, as before
-    .venv/bin/python benchmarks/txnlog_replay.py --python-walk            # the tail without its compiled batch walk
+    .venv/bin/python benchmarks/txnlog_replay.py --no-compiled            # the tail without its compiled modules
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -59,8 +58,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import harness, txnlog
 
 TOPIC = "txnlog-replay"
 PARTITIONS = 50
@@ -273,7 +273,6 @@ def produce_child(bootstrap: str, spec_path: str) -> None:
 
 
 def run(args: argparse.Namespace, bootstrap: str) -> None:
-    lab_bench = importlib.import_module("txnlog_lab")
     from kafka.errors import TopicAlreadyExistsError
 
     from txnwatch.lab.topics import create_topic
@@ -287,64 +286,56 @@ def run(args: argparse.Namespace, bootstrap: str) -> None:
         pass  # a second run on the same lab: the tail starts at its end
     finally:
         admin.close()
-    work = Path(tempfile.mkdtemp(prefix="txnlog-replay-"))
-    spec = work / "spec.json"
+    spec = Path(tempfile.mkdtemp(prefix="txnwatch-bench-replay-")) / "spec.json"
     spec.write_text(json.dumps({"ids": args.ids, "rate": args.rate, "seconds": args.seconds}))
+    loads = harness.Loads()
     producer = subprocess.Popen(["taskset", "-c", "1", sys.executable, __file__, "--produce-child", bootstrap,
                                  str(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     tail = None
     try:
         assert producer.stdout is not None and producer.stdin is not None
         ready = json.loads(producer.stdout.readline())
-        print(f"== REPLAY of real coordinator records (Kafka {args.kafka_version} {'__transaction_state'}, Java TV2 "
-              f"producers; {ready['captured_txns']:,} captured transactions) into topic {TOPIC} ({PARTITIONS} "
-              f"partitions, LogAppendTime): {args.rate:,} transactions/s = {args.rate * PER_TXN:,} records/s "
-              f"planned for {args.seconds:.0f} s over {args.ids:,} ids; {ready['records']:,} records in "
-              f"{ready['requests']:,} Produce requests, built in {ready['build_cpu_s']:.1f} CPU-s before the run")
-        env = {**os.environ, **({"TXNLOG_BENCH_BUSY_COMMIT_MS": str(args.busy_commit_ms)} if args.busy_commit_ms
-                                else {}), **({"TXNLOG_BENCH_PYTHON_WALK": "1"} if args.python_walk else {})}
-        tail = subprocess.Popen(["taskset", "-c", "0", sys.executable, str(lab_bench.__file__), "trail-topic", bootstrap,
+        print(f"== REPLAY of real coordinator records ({ready['captured_txns']:,} captured TV2 transactions) into "
+              f"{TOPIC} ({PARTITIONS} partitions, LogAppendTime): {args.rate:,} transactions/s = "
+              f"{args.rate * PER_TXN:,} records/s for {args.seconds:.0f} s over {args.ids:,} ids; {ready['records']:,} "
+              f"records in {ready['requests']:,} Produce requests, built in {ready['build_cpu_s']:.1f} CPU-s first")
+        env = {**os.environ, **({"TXNWATCH_BENCH_BUSY_COMMIT_MS": str(args.busy_commit_ms)} if args.busy_commit_ms
+                                else {}), **({"TXNWATCH_BENCH_NO_COMPILED": "1"} if args.no_compiled else {})}
+        tail = subprocess.Popen(["taskset", "-c", "0", sys.executable, txnlog.__file__, "--child", "trail", bootstrap,
                                  str(ready["seconds_planned"] + args.drain_seconds), TOPIC],
                                 stdout=subprocess.PIPE, text=True, env=env)
         assert tail.stdout is not None
         assert json.loads(tail.stdout.readline()).get("ready")  # its consumer is at the topic's end
-        loads = [os.getloadavg()[0]]
+        loads.sample()
         producer.stdin.write("go\n")
         producer.stdin.flush()
         sent = json.loads(producer.stdout.readline())
-        loads.append(os.getloadavg()[0])
+        loads.sample()
         out, _ = tail.communicate(timeout=args.drain_seconds + 120)
         trailed = json.loads(out.strip().splitlines()[-1])
-        loads.append(os.getloadavg()[0])
+        loads.sample()
     finally:
         for proc in (producer, tail):
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
     records_s = ready["records"] / sent["sent_s"]
-    print(f"   sender (CPU 1): {ready['records']:,} records in {sent['sent_s']:.1f} s = {records_s:,.0f} records/s "
-          f"(~{records_s / PER_TXN:,.0f} transactions/s, incl. {args.ids:,} Empty records first); "
-          f"{sent['answered']:,}/{ready['requests']:,} answered, errors {sent['errors'] or 'none'}; "
-          f"behind schedule p99 {sent['late_p99_s'] * 1000:.0f} ms, max {sent['late_max_s'] * 1000:.0f} ms; "
-          f"sender CPU {sent['cpu_s']:.1f} s")
+    print(f"   sender (CPU 1): {records_s:,.0f} records/s (~{records_s / PER_TXN:,.0f} transactions/s, the ids' Empty "
+          f"records first); {sent['answered']:,}/{ready['requests']:,} answered, errors {sent['errors'] or 'none'}; "
+          f"behind schedule p99 {sent['late_p99_s'] * 1000:.0f} ms, max {sent['late_max_s'] * 1000:.0f} ms")
     if trailed.get("stored"):
-        print(f"   tail (CPU 0, fetch+decode+apply+SQLite{', Python batch walk' if args.python_walk else ''}): append-to-stored p50 {trailed['p50']:.2f} s, "
-              f"p99 {trailed['p99']:.2f} s, max {trailed['max']:.2f} s over {trailed['stored']:,} records; "
-              f"CPU {trailed['cpu_s']:.1f} s in {trailed['wall_s']:.1f} s wall "
-              f"({trailed['cpu_s'] / sent['sent_s']:.0%} of its core over the {sent['sent_s']:.1f} s of writing); behind at the end: "
-              f"{trailed['behind_at_end']:,} records; its threads waited runnable for a CPU "
-              f"{trailed['run_queue_s']:.1f} thread-s (the scheduler's share of the lag on a loaded machine)   (goal p99 <= 2 s at 10,000 "
-              f"transactions/s)")
-        threads = trailed.get("threads", {})
-        print(f"   of which append-to-read (the fetch's share) p50 {trailed['fetched_p50']:.2f} s, p99 "
-              f"{trailed['fetched_p99']:.2f} s; {trailed['commits']:,} commits "
-              f"({trailed['commits'] / max(trailed['wall_s'], 1e-9):.1f}/s); CPU-s by thread: "
-              + ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(threads.items(), key=lambda kv: -kv[1])
+        print(f"   tail (CPU 0{', no compiled modules' if args.no_compiled else ''}): append-to-stored p50 "
+              f"{trailed['p50']:.2f} s, p99 {trailed['p99']:.2f} s, max {trailed['max']:.2f} s over "
+              f"{trailed['stored']:,} records (goal p99 <= 2 s at 10,000 transactions/s); CPU {trailed['cpu_s']:.1f} s "
+              f"({trailed['cpu_s'] / sent['sent_s']:.0%} of its core over the writing); behind at the end "
+              f"{trailed['behind_at_end']:,}; waited runnable {trailed['run_queue_s']:.1f} thread-s")
+        print(f"   append-to-read (the fetch's share) p50 {trailed['fetched_p50']:.2f} s, p99 "
+              f"{trailed['fetched_p99']:.2f} s; {trailed['commits']:,} commits; CPU-s by thread: "
+              + ", ".join(f"{name} {cpu:.1f}" for name, cpu in sorted(trailed["threads"].items(), key=lambda kv: -kv[1])
                           if cpu >= 0.05))
     else:
         print(f"   nothing stored: {trailed}")
-    print(f"   load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
+    print("   " + harness.machine_line(loads))
 
 
 def main() -> None:
@@ -355,33 +346,19 @@ def main() -> None:
     parser.add_argument("--drain-seconds", type=float, default=15.0, help="the tail keeps reading this long after")
     parser.add_argument("--records", type=int, default=30_000, help="fill the lab's log to this many records first")
     parser.add_argument("--kafka-version", default="4.1.1")
-    parser.add_argument("--bootstrap", help="a running lab whose __transaction_state is filled already")
+    parser.add_argument("--bootstrap", help="a running lab (its log filled to --records if it holds fewer)")
     parser.add_argument("--busy-commit-ms", type=int, help="the tail's transaction_log.busy_commit_ms (default: the "
-                        "daemon's); 1000 commits once a second, as before issue 25's change")
-    parser.add_argument("--python-walk", action="store_true",
-                        help="the tail without its compiled batch walk (kafka/_txnlog_walk.c), for a side by side")
+                        "daemon's); 1000 commits once a second")
+    parser.add_argument("--no-compiled", action="store_true", help="the tail without its compiled modules")
     parser.add_argument("--produce-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.produce_child:
         produce_child(*args.produce_child)
         return
-    if args.bootstrap:
-        run(args, args.bootstrap)
-        return
-    from txnwatch.lab.cluster import start_lab
-    from txnwatch.lab.settings import LabSettings
-
-    lab_bench = importlib.import_module("txnlog_lab")
-    work = Path(tempfile.mkdtemp(prefix="txnwatch-replay-lab-"))
-    lab = start_lab(LabSettings(brokers=1, proxy=False, kafka_version=args.kafka_version), work / "lab",
-                    die_with_parent=True, quiet=True)
-    try:
-        have, took = lab_bench.fill(lab.bootstrap_servers, args.records, 4, work / "producers", args.kafka_version)
-        print(f"== captured log: {have:,} records written by 4 Java TV2 producers in {took:.0f} s")
-        run(args, lab.bootstrap_servers)
-    finally:
-        lab.down()
-        shutil.rmtree(work, ignore_errors=True)
+    with harness.Lab(args.bootstrap, kafka_version=args.kafka_version) as lab:
+        have, took = txnlog.fill(lab.bootstrap, args.records, 4, Path(tempfile.mkdtemp()), args.kafka_version)
+        print(f"== captured log: {have:,} records (filled by 4 Java TV2 producers in {took:.0f} s)")
+        run(args, lab.bootstrap)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Builds txnwatch's Grafana dashboards (plain Python dicts, no dependency) and syncs the chart.
+"""Builds txnwatch's Grafana dashboards with Grafana's foundation SDK and syncs the chart.
 
 The single source of truth for dashboards is this file; for Prometheus alert rules it is
-deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
+deploy/prometheus/txnwatch-rules.yaml.  Panels, variables, links and annotations are built with
+grafana-foundation-sdk's typed builders (the Grafana 11.6 schema; a build-time need only: the
+``dashboards`` extra), so a misspelt option or a wrong type fails here, not in Grafana.
+`python dashboards/build.py` writes
 
 * dashboards/<name>.json                       (committed, importable by hand)
 * helm/txnwatch/files/dashboards/<name>.json   (copy the chart reads with .Files.Glob)
@@ -10,15 +13,33 @@ deploy/prometheus/txnwatch-rules.yaml.  `python dashboards/build.py` writes
 * service/txnwatch/serve/console/grafana_panels.json (panel ids the console links to)
 
 `python dashboards/build.py --check` exits 1 if any of them is out of date
-(tests/deploy/test_dashboards.py runs it).  Metric names: docs/metrics.md.
+(tests/deploy/test_rules_and_dashboards.py runs it).  Metric names: docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from grafana_foundation_sdk.builders import bargauge as bargauge_panel
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import heatmap as heatmap_panel
+from grafana_foundation_sdk.builders import prometheus, statetimeline, timeseries
+from grafana_foundation_sdk.builders import stat as stat_panel
+from grafana_foundation_sdk.builders import table as table_panel
+from grafana_foundation_sdk.builders.heatmap import YAxisConfig as HeatmapYAxis
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import heatmap as hm
+from grafana_foundation_sdk.models.common import AxisPlacement
+from grafana_foundation_sdk.models.dashboard import Dashboard
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "service"))  # the one vocabulary (alert names, runbook anchors, reasons)
@@ -29,7 +50,7 @@ CHART_FILES = ROOT / "helm" / "txnwatch" / "files"
 RULES = ROOT / "deploy" / "prometheus" / "txnwatch-rules.yaml"
 CONSOLE_PANELS = ROOT / "service" / "txnwatch" / "serve" / "console" / "grafana_panels.json"
 
-DS = {"type": "prometheus", "uid": "${datasource}"}
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 C = 'cluster=~"$cluster"'
 CT = 'cluster=~"$cluster",topic=~"$topic"'
 CG = 'cluster=~"$cluster",consumergroup=~"$group",topic=~"$topic"'
@@ -38,186 +59,224 @@ TXNWATCH = "${txnwatch_url}"
 # Human column names for table panels (Prometheus labels and the instant value).
 COLUMNS = {"cluster": "Cluster", "topic": "Topic", "partition": "Partition", "producer_id": "Producer id",
            "transactional_id": "Transactional id", "reason": "Why it hangs", "start_offset": "Start offset (abort at)",
-           "state": "State", "consumergroup": "Consumer group"}
+           "state": "State", "consumergroup": "Consumer group", "framework": "Framework",
+           "application": "Application (Streams application.id, Flink sink prefix)", "subtask": "Subtask",
+           "checkpoint": "Checkpoint (or pool slot)"}
 RI = "$__rate_interval"
-Panel = dict[str, Any]
+PanelBuilder = Any  # every panel builder of the SDK: the setters below are common to all of them
 
 
 # ---- panel helpers -----------------------------------------------------------------------
 
-def target(expr: str, legend: str = "", instant: bool = False, fmt: str = "time_series") -> dict[str, Any]:
-    t: dict[str, Any] = {"datasource": DS, "expr": expr, "legendFormat": legend or "__auto", "refId": "",
-                         "format": fmt}
-    if instant:
-        t["instant"], t["range"] = True, False
-    return t
+def target(expr: str, legend: str = "", instant: bool = False, fmt: str = "time_series") -> prometheus.Dataquery:
+    query = (prometheus.Dataquery().datasource(DS).expr(expr).legend_format(legend or "__auto")
+             .format(PromQueryFormat(fmt)))
+    return query.instant() if instant else query
 
 
-def thresholds(*steps: tuple[float | None, str]) -> dict[str, Any]:
-    return {"mode": "absolute", "steps": [{"color": color, "value": value} for value, color in steps]}
+def thresholds(*steps: tuple[float | None, str]) -> db.ThresholdsConfig:
+    return (db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+            .steps([dm.Threshold(value=value, color=color) for value, color in steps]))
 
 
 OK_RED = thresholds((None, "green"), (1, "red"))
 
 
-def panel(kind: str, title: str, description: str, targets: list[dict[str, Any]], *, unit: str = "short",
-          thr: dict[str, Any] | None = None, w: int = 12, h: int = 8, options: dict[str, Any] | None = None,
-          custom: dict[str, Any] | None = None, overrides: list[Any] | None = None,
-          transformations: list[Any] | None = None, runbook: str | None = None) -> Panel:
-    for i, t in enumerate(targets):
-        t["refId"] = chr(ord("A") + i)
-    defaults: dict[str, Any] = {"unit": unit, "thresholds": thr or thresholds((None, "green"))}
-    if kind == "timeseries":
-        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never",
-                              "thresholdsStyle": {"mode": "line" if thr else "off"}, **(custom or {})}
-        defaults["color"] = {"mode": "palette-classic"}
-    elif custom:
-        defaults["custom"] = custom
-    if kind in ("stat", "bargauge", "gauge"):
-        defaults["color"] = {"mode": "thresholds"}
-    p: Panel = {"type": kind, "title": title, "description": description, "datasource": DS, "targets": targets,
-                "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
-                "options": options or {}, "gridPos": {"w": w, "h": h}}
-    if transformations:
-        p["transformations"] = transformations
-    links = [{"title": "txnwatch console: what hangs and stalls now", "url": f"{TXNWATCH}/console",
-              "targetBlank": True}]
+def link(title: str, url: str) -> db.DashboardLink:
+    return db.DashboardLink(title).type(dm.DashboardLinkType.LINK).url(url).target_blank(True)
+
+
+def panel(p: PanelBuilder, title: str, description: str, targets: Sequence[prometheus.Dataquery], *,
+          unit: str = "short", thr: db.ThresholdsConfig | None = None, w: int = 12, h: int = 8,
+          overrides: list[db.DashboardFieldConfigSourceOverrides] | None = None,
+          runbook: str | None = None) -> PanelBuilder:
+    """What every panel has: the data source, its queries (refIds A, B, ...), unit, thresholds, size, links to the
+    console (and the runbook of ``runbook``'s alert)."""
+    p = p.title(title).description(description).datasource(DS).unit(unit).thresholds(thr or thresholds((None, "green")))
+    for i, query in enumerate(targets):
+        p = p.with_target(query.ref_id(chr(ord("A") + i)))
+    links = [link("txnwatch console: what hangs and stalls now", f"{TXNWATCH}/console")]
     if runbook is not None:
         alert = BY_RULE[runbook]
-        links.insert(0, {"title": f"Runbook: {alert.title} ({alert.prometheus})",
-                         "url": f"{TXNWATCH}/console/runbooks#{alert.anchor}", "targetBlank": True})
-    p["links"] = links
-    return p
+        links.insert(0, link(f"Runbook: {alert.title} ({alert.prometheus})",
+                             f"{TXNWATCH}/console/runbooks#{alert.anchor}"))
+    return p.span(w).height(h).overrides(overrides or []).links(links)
 
 
-def stat(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
-         w: int = 4, legend: str = "", runbook: str | None = None) -> Panel:
-    return panel("stat", title, description, [target(expr, legend, instant=True)], unit=unit, thr=thr, w=w, h=4,
-                 runbook=runbook,
-                 options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                          "colorMode": "background", "graphMode": "none", "textMode": "auto"})
+def override(matcher: str, options: str, prop: str, value: Any) -> db.DashboardFieldConfigSourceOverrides:
+    """Field overrides: the fields ``matcher`` (byName, byRegexp) matches with ``options`` get ``prop`` = ``value``."""
+    return (db.DashboardFieldConfigSourceOverrides().matcher(dm.MatcherConfig(id_val=matcher, options=options))
+            .properties([dm.DynamicConfigValue(id_val=prop, value=value)]))
 
 
-def ts(title: str, description: str, *targets: dict[str, Any], unit: str = "short",
-       thr: dict[str, Any] | None = None, w: int = 12, stack: bool = False, runbook: str | None = None) -> Panel:
-    custom = {"stacking": {"mode": "normal", "group": "A"}} if stack else None
-    return panel("timeseries", title, description, list(targets), unit=unit, thr=thr, w=w, custom=custom,
-                 runbook=runbook,
-                 options={"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
-                          "tooltip": {"mode": "multi", "sort": "desc"}})
+REDUCE_LAST = cb.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False)
 
 
-def table(title: str, description: str, expr: str, *, unit: str = "short", thr: dict[str, Any] | None = None,
-          w: int = 24, h: int = 8, hide: tuple[str, ...] = (), value: str = "Value",
-          runbook: str | None = None, overrides: list[Any] | None = None) -> Panel:
+def color(mode: dm.FieldColorModeId) -> db.FieldColor:
+    return db.FieldColor().mode(mode)
+
+
+def stat(title: str, description: str, expr: str, *, unit: str = "short", thr: db.ThresholdsConfig | None = None,
+         w: int = 4, legend: str = "", runbook: str | None = None) -> PanelBuilder:
+    p = (stat_panel.Panel().reduce_options(REDUCE_LAST).color_mode(cm.BigValueColorMode.BACKGROUND)
+         .graph_mode(cm.BigValueGraphMode.NONE).text_mode(cm.BigValueTextMode.AUTO)
+         .color_scheme(color(dm.FieldColorModeId.THRESHOLDS)))
+    return panel(p, title, description, [target(expr, legend, instant=True)], unit=unit, thr=thr, w=w, h=4,
+                 runbook=runbook)
+
+
+def ts(title: str, description: str, *targets: prometheus.Dataquery, unit: str = "short",
+       thr: db.ThresholdsConfig | None = None, w: int = 12, stack: bool = False, runbook: str | None = None) -> PanelBuilder:
+    p = (timeseries.Panel().draw_style(cm.GraphDrawStyle.LINE).line_width(1).fill_opacity(10)
+         .show_points(cm.VisibilityMode.NEVER).color_scheme(color(dm.FieldColorModeId.PALETTE_CLASSIC))
+         .thresholds_style(cb.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.LINE if thr
+                                                                else cm.GraphThresholdsStyleMode.OFF))
+         .legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.TABLE)
+                 .placement(cm.LegendPlacement.BOTTOM).calcs(["lastNotNull", "max"]))
+         .tooltip(cb.VizTooltipOptions().mode(cm.TooltipDisplayMode.MULTI).sort(cm.SortOrder.DESCENDING)))
+    if stack:
+        p = p.stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL).group("A"))
+    return panel(p, title, description, targets, unit=unit, thr=thr, w=w, runbook=runbook)
+
+
+def table(title: str, description: str, expr: str, *, unit: str = "short", thr: db.ThresholdsConfig | None = None,
+          w: int = 24, h: int = 8, hide: tuple[str, ...] = (), value: str = "Value", runbook: str | None = None,
+          overrides: list[db.DashboardFieldConfigSourceOverrides] | None = None) -> PanelBuilder:
     """An instant table; columns get human names (COLUMNS) and the value column is called ``value``."""
     excluded = {"Time": True, "__name__": True, "job": True, "instance": True, **dict.fromkeys(hide, True)}
-    renames = {**COLUMNS, "Value": value}
-    return panel("table", title, description, [target(expr, instant=True, fmt="table")], unit=unit, thr=thr, w=w, h=h,
-                 options={"showHeader": True, "sortBy": [{"displayName": value, "desc": True}]},
-                 custom={"cellOptions": {"type": "color-background", "mode": "basic"}} if thr else None,
-                 transformations=[{"id": "organize", "options": {"excludeByName": excluded,
-                                                                  "renameByName": renames}}],
+    p = (table_panel.Panel().show_header(True).sort_by([cb.TableSortByFieldState().display_name(value).desc(True)])
+         .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+             "excludeByName": excluded, "renameByName": {**COLUMNS, "Value": value}})))
+    if thr:
+        p = p.cell_options(cm.TableColoredBackgroundCellOptions(mode=cm.TableCellBackgroundDisplayMode.BASIC))
+    return panel(p, title, description, [target(expr, instant=True, fmt="table")], unit=unit, thr=thr, w=w, h=h,
                  runbook=runbook, overrides=overrides)
 
 
 def state_timeline(title: str, description: str, expr: str, legend: str, states: dict[str, tuple[str, str]],
-                   *, w: int = 12, h: int = 8, runbook: str | None = None) -> Panel:
+                   *, w: int = 12, h: int = 8, runbook: str | None = None) -> PanelBuilder:
     """One row per series, coloured by value: states maps a value to (text, colour)."""
-    mappings = [{"type": "value", "options": {value: {"text": text, "color": color, "index": i}
-                                              for i, (value, (text, color)) in enumerate(states.items())}}]
-    p = panel("state-timeline", title, description, [target(expr, legend)], w=w, h=h, runbook=runbook,
-              options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8, "alignValue": "left",
-                       "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom"}},
-              custom={"fillOpacity": 80, "lineWidth": 0})
-    p["fieldConfig"]["defaults"]["mappings"] = mappings
-    p["fieldConfig"]["defaults"]["color"] = {"mode": "thresholds"}
-    return p
+    mappings = dm.ValueMap(options={value: dm.ValueMappingResult(text=text, color=color, index=i)
+                                    for i, (value, (text, color)) in enumerate(states.items())})
+    p = (statetimeline.Panel().show_value(cm.VisibilityMode.NEVER).merge_values(True).row_height(0.8)
+         .align_value(cm.TimelineValueAlignment.LEFT).fill_opacity(80).line_width(0).mappings([mappings])
+         .legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.LIST)
+                 .placement(cm.LegendPlacement.BOTTOM))
+         .color_scheme(color(dm.FieldColorModeId.THRESHOLDS)))
+    return panel(p, title, description, [target(expr, legend)], w=w, h=h, runbook=runbook)
 
 
-def stable_top(n: int, metric: str, labels: str) -> str:
+def bargauge(title: str, description: str, query: prometheus.Dataquery, *, thr: db.ThresholdsConfig,
+             overrides: list[db.DashboardFieldConfigSourceOverrides]) -> PanelBuilder:
+    p = (bargauge_panel.Panel().orientation(cm.VizOrientation.HORIZONTAL).display_mode(cm.BarGaugeDisplayMode.GRADIENT)
+         .reduce_options(REDUCE_LAST).color_scheme(color(dm.FieldColorModeId.THRESHOLDS)))
+    return panel(p, title, description, [query], thr=thr, overrides=overrides)
+
+
+def heatmap(title: str, description: str, query: prometheus.Dataquery, *, scheme: str, y_axis: HeatmapYAxis,
+            w: int, h: int = 8, steps: int = 64, legend_and_tooltip: bool = False) -> PanelBuilder:
+    """Buckets as the query returns them (no calculation), coloured by a scheme in ``steps`` (Grafana's default 64)."""
+    p = (heatmap_panel.Panel().calculate(False).cell_gap(1).y_axis(y_axis)
+         .color(heatmap_panel.HeatmapColorOptions().mode(hm.HeatmapColorMode.SCHEME).scheme(scheme).steps(steps)))
+    if legend_and_tooltip:
+        p = p.show_legend().mode(cm.TooltipDisplayMode.SINGLE).hide_y_histogram()
+    return panel(p, title, description, [query], w=w, h=h)
+
+
+def stable_top(n: int, metric: str, labels: str, on: str = "cluster, topic, partition") -> str:
     """The top ``n`` series of the whole time range (chosen once, at its end), not of each instant: a top-N
-    evaluated per step makes partitions jump in and out of the panel."""
-    return (f"{metric}{{{labels}}} and on (cluster, topic, partition) "
+    evaluated per step makes partitions jump in and out of the panel.  ``on``: the labels that name one series."""
+    return (f"{metric}{{{labels}}} and on ({on}) "
             f"topk({n}, max_over_time({metric}{{{labels}}}[$__range] @ end()))")
 
 
-REASON_MAPPINGS = [{"type": "value", "options": {r.value: {"text": t.title, "index": i}
-                                                  for i, (r, t) in enumerate(REASONS.items())}}]
+REASON_MAPPINGS = [dm.ValueMap(options={r.value: dm.ValueMappingResult(text=t.title, index=i)
+                                        for i, (r, t) in enumerate(REASONS.items())})]
 
 
-def row(title: str) -> Panel:
-    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"w": 24, "h": 1}}
+def row(title: str) -> db.Row:
+    return db.Row(title).collapsed(False)
 
 
-def layout(panels: list[Panel]) -> list[Panel]:
-    """Assigns ids and x/y positions left to right, wrapping at 24 columns."""
+def layout(panels: Sequence[PanelBuilder | db.Row]) -> list[dm.Panel | dm.RowPanel]:
+    """Builds the panels and assigns ids and x/y positions left to right, wrapping at 24 columns (the SDK's own
+    placement lets a panel overflow the row)."""
     x = y = row_h = 0
-    for i, p in enumerate(panels, start=1):
-        g = p["gridPos"]
-        if p["type"] == "row" or x + g["w"] > 24:
+    built: list[dm.Panel | dm.RowPanel] = []
+    for i, builder in enumerate(panels, start=1):
+        p = builder.build()
+        g = p.grid_pos if p.grid_pos is not None else dm.GridPos(h=1, w=24)
+        is_row = isinstance(p, dm.RowPanel)
+        if is_row or x + g.w > 24:
             x, y, row_h = 0, y + row_h, 0
-        g["x"], g["y"] = x, y
-        p["id"] = i
-        x += g["w"]
-        row_h = max(row_h, g["h"])
-        if p["type"] == "row":
-            x, y, row_h = 0, y + g["h"], 0
-    return panels
+        p.grid_pos, p.id_val = dm.GridPos(h=g.h, w=g.w, x=x, y=y), i
+        x, row_h = x + g.w, max(row_h, g.h)
+        if is_row:
+            x, y, row_h = 0, y + g.h, 0
+        built.append(p)
+    return built
 
 
-def _var(name: str, label: str, query: str) -> dict[str, Any]:
-    return {"name": name, "label": label, "type": "query", "datasource": DS,
-            "query": {"query": query, "refId": name}, "definition": query, "refresh": 2, "multi": True,
-            "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1,
-            "hide": 0, "options": []}
+class PrometheusAnnotation(dm.AnnotationQuery):
+    """An annotation from a PromQL expression.  The Prometheus data source reads ``step``, ``titleFormat``,
+    ``textFormat`` and ``useValueForTime`` from the annotation itself; the SDK's AnnotationQuery does not carry
+    them (its schema: "TODO.. this should just be a normal query target"), so they are added here."""
+
+    def __init__(self, name: str, expr: str, icon_color: str, title_format: str, text_format: str) -> None:
+        super().__init__(name=name, datasource=DS, enable=True, icon_color=icon_color, expr=expr, hide=None,
+                         built_in=None)
+        self.title_format, self.text_format = title_format, text_format
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "step": "60s", "titleFormat": self.title_format,
+                "textFormat": self.text_format, "useValueForTime": False}
 
 
 ANNOTATIONS = [
-    {"name": "Alerts firing", "datasource": DS, "enable": True, "iconColor": "red", "step": "60s",
-     "expr": f"sum by (cluster, alertname, severity) (txnwatch_alerts_firing{{{C}}}) > 0",
-     "titleFormat": "{{alertname}} firing", "textFormat": "{{cluster}} ({{severity}})", "useValueForTime": False},
-    {"name": "LSO stall episodes", "datasource": DS, "enable": True, "iconColor": "orange", "step": "60s",
-     "expr": f"sum by (cluster, topic, partition, producer_id, transactional_id, start_offset) "
-             f"(txnwatch_lso_stall_duration_seconds{{{C}}}) > 0",
-     "titleFormat": "LSO stalled: {{topic}}-{{partition}}",
-     "textFormat": "{{cluster}}: held by producer {{producer_id}} {{transactional_id}} at offset {{start_offset}}",
-     "useValueForTime": False},
+    PrometheusAnnotation("Alerts firing", f"sum by (cluster, alertname, severity) (txnwatch_alerts_firing{{{C}}}) > 0",
+                         "red", "{{alertname}} firing", "{{cluster}} ({{severity}})"),
+    PrometheusAnnotation("LSO stall episodes",
+                         f"sum by (cluster, topic, partition, producer_id, transactional_id, start_offset) "
+                         f"(txnwatch_lso_stall_duration_seconds{{{C}}}) > 0", "orange",
+                         "LSO stalled: {{topic}}-{{partition}}",
+                         "{{cluster}}: held by producer {{producer_id}} {{transactional_id}} at offset {{start_offset}}"),
 ]
+ALL = dm.VariableOption(text="All", value="$__all")
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel], *, topic: bool = False,
-              group: bool = False) -> dict[str, Any]:
-    extra = []
+def query_variable(name: str, label: str, query: str) -> db.QueryVariable:
+    return (db.QueryVariable(name).label(label).datasource(DS).query({"query": query, "refId": name})
+            .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED).multi(True).include_all(True).all_value(".*")
+            .current(ALL).sort(dm.VariableSort.ALPHABETICAL_ASC).hide(dm.VariableHide.DONT_HIDE).options([]))
+
+
+def dashboard(uid: str, title: str, description: str, panels: Sequence[PanelBuilder | db.Row], *,
+              topic: bool = False, group: bool = False) -> Dashboard:
+    variables: list[Builder[dm.VariableModel]] = [
+        db.DatasourceVariable("datasource").label("Data source").type("prometheus").hide(dm.VariableHide.DONT_HIDE)
+        .regex(""),
+        query_variable("cluster", "Kafka cluster", "label_values(txnwatch_cluster_up, cluster)")]
     if topic:
-        extra.append(_var("topic", "Topic", f"label_values(txnwatch_partition_lso_gap{{{C}}}, topic)"))
+        variables.append(query_variable("topic", "Topic", f"label_values(txnwatch_partition_lso_gap{{{C}}}, topic)"))
     if group:
-        extra.append(_var("group", "Consumer group",
-                          f"label_values(txnwatch_consumergroup_topic_lag_lso{{{C}}}, consumergroup)"))
-    return {
-        "uid": uid, "title": title, "description": description, "version": 1, "id": None,
-        "tags": ["txnwatch", "kafka", "transactions"], "editable": True, "schemaVersion": 39,
-        "timezone": "utc", "refresh": "30s", "time": {"from": "now-6h", "to": "now"}, "graphTooltip": 1,
-        "links": [{"type": "dashboards", "tags": ["txnwatch"], "asDropdown": True, "title": "txnwatch",
-                   "includeVars": True, "keepTime": True}],
-        "annotations": {"list": [{"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-                                  "enable": True, "hide": True, "name": "Annotations & Alerts", "type": "dashboard",
-                                  "iconColor": "rgba(0, 211, 255, 1)"}, *ANNOTATIONS]},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-             "current": {}, "hide": 0, "refresh": 1, "regex": "", "options": []},
-            {"name": "cluster", "label": "Kafka cluster", "type": "query", "datasource": DS,
-             "query": {"query": "label_values(txnwatch_cluster_up, cluster)", "refId": "cluster"},
-             "definition": "label_values(txnwatch_cluster_up, cluster)", "refresh": 2, "multi": True,
-             "includeAll": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}, "sort": 1,
-             "hide": 0, "options": []},
-            *extra,
-            {"name": "txnwatch_url", "label": "txnwatch URL", "type": "textbox", "query": "http://127.0.0.1:8080",
-             "current": {"text": "http://127.0.0.1:8080", "value": "http://127.0.0.1:8080"}, "hide": 2,
-             "description": "Base URL of the txnwatch API/console; panel links open its console and runbooks."},
-        ]},
-        "panels": layout(panels),
-    }
+        variables.append(query_variable("group", "Consumer group",
+                                        f"label_values(txnwatch_consumergroup_topic_lag_lso{{{C}}}, consumergroup)"))
+    url = "http://127.0.0.1:8080"
+    variables.append(db.TextBoxVariable("txnwatch_url").label("txnwatch URL").default_value(url)
+                     .current(dm.VariableOption(text=url, value=url)).hide(dm.VariableHide.HIDE_VARIABLE)
+                     .description("Base URL of the txnwatch API/console; panel links open its console and runbooks."))
+    built_in = dm.AnnotationQuery(name="Annotations & Alerts", datasource=dm.DataSourceRef(type_val="grafana",
+                                  uid="-- Grafana --"), enable=True, hide=True, icon_color="rgba(0, 211, 255, 1)",
+                                  type_val="dashboard", built_in=1)
+    dash = (db.Dashboard(title).uid(uid).description(description).version(1).tags(["txnwatch", "kafka", "transactions"])
+            .editable().timezone(cm.TimeZoneUtc).refresh("30s").time("now-6h", "now")
+            .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+            .links([db.DashboardLink("txnwatch").type(dm.DashboardLinkType.DASHBOARDS).tags(["txnwatch"])
+                    .as_dropdown(True).include_vars(True).keep_time(True)])
+            .variables(variables).build())
+    dash.annotations = dm.AnnotationContainer(list_val=[built_in, *ANNOTATIONS])
+    dash.panels = layout(panels)
+    return dash
 
 
 # ---- dashboards ----------------------------------------------------------------------------
@@ -225,7 +284,7 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel], *, to
 OPEN = 'state=~"Ongoing|PrepareCommit|PrepareAbort"'
 
 
-def overview() -> dict[str, Any]:
+def overview() -> Dashboard:
     return dashboard("txnwatch-overview", "txnwatch / Overview",
                      "Kafka transactions at a glance: is every cluster polled, is anything hanging or stalled.", [
         stat("Clusters down", "Clusters whose latest poll reached no broker. Red: see the TxnwatchClusterUnreachable "
@@ -274,7 +333,7 @@ def overview() -> dict[str, Any]:
     ])
 
 
-def transactions() -> dict[str, Any]:
+def transactions() -> Dashboard:
     return dashboard("txnwatch-transactions", "txnwatch / Transactions",
                      "Coordinator view of transactions: states, ages, outcomes and the oldest transactional ids.", [
         stat("Open past their timeout", "Transactions open longer than their own transaction.timeout.ms: the "
@@ -294,15 +353,12 @@ def transactions() -> dict[str, Any]:
         ts("Transactional ids by state", "Transactional ids per coordinator state. Growth of Ongoing without "
            "commits means producers do not finish; PrepareCommit/PrepareAbort should be near 0.",
            target(f"sum by (state) (txnwatch_transactions{{{C}}})", "{{state}}"), stack=True),
-        panel("bargauge", "Open transactions by age", "How many open transactions are older than each threshold. "
-              "Anything older than 15 min is past transaction.max.timeout.ms: red, investigate in the table below.",
-              [target(f'sum by (older_than_seconds) (txnwatch_open_transactions_older_than{{{C}}})',
-                      "> {{older_than_seconds}} s", instant=True)],
-              thr=thresholds((None, "green"), (1, "yellow")), w=12,
-              overrides=[{"matcher": {"id": "byRegexp", "options": "> (900|3600) s"},
-                          "properties": [{"id": "thresholds", "value": OK_RED}]}],
-              options={"orientation": "horizontal", "displayMode": "gradient",
-                       "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}),
+        bargauge("Open transactions by age", "How many open transactions are older than each threshold. "
+                 "Anything older than 15 min is past transaction.max.timeout.ms: red, investigate in the table below.",
+                 target(f'sum by (older_than_seconds) (txnwatch_open_transactions_older_than{{{C}}})',
+                        "> {{older_than_seconds}} s", instant=True),
+                 thr=thresholds((None, "green"), (1, "yellow")),
+                 overrides=[override("byRegexp", "> (900|3600) s", "thresholds", OK_RED.build())]),
         ts("Oldest transaction by state", "Age of the oldest transaction in each open state. Red above 15 min (transaction.max.timeout.ms); Ongoing above the "
            "producer's transaction.timeout.ms (60 s default) should be aborted by the coordinator.",
            target(f"max by (cluster, state) (txnwatch_transaction_oldest_age_seconds{{{C}}})", "{{cluster}} {{state}}"),
@@ -321,10 +377,46 @@ def transactions() -> dict[str, Any]:
         table("Transaction timeouts of those ids", "transaction.timeout.ms of the same producers. Very long "
               "timeouts pin the LSO that long whenever a producer dies.",
               f"txnwatch_transaction_timeout_seconds{{{C}}}", unit="s", h=6, value="transaction.timeout.ms"),
+        row("Frameworks (Kafka Streams, Flink)"),
+        stat("Lingering Flink transactions", "Ongoing Flink sink transactions Flink will never finish (a later "
+             "checkpoint of the same sink subtask committed, or the job is gone). Red: FlinkLingeringTransaction "
+             "runbook; GET /api/v1/lingering hands out the abort by transactional id.",
+             f"sum(txnwatch_flink_lingering_transactions{{{C}}}) or vector(0)", thr=OK_RED, w=6,
+             runbook="flink_lingering_transaction"),
+        table("Lingering Flink transactions (oldest 50)", "Each lingering transaction by sink (prefix), subtask and "
+              "checkpoint, always red: it pins the LSO of its partitions until its coordinator's timeout. End it with "
+              "`txnwatch abort --transactional-id <id> --execute` (Kafka 4.1+).",
+              f"txnwatch_flink_lingering_transaction_age_seconds{{{C}}}", unit="s", thr=OK_RED, w=18,
+              value="Open for", runbook="flink_lingering_transaction"),
+        ts("Open transactions by application (top 10)", "Open transactions per Kafka Streams application or Flink "
+           "sink, as their transactional ids name them: the 10 with the most over the range (the 50 applications "
+           "with the most open transactions per cluster have series).",
+           target(stable_top(10, "txnwatch_framework_open_transactions", C, on="cluster, framework, application"),
+                  "{{cluster}} {{framework}} {{application}}"), w=24),
+        row("Transactional canary (clusters with canary.enabled)"),
+        stat("Canary commits", "1: the canary's latest round committed a transaction on every partition of its "
+             "topic and a read_committed reader saw each. Red: transactions cannot commit "
+             "(KafkaTransactionsCannotCommit runbook).", f"min(txnwatch_canary_up{{{C}}})",
+             thr=thresholds((None, "red"), (1, "green")), w=6, runbook="transactions_cannot_commit"),
+        stat("Canary coordinator", "Broker coordinating the canary's transactional id; -1: none found.",
+             f"max(txnwatch_canary_coordinator_broker{{{C}}})", w=6),
+        ts("Canary failures by stage", "Canary transactions that failed, by stage and KIP-1050 error class. "
+           "coordinator/init/begin/end_txn point at the id's coordinator; produce/visibility at the partition leader.",
+           target(f"sum by (cluster, stage, error_class) (rate(txnwatch_canary_failures_total{{{C}}}[{RI}]))",
+                  "{{cluster}} {{stage}} {{error_class}}"), unit="ops", w=12),
+        ts("Canary commit latency p99", "Begin to the commit acknowledged, by partition leader.",
+           target(f"histogram_quantile(0.99, sum by (cluster, leader, le) "
+                  f"(rate(txnwatch_canary_commit_latency_seconds_bucket{{{C}}}[{RI}])))", "{{cluster}} leader {{leader}}"),
+           unit="s"),
+        ts("Canary visibility latency p99", "The commit acknowledged to a read_committed reader being handed the "
+           "record (the LSO passed it), by partition leader.",
+           target(f"histogram_quantile(0.99, sum by (cluster, leader, le) "
+                  f"(rate(txnwatch_canary_visibility_latency_seconds_bucket{{{C}}}[{RI}])))",
+                  "{{cluster}} leader {{leader}}"), unit="s"),
     ])
 
 
-def partitions() -> dict[str, Any]:
+def partitions() -> Dashboard:
     return dashboard("txnwatch-partitions", "txnwatch / Partitions & LSO",
                      "High watermark vs last stable offset: what read_committed consumers cannot see, and why.", topic=True, panels=[
         stat("Stalled partitions", "Partitions with an active LSO stall. Red: table below names the blocking "
@@ -337,14 +429,12 @@ def partitions() -> dict[str, Any]:
              f"sum(txnwatch_hanging_transactions{{{C}}}) or vector(0)", thr=OK_RED, w=6, runbook="hanging_transaction"),
         stat("LSO stall episodes (range)", "Stall episodes that started in the selected time range.",
              f"sum(increase(txnwatch_lso_stall_episodes_total{{{C}}}[$__range]))", w=6),
-        panel("heatmap", "HWM − LSO per partition (top 30 of the range)", "Each row is a partition, colour = "
-              "records beyond the LSO. The 30 rows are the partitions with the largest gap over the whole range, "
-              "so rows do not jump. A row that stays hot is a partition whose LSO is pinned: see the stall table.",
-              [target(stable_top(30, "txnwatch_partition_lso_gap", CT), "{{cluster}} {{topic}}-{{partition}}")],
-              w=24, h=10, options={"calculate": False, "yAxis": {"axisPlacement": "left"},
-                                   "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
-                                   "cellGap": 1, "legend": {"show": True},
-                                   "tooltip": {"show": True, "yHistogram": False}}),
+        heatmap("HWM − LSO per partition (top 30 of the range)", "Each row is a partition, colour = "
+                "records beyond the LSO. The 30 rows are the partitions with the largest gap over the whole range, "
+                "so rows do not jump. A row that stays hot is a partition whose LSO is pinned: see the stall table.",
+                target(stable_top(30, "txnwatch_partition_lso_gap", CT), "{{cluster}} {{topic}}-{{partition}}"),
+                w=24, h=10, scheme="Oranges", y_axis=HeatmapYAxis().axis_placement(AxisPlacement.LEFT),
+                legend_and_tooltip=True),
         state_timeline("LSO stalls per partition", "Red while an LSO stall episode is active on the partition; only "
                        "partitions that stalled in the selected range are shown.",
                        f"txnwatch_partition_lso_stalled{{{CT}}} and on (cluster, topic, partition) "
@@ -360,8 +450,7 @@ def partitions() -> dict[str, Any]:
               "`kafka-transactions.sh abort --topic T --partition P --start-offset O` (offset from "
               "/api/v1/hanging).", f"txnwatch_hanging_transaction_age_seconds{{{CT}}}", unit="s", thr=OK_RED, w=12,
               value="Since last write", runbook="hanging_transaction",
-              overrides=[{"matcher": {"id": "byName", "options": COLUMNS["reason"]},
-                          "properties": [{"id": "mappings", "value": REASON_MAPPINGS}]}]),
+              overrides=[override("byName", COLUMNS["reason"], "mappings", REASON_MAPPINGS)]),
         ts("HWM − LSO by topic", "Records not yet visible to read_committed consumers, per topic.",
            target(f"sum by (cluster, topic) (txnwatch_partition_lso_gap{{{CT}}})", "{{cluster}} {{topic}}")),
         ts("HWM − LSO by topic: brokers vs txnwatch", "The brokers' own LastStableOffsetLag (from their JMX "
@@ -385,7 +474,7 @@ def partitions() -> dict[str, Any]:
     ])
 
 
-def consumer_lag() -> dict[str, Any]:
+def consumer_lag() -> Dashboard:
     return dashboard("txnwatch-consumer-lag", "txnwatch / Consumer lag",
                      "Lag of consumer groups against the LSO (what read_committed consumers can read) and "
                      "against the high watermark (what kafka_exporter/Burrow report).", topic=True, group=True, panels=[
@@ -423,7 +512,7 @@ def consumer_lag() -> dict[str, Any]:
     ])
 
 
-def verification() -> dict[str, Any]:
+def verification() -> Dashboard:
     q = ("histogram_quantile({q}, sum by (cluster, le) "
          "(rate(txnwatch_coordinator_listing_delay_seconds_bucket{{{c}}}[{ri}])))")
     return dashboard("txnwatch-verification", "txnwatch / Verification",
@@ -488,12 +577,10 @@ def verification() -> dict[str, Any]:
                   f"sum by (cluster) (rate(txnwatch_coordinator_listing_checks_total{{{C}}}[{RI}])), 1e-9)",
                   "{{cluster}}"), unit="percentunit", thr=thresholds((None, "green"), (0.01, "red")),
            runbook="verification_failure_rate"),
-        panel("heatmap", "Coordinator listing delay distribution", "Histogram buckets over time; a band moving up "
-              "means coordinators are getting slower.",
-              [target(f"sum by (le) (increase(txnwatch_coordinator_listing_delay_seconds_bucket{{{C}}}[{RI}]))",
-                      "{{le}}", fmt="heatmap")], w=12,
-              options={"calculate": False, "yAxis": {"unit": "s"}, "color": {"mode": "scheme", "scheme": "Blues"},
-                       "cellGap": 1}),
+        heatmap("Coordinator listing delay distribution", "Histogram buckets over time; a band moving up "
+                "means coordinators are getting slower.",
+                target(f"sum by (le) (increase(txnwatch_coordinator_listing_delay_seconds_bucket{{{C}}}[{RI}]))",
+                       "{{le}}", fmt="heatmap"), w=12, scheme="Blues", y_axis=HeatmapYAxis().unit("s")),
         ts("Listing checks and misses", "Checks per second and misses per second.",
            target(f"sum by (cluster) (rate(txnwatch_coordinator_listing_checks_total{{{C}}}[{RI}]))",
                   "{{cluster}} checks"),
@@ -503,7 +590,7 @@ def verification() -> dict[str, Any]:
     ])
 
 
-def coordinator() -> dict[str, Any]:
+def coordinator() -> Dashboard:
     return dashboard("txnwatch-coordinator", "txnwatch / Coordinator history",
                      "Transaction coordinator behaviour over time: state transitions, epoch bumps, fencing.", [
         ts("State transitions", "Observed coordinator state transitions per second, from → to. Many "
@@ -533,19 +620,22 @@ DASHBOARDS = {"overview": overview, "transactions": transactions, "partitions-ls
               "consumer-lag": consumer_lag, "verification": verification, "coordinator-history": coordinator}
 
 
+def as_json(value: Any, indent: int) -> str:
+    return json.dumps(value, cls=JSONEncoder, indent=indent, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def render() -> dict[Path, str]:
     files: dict[Path, str] = {}
+    panels: dict[str, dict[str, int]] = {}
     for name, build in DASHBOARDS.items():
-        text = json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        dash = build()
+        text = as_json(dash, 2)
         files[OUT / f"txnwatch-{name}.json"] = text
         files[CHART_FILES / "dashboards" / f"txnwatch-{name}.json"] = text
+        # The console links "the matching Grafana panel" (?viewPanel=<id>): panel ids by dashboard uid and title.
+        panels[str(dash.uid)] = {str(p.title): int(p.id_val or 0) for p in dash.panels or [] if isinstance(p, dm.Panel)}
     files[CHART_FILES / "txnwatch-rules.yaml"] = RULES.read_text()
-    # The console links "the matching Grafana panel" (?viewPanel=<id>): panel ids by dashboard uid and title.
-    panels = {}
-    for build in DASHBOARDS.values():
-        dash = build()
-        panels[dash["uid"]] = {p["title"]: p["id"] for p in dash["panels"] if p["type"] != "row"}
-    files[CONSOLE_PANELS] = json.dumps(panels, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    files[CONSOLE_PANELS] = as_json(panels, 1)
     return files
 
 

@@ -1,12 +1,28 @@
 #!/usr/bin/env bash
 # Installs what txnwatch needs on a fresh Debian machine, idempotently and quickly when done already.
-#   scripts/bootstrap.sh          run-time needs: venv + package, Java 17, Maven (Kafka lab jars)
-#   scripts/bootstrap.sh --test   plus test needs: PostgreSQL server, promtool, helm, podman, debootstrap
+#   scripts/bootstrap.sh                what `make run` needs: venv + package (the daemon's dependencies, no
+#                                       extra), Java 17, Maven (Kafka lab jars), the console's assets
+#   scripts/bootstrap.sh --test-python  plus the Python packages the suite imports (`make test-fast`)
+#   scripts/bootstrap.sh --test         plus the test machine: PostgreSQL server, promtool, helm, podman,
+#                                       debootstrap, chromium, more Kafka lines,
+#                                       an MIT KDC and the kerberos extra (`make test`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want_test=false
-[[ "${1:-}" == "--test" ]] && want_test=true
+want_test=false want_test_python=false
+case "${1:-}" in
+  --test) want_test=true want_test_python=true ;;
+  --test-python) want_test_python=true ;;
+  "") ;;
+  *) echo "usage: scripts/bootstrap.sh [--test-python | --test]" >&2; exit 2 ;;
+esac
+# The extras of pyproject.toml each installs.  `make run` (the daemon, the lab, the demo): none beyond the
+# daemon's dependencies ("lab" names that, empty).  The suite: its tools (test), PySpark (pipeline) and pyarrow
+# (archive).  A command that needs a missing extra says which (txnwatch.core.extras).
+run_extras=lab
+test_extras=test,pipeline,archive,lab
+extras=$run_extras
+$want_test_python && extras=$test_extras
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 need_root() {
@@ -53,20 +69,28 @@ if ! command -v cc >/dev/null; then apt_install gcc libc6-dev; fi
 if [[ ! -e "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]]; then
   apt_install python3-dev
 fi
-stamp=".venv/.txnwatch-installed-$(cat pyproject.toml constraints.txt setup.py service/txnwatch/kafka/_txnlog_walk.c \
-  service/txnwatch/store/_stream_params.c | sha1sum | cut -c1-12)"
-if [[ ! -e $stamp ]]; then
-  say "installing Python dependencies into .venv (first time takes a minute or two)"
+# The stamp file names the extras installed under its hash (the version's source is in it: the package's
+# metadata follows it): a `make run` after `make test` finds its extras there and removes nothing; a `make test`
+# after `make run` adds the missing ones; after a change of the hash the extras the .venv held are installed
+# again, at the new pins, with those asked for.
+stamp=".venv/.txnwatch-installed-$(cat pyproject.toml constraints.txt setup.py service/txnwatch/__init__.py \
+  service/txnwatch/kafka/_txnlog_walk.c service/txnwatch/store/_stream_params.c | sha1sum | cut -c1-12)"
+extras_set() { tr ', ' '\n\n' <<<"$*" | sed '/^$/d' | sort -u | paste -sd, -; }
+have=$(extras_set "$(cat "$stamp" 2>/dev/null || true)")
+union=$(extras_set "$(cat .venv/.txnwatch-installed-* 2>/dev/null || true),$extras")
+if [[ ! -e $stamp || $union != "$have" ]]; then
+  say "installing Python dependencies into .venv: txnwatch[$union] (the first time takes a minute or more)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -c constraints.txt -e '.[test,pipeline,archive,lab]'
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[$union]"
   rm -f .venv/.txnwatch-installed-*
-  touch "$stamp"
+  echo "$union" > "$stamp"
 fi
 
 # The console's browser assets (ECharts, Swagger UI, ReDoc): pinned npm packages, hash-checked, unpacked into
 # service/txnwatch/serve/console/static/vendor/ (gitignored, shipped in the wheel). npm is needed only to fetch them.
 if ! .venv/bin/python -c 'import sys; from txnwatch.serve.console import assets; sys.exit(not assets.present())' 2>/dev/null; then
   if ! command -v npm >/dev/null; then apt_install npm; fi
+  say "fetching the console's assets (npm pack of ECharts, Swagger UI, ReDoc)"
   .venv/bin/python -m txnwatch.serve.console.assets
 fi
 .venv/bin/python -c 'from txnwatch.serve.console.assets import copy_runbooks; copy_runbooks()'
@@ -91,5 +115,14 @@ resolve_jmx_exporter()' >&2
   # The container image test (tests/deploy/test_image.py): podman builds, debootstrap makes the base.
   if ! command -v podman >/dev/null || ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then
     apt_install podman buildah debootstrap
+  fi
+  # Kerberos (tests/kafka/test_kerberos.py): Debian's MIT KDC, its admin tool and kinit for tests/fixtures/kdc.py,
+  # and the kerberos extra (gssapi, which PyPI ships for Linux as source only: it builds against libkrb5-dev).
+  for tool in /usr/sbin/krb5kdc /usr/sbin/kadmin.local /usr/bin/kinit /usr/bin/krb5-config; do
+    if [[ ! -x $tool ]]; then apt_install krb5-kdc krb5-admin-server krb5-user libkrb5-dev; break; fi
+  done
+  if ! .venv/bin/python -c 'import gssapi' 2>/dev/null; then
+    say "installing the kerberos extra (gssapi builds from source: a few minutes the first time)"
+    .venv/bin/python -m pip install -q -c constraints.txt -e ".[$test_extras,kerberos]"
   fi
 fi

@@ -3,8 +3,8 @@
 #   1. a Debian base (python3, python3-venv) made by debootstrap from Debian's mirror, cached under
 #      $TXNWATCH_CACHE/image keyed by its recipe, imported with `podman import`;
 #   2. `podman build` of the repository's Dockerfile with that base as the BASE build argument.
-# Usage: scripts/build-image.sh [--name]
-# Prints the image name (ghcr.io/txnwatch/txnwatch:<pyproject version>, `-pipeline` appended to the tag for the
+# Usage: scripts/build-image.sh [--name | --save FILE]
+# Prints the image name (ghcr.io/txnwatch/txnwatch:<txnwatch.__version__>, `-pipeline` appended to the tag for the
 # pipeline target) on stdout; progress, the build time and the image size go to stderr.
 #
 # Settings (environment):
@@ -25,7 +25,8 @@ cd "$(dirname "$0")/.."
 say() { printf '\033[1m==> [%3ds] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 die() { echo "build-image: $*" >&2; exit 1; }
 
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+version=$(sed -n 's/^__version__ = "\(.*\)"/\1/p' service/txnwatch/__init__.py | head -1)  # the one source
+[[ -n $version ]] || die "no __version__ in service/txnwatch/__init__.py"
 target=${TXNWATCH_IMAGE_TARGET:-daemon}
 case $target in
   daemon) image=${TXNWATCH_IMAGE:-ghcr.io/txnwatch/txnwatch:$version} ;;
@@ -38,8 +39,15 @@ storage=${PODMAN_STORAGE_ROOT:-$cache/containers/storage}
 runroot=${PODMAN_RUNROOT:-${XDG_RUNTIME_DIR:-/tmp}/txnwatch-podman-$(id -u)}
 
 # `--name`: print the image name this run would build and stop (the chart's tests compare it with the
-# chart's default images without building anything).
-if [[ ${1:-} == --name ]]; then echo "$image"; exit 0; fi
+# chart's default images without building anything).  `--save FILE`: build, then write the image to FILE as an OCI
+# archive (`podman load -i FILE` reads it; scripts/release.sh puts it in dist/).
+save=''
+case ${1:-} in
+  --name) echo "$image"; exit 0 ;;
+  --save) save=${2:?--save needs a file}; save=$(realpath -m "$save") ;;
+  "") ;;
+  *) echo "usage: scripts/build-image.sh [--name | --save FILE]" >&2; exit 2 ;;
+esac
 
 debian_mirror() {
   # One-line ("deb URI suite ...") and deb822 ("URIs: ...") apt sources; the first that serves Debian's main archive.
@@ -58,6 +66,15 @@ for tool in podman debootstrap; do
 done
 [[ $(id -u) -eq 0 ]] || die "debootstrap and podman's vfs storage need root here (or run rootless podman with your own BASE)"
 podman=(podman --root "$storage" --runroot "$runroot" --storage-driver vfs)
+
+# One build at a time per cache: two at once share build/image (one's `rm -rf` under the other's copy) and the vfs
+# store, where two concurrent commits fail a layer's digest check. A second build waits here, and says so.
+mkdir -p "$cache/image"
+exec 9>"$cache/image/build.lock"
+if ! flock -n 9; then
+  say "another image build holds $cache/image/build.lock; waiting for it"
+  flock 9
+fi
 
 # The base's recipe: what goes in and how it is trimmed. Any change here makes a new cache key. The pipeline's
 # base adds Debian's Java 17 runtime (Spark 4 needs 17+); debootstrap resolves its dependencies and runs the
@@ -92,9 +109,16 @@ fi
 inputs=$( { echo "$target $base_image"; cat Dockerfile .containerignore pyproject.toml constraints.txt alembic.ini "$0";
             find service alembic -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 \
               | sort -z | xargs -0 sha1sum; } | sha1sum | cut -c1-16)
+saved() {  # the last step of both ways out: the archive --save asked for, then the name on stdout
+  if [[ -n $save ]]; then
+    say "podman save $image as $save"
+    rm -f "$save"; "${podman[@]}" save --quiet --format oci-archive -o "$save" "$image"
+  fi
+  echo "$image"
+}
 if [[ "$("${podman[@]}" image inspect --format '{{ index .Labels "io.txnwatch.inputs" }}' "$image" 2>/dev/null)" == "$inputs" ]]; then
   say "$image is current (inputs $inputs), size $(( $("${podman[@]}" image inspect --format '{{ .Size }}' "$image") / 1000000 )) MB"
-  echo "$image"; exit 0
+  saved; exit 0
 fi
 
 # Wheels, fetched here with this machine's pip (its index, proxy and CA settings), so the build itself stays
@@ -139,9 +163,9 @@ build_started=$SECONDS
 # --layers=false: with the vfs driver every cached layer is a full copy of the root; one commit per stage is
 # much quicker, and the inputs label above already skips a build that would change nothing.
 "${podman[@]}" build --quiet --isolation chroot --layers=false --label io.txnwatch.inputs="$inputs" \
-  --build-arg BASE="$base_image" --target "$target" -t "$image" -f Dockerfile . >/dev/null
+  --build-arg BASE="$base_image" --build-arg VERSION="$version" --target "$target" -t "$image" -f Dockerfile . >/dev/null
 # The image this one replaced is now untagged: drop it (with vfs every image is a full copy).
 "${podman[@]}" image prune -f >/dev/null || true
 size_bytes=$("${podman[@]}" image inspect --format '{{ .Size }}' "$image")
 say "built $image in $((SECONDS - build_started))s (podman build; ${SECONDS}s with base and wheels), size $((size_bytes / 1000000)) MB"
-echo "$image"
+saved

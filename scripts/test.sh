@@ -10,7 +10,16 @@ if ! bash scripts/lint.sh; then
 fi
 status=0
 # --durations: the slowest tests at the end, to keep the whole suite within CI's 25 minutes (docs/contributing.md).
-.venv/bin/python -m pytest -p no:cacheprovider --durations=20 "$@" || status=$?
+# The whole suite runs in TEST_WORKERS pytest-xdist workers (2, CI's cores; 0: one process), each test of a shared
+# session service (the 3-broker lab, Spark, the browser, the KDC, the Kafka 4 broker) on the one worker that starts
+# it (tests/fixtures/lanes.py: xdist_group): most of a lab test's time is waiting, which the other worker fills.
+# A caller's own -n (the fast lane's) wins.
+workers=()
+if [[ " $* " != *" -n "* ]]; then
+  n=${TEST_WORKERS:-2}
+  if [[ $n != 0 ]]; then workers=(-n "$n" --dist loadgroup); fi
+fi
+.venv/bin/python -m pytest -p no:cacheprovider --durations=20 "${workers[@]}" "$@" || status=$?
 if [[ $status -eq 5 ]]; then
   echo "error: pytest collected no tests (exit 5); the suite must not pass empty" >&2
 fi

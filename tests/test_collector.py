@@ -10,6 +10,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from txnwatch.collect.poll_loop import ClusterPollLoop, Collector
 from txnwatch.core.backoff import Backoff
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot, RequestError
 from txnwatch.core.views import LatestState
 from txnwatch.metrics.poll_counters import PollMetrics
@@ -51,8 +52,8 @@ class RecordingSink:
         self.calls.append((cluster, snapshot is not None, error))
 
 
-def count_evaluate(state: int, snapshot: ClusterSnapshot, now_ms: int) -> tuple[int, dict[str, int]]:
-    return state + 1, {"polls_seen": state + 1}
+def count_evaluate(state: int, snapshot: ClusterSnapshot, now_ms: int) -> tuple[int, Findings]:
+    return state + 1, Findings(snapshot.cluster, now_ms)
 
 
 def make(name: str, poller: FakePoller, state: LatestState, sink: RecordingSink, **kw: Any) -> ClusterPollLoop:
@@ -172,10 +173,10 @@ def test_a_new_epoch_is_a_new_term_and_a_lost_cluster_leaves_no_stale_view() -> 
 
 
 def test_poll_runs_with_the_cyclic_gc_paused() -> None:
-    """The answers of a big poll set off full collections again and again (txnwatch.collect.pollwindow)."""
+    """The answers of a big poll set off full collections again and again (txnwatch.core.pollwindow)."""
     import gc
 
-    from txnwatch.collect.pollwindow import PollWindow
+    from txnwatch.core.pollwindow import PollWindow
 
     seen: list[bool] = []
 

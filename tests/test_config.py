@@ -64,6 +64,13 @@ def test_config_env_var_names_the_file(tmp_path: Path, monkeypatch: pytest.Monke
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', max_groups: -1}\n",
          "clusters.0.max_groups: Input should be greater than or equal to 0"),
         ("lag_sample_interval_seconds: -5\n", "lag_sample_interval_seconds: Input should be greater than or equal to 0"),
+        ("console: {session_lifetime_seconds: 0}\n",
+         "console.session_lifetime_seconds: Input should be greater than 0"),
+        ("console: {session_lifetime_seconds: -60}\n",
+         "console.session_lifetime_seconds: Input should be greater than 0 (got -60)"),
+        ("console: {session_lifetime_seconds: 31536000}\n",
+         "console.session_lifetime_seconds: Input should be less than or equal to 604800 (got 31536000)"),
+        ("console: {session_lifetime_seconds: 12h}\n", "console.session_lifetime_seconds: Input should be a valid integer"),
         ("offset_sample_interval_seconds: -1\n",
          "offset_sample_interval_seconds: Input should be greater than or equal to 0"),
         ("clusters:\n  - {name: a, bootstrap_servers: 'h:1', offset_sample_interval_seconds: 90000}\n",
@@ -205,3 +212,34 @@ def test_secret_values_are_not_echoed_in_problems(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(write(tmp_path, "pagerduty: {enabled: true, routing_key: [s3cr3t]}\n"))
     assert "s3cr3t" not in str(err.value)
+
+
+def test_the_canary_is_off_by_default_and_its_id_is_stable_per_cluster() -> None:
+    settings = load_settings(None, clusters=[dict(name="prod", bootstrap_servers="k:9092"),
+                                             dict(name="dr", bootstrap_servers="k:9092",
+                                                  canary=dict(enabled=True, transactional_id="ours"))])
+    prod, dr = settings.clusters
+    assert not prod.canary.enabled and prod.canary.topic == "_txnwatch_canary"
+    assert prod.canary.transactional_id_for("prod") == "txnwatch-canary-prod"
+    assert dr.canary.enabled and dr.canary.transactional_id_for("dr") == "ours"
+
+
+@pytest.mark.parametrize(("canary", "message"), [
+    pytest.param({"topic": "bad topic"}, "clusters.0.canary.topic: must be 1-249 characters", id="topic-name"),
+    pytest.param({"transactional_id": "  "}, "clusters.0.canary.transactional_id: must be printable", id="blank-id"),
+    pytest.param({"interval_seconds": 0}, "clusters.0.canary.interval_seconds: Input should be greater than or "
+                 "equal to 1", id="interval"),
+    pytest.param({"enable": True}, "clusters.0.canary.enable: unknown option; did you mean 'enabled'?", id="typo"),
+])
+def test_canary_mistakes_are_one_line_each(canary: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, clusters=[dict(name="prod", bootstrap_servers="k:9092", canary=canary)])
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems
+
+
+def test_the_demo_shows_the_canary() -> None:
+    from txnwatch.cli.demo import demo_overrides
+
+    settings = load_settings(None, **demo_overrides("127.0.0.1:9092", 8080, Path("var/demo")))
+    assert settings.clusters[0].canary.enabled
+    assert settings.alert_rules["transactions_cannot_commit"].for_seconds == 10

@@ -64,3 +64,32 @@ def test_an_ignored_exception_is_one_line_naming_the_object(capsys) -> None:
     finally:
         logging.getLogger().handlers.clear()
         sys.unraisablehook = sys.__unraisablehook__
+
+
+def _record(msg: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:
+    exc_info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+    return logging.LogRecord("txnwatch.alerting.outbox", logging.WARNING, __file__, 1, msg, args, exc_info)
+
+
+def test_text_escapes_what_json_escapes() -> None:
+    """Issue 38 item 7: the message and its arguments, one line in both formats, the same characters escaped."""
+    hostile = "id\n2026-01-01 00:00:00,000 CRITICAL forged\r\t\x1b[31m\x7f\x9b\u2028\u202e\ufeff\ud800"
+    text = logs.TextFormatter("%(levelname)s %(name)s: %(message)s").format(_record("key %s (%r)", hostile, 1))
+    entry = json.loads(logs.JsonFormatter().format(_record("key %s (%r)", hostile, 1)))
+    assert "\n" not in text and "\x1b" not in text and "\x9b" not in text and "\u2028" not in text
+    assert text == "WARNING txnwatch.alerting.outbox: key " + json.dumps(hostile)[1:-1] + " (1)"
+    assert entry["msg"] == f"key {hostile} (1)"  # JSON's own escapes, undone by its reader
+    assert logs.escape_controls("tenant café 订单") == "tenant café 订单"  # printable text stays as it is
+
+
+def test_a_traceback_keeps_its_lines_but_none_passes_for_a_record() -> None:
+    try:
+        raise ValueError("bad id\n2026-01-01 00:00:00,000 CRITICAL forged\x1b[2K")
+    except ValueError as exc:
+        record = _record("notifier crashed on %s", "x\ny", exc=exc)
+    text = logs.TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s").format(record)
+    first, *rest = text.split("\n")
+    assert first.endswith("notifier crashed on x\\ny") and rest and "\x1b" not in text
+    assert all(line.startswith("    ") for line in rest), text
+    assert any("ValueError: bad id" in line for line in rest)
+    assert any(line.startswith("    2026-01-01 00:00:00,000 CRITICAL forged\\u001b[2K") for line in rest)

@@ -2,7 +2,7 @@
 library only, started and restarted by the daemon, with the API's limits and read token.
 
 These tests run the real process (``python -I -S serve/metrics_port.py``) through
-txnwatch.serve.metrics_process, as the daemon does, against a directory a test writes the render into.
+txnwatch.supervise.metrics_process, as the daemon does, against a directory a test writes the render into.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import pytest
 from txnwatch.core.config import load_settings
 from txnwatch.runtime.publication import MetricsFile
 from txnwatch.serve.metrics_port import Throttle, accepts_gzip, client_key
-from txnwatch.serve.metrics_process import MetricsProcess, bind_metrics, metrics_port_of
-from txnwatch.serve.server import StartupError, bind
+from txnwatch.supervise.binding import StartupError, bind
+from txnwatch.supervise.metrics_process import MetricsProcess, bind_metrics, metrics_port_of
 
 TEXT = b'# HELP txnwatch_up Up.\n# TYPE txnwatch_up gauge\ntxnwatch_up{cluster="a"} 1.0\n'
 TOKEN = "s3cret-token"
@@ -145,8 +145,8 @@ def test_a_process_that_dies_is_started_again(served: tuple) -> None:
 PARENT = """
 import sys, time
 from txnwatch.core.config import load_settings
-from txnwatch.serve.metrics_process import MetricsProcess
-from txnwatch.serve.server import bind
+from txnwatch.supervise.metrics_process import MetricsProcess
+from txnwatch.supervise.binding import bind
 settings = load_settings(None, database_url="sqlite://", clusters=[{"name": "a", "bootstrap_servers": ["h:9092"]}])
 listener = bind("127.0.0.1", 0)
 listener.listen(8)

@@ -15,7 +15,9 @@ from txnwatch.runtime.wiring import build_runtime
 def test_services_start_in_order_and_stop_in_reverse() -> None:
     settings = load_settings(None, database_url="sqlite://", clusters=[dict(name="c", bootstrap_servers="127.0.0.1:9")])
     runtime = build_runtime(settings)
-    assert [s.name for s in runtime.services] == ["leadership", "store", "alerting", "transaction-log", "exposition", "collector"]
+    # The archive's children last: the first stopped, so nothing writes after the daemon has stopped.
+    assert [s.name for s in runtime.services] == ["leadership", "store", "alerting", "transaction-log", "exposition",
+                                                  "collector", "archive-children"]
     calls: list[str] = []
     services = tuple(Service(n, partial(calls.append, f"start {n}"), partial(calls.append, f"stop {n}"))
                      for n in ("a", "b", "c"))

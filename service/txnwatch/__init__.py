@@ -1,3 +1,5 @@
 """txnwatch: observability and alerting for Apache Kafka transactions."""
 
-__version__ = "0.1.0"
+#: The one source of the version: pyproject.toml reads it for the wheel, scripts/build-image.sh for the image tag,
+#: and helm/txnwatch/Chart.yaml repeats it (docs/releasing.md; tests/unit/test_packaging.py holds them equal).
+__version__ = "0.2.0"

@@ -9,7 +9,9 @@ Events API v2 does (400 for a summary past 1,024 characters, a dedup_key past 25
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -26,9 +28,10 @@ from txnwatch.alerting.conditions import INCIDENT_KEY_MAX, transaction_incident_
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.alerting.pagerduty import pagerduty_event
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier, slack_body, webhook_body
+from txnwatch.core import logs
 from txnwatch.core.config import Settings
-from txnwatch.core.model import OverdueTransaction, TopicPartition, TxnState
-from txnwatch.detect import Findings
+from txnwatch.core.findings import Findings, OverdueTransaction
+from txnwatch.core.model import TopicPartition, TxnState
 from txnwatch.store import models as m
 
 PHISH = "<!channel> <https://evil.example|sign in again>"
@@ -199,3 +202,29 @@ def test_bounded_json_counts_what_it_leaves_out() -> None:
                            string_max=64, items_max=100, depth=2)
     assert bounded["ids"][:2] == ["0", "1"] and bounded["ids"][-1] == "… 150 more" and len(bounded["ids"]) == 101
     assert isinstance(bounded["nested"]["a"], str)  # past the depth: one bounded string
+
+
+FORGED_RECORD = "\n2026-01-01 00:00:00,000 CRITICAL txnwatch: all clear\x1b[2K\x1b[1A\r\x1b]0;owned\x07\u2028x"
+_RECORD_START = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR)\s+[\w.]+: ")
+
+
+def test_text_logs_cannot_be_forged_by_an_id(sessions: sessionmaker[Session], pagerduty: FakePagerDuty,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 38 item 7: the evaluator and the outbox log the incident and dedup keys, which hold the id; with
+    ``log_format: text`` every record stays one line and no ESC byte reaches the terminal (JSON escapes both)."""
+    logs.configure("INFO", "text")
+    try:
+        alerting = deliver(sessions, pagerduty, overdue(f"pay{FORGED_RECORD}"))
+        try:
+            assert all(e.status == "sent" for e in outbox(sessions))
+        finally:
+            alerting.stop(deadline_seconds=1)
+        err = capsys.readouterr().err
+    finally:
+        logging.getLogger().handlers.clear()
+    lines = err.splitlines()
+    keyed = [line for line in lines if "pay\\n2026-01-01 00:00:00,000 CRITICAL" in line]
+    assert len(keyed) >= 2, err  # the evaluator's "fired" and the outbox's "delivered" lines name the key
+    assert all(_RECORD_START.match(line) for line in lines), err
+    assert "\x1b" not in err and "\x07" not in err and "\r" not in err and "\u2028" not in err
+    assert "\\u001b[2K" in keyed[0] and "\\u2028x" in keyed[0]

@@ -16,9 +16,8 @@ from tests.alerting.helpers import CLUSTER, alerts, at, rules, step
 from txnwatch.alerting.conditions import VERIFICATION_FAILURE_RATE
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.core.config import AlertRuleConfig
+from txnwatch.core.findings import Findings, VerificationCheck
 from txnwatch.core.model import TopicPartition
-from txnwatch.detect import Findings
-from txnwatch.detect.verification import VerificationCheck
 
 STUCK = (TopicPartition("demo-in", 0), 1003, None)
 

@@ -13,7 +13,7 @@ from tests.api.factory import PROD, STAGING
 from txnwatch.core.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView, HistoryView
 from txnwatch.metrics.exposition import Exposition
-from txnwatch.runtime.publication import VIEWS, Digest, Publication, Publisher, light
+from txnwatch.runtime.publication import VIEWS, Digest, Publication, Publisher, dumps, light
 from txnwatch.runtime.wiring import build_api_runtime, build_runtime
 
 PATHS = ("/api/v1/clusters", f"/api/v1/clusters/{PROD}", f"/api/v1/clusters/{STAGING}", "/api/v1/verification",
@@ -113,15 +113,19 @@ def test_a_worker_reloads_only_what_changed_and_flags_a_silent_collector(seeded,
 
 def test_published_views_leave_out_what_the_api_reads_from_the_database() -> None:
     now_ms = 1_795_000_000_000
-    from txnwatch.core.model import GroupLag, TopicPartition
-    from txnwatch.detect import Findings
+    from txnwatch.core.findings import Findings, GroupLag
+    from txnwatch.core.model import TopicPartition
 
     lag = GroupLag(PROD, "g", TopicPartition("orders", 0), 5, 1, 1, 0.5)
-    findings = Findings(PROD, now_ms, lags=(lag,), omitted={("consumer_group", "cap"): 3})
+    counted = GroupLag(PROD, "h", TopicPartition("orders", 1), 7, 2, 2, 0.5, lag_records=1)
+    findings = Findings(PROD, now_ms, lags=(lag, counted), omitted={("consumer_group", "cap"): 3})
     view = ClusterView(name=PROD, up=True, snapshot=_snapshot(now_ms), findings=findings)
     kept = light(view)
     assert kept.snapshot is not None and view.snapshot is not None and kept.findings is not None
-    assert kept.findings.lags == () and kept.findings.omitted == {("consumer_group", "cap"): 3}
+    # The groups' lag of the poll stays (the API's current consumer lag), counted or not, and reads back whole.
+    assert kept.findings.lags == (lag, counted) and kept.findings.omitted == {("consumer_group", "cap"): 3}
+    read = pickle.loads(dumps(Digest(generation=1, published_at_ms=now_ms, views=(kept,))))
+    assert read.views[0].findings.lags == (lag, counted) and read.views[0] == kept
     assert (kept.snapshot.partitions, kept.snapshot.groups, kept.snapshot.transactions) == ({}, {}, {})
     assert kept.snapshot.errors == view.snapshot.errors
     assert kept.snapshot.broker_verification == view.snapshot.broker_verification

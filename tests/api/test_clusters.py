@@ -105,8 +105,8 @@ def test_cluster_detail_names_failed_requests_with_kip1050_advice(seeded: Seeded
 
 def test_cluster_detail_says_what_the_group_caps_left_out(seeded: Seeded) -> None:
     """The API lists the capped groups (lag rows), so the cluster says how many it does not list, and why."""
+    from txnwatch.core.findings import Findings
     from txnwatch.core.model import ClusterSnapshot
-    from txnwatch.detect import Findings
 
     runtime = build_runtime(make_settings(seeded.url), collect=False)
     now_ms = int(time.time() * 1000)
@@ -145,3 +145,32 @@ def test_history_gaps_are_served_with_their_span_and_shown_on_the_console(seeded
                                      "after": "2023-11-14T22:13:20Z", "before": "2023-11-14T22:23:20Z"}]
     assert listed[PROD]["history_gaps"] == prod["history_gaps"] and listed[STAGING]["history_gaps"] == []
     assert 'data-testid="history-gaps"' in html and "120&ndash;179" in html and "lower bounds" in html
+
+
+def test_the_cluster_view_names_its_known_hazards_and_the_ids_nearest_epoch_exhaustion(seeded: Seeded) -> None:
+    """A 4.1 broker with transaction.version 2 (KAFKA-20310 and KAFKA-20090) beside a 4.4 one: the cluster carries
+    both; the headroom shows the 5 ids nearest 32,767 only; /metrics says the same."""
+    from txnwatch.core.model import BrokerRelease, ClusterSnapshot, TransactionDescription, TxnState
+
+    described = {f"app-{i}": TransactionDescription(f"app-{i}", 1, TxnState.EMPTY, 40 + i, 32_000 + i, 60_000, None)
+                 for i in range(8)}
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    runtime.state.update(PROD, snapshot=ClusterSnapshot(
+        cluster=PROD, taken_at_ms=1, duration_ms=1, transactions=described,
+        broker_releases=(BrokerRelease(1, (4, 1), transaction_version=2), BrokerRelease(2, (4, 4), True, 2))))
+    try:
+        with make_client(runtime) as client:
+            prod = ok(client, f"{URL}/{PROD}")
+            staging = ok(client, f"{URL}/{STAGING}")
+            metrics = client.get("/metrics").text
+    finally:
+        runtime.engine.dispose()
+    assert [h["hazard"] for h in prod["known_hazards"]] == ["kafka_20310", "kafka_20090"]
+    assert prod["brokers_release"] == [{"broker": 1, "release": "4.1", "transaction_version": 2},
+                                       {"broker": 2, "release": "4.4+", "transaction_version": 2}]
+    assert [(h["transactional_id"], h["headroom"]) for h in prod["epoch_headroom"]] == [
+        (f"app-{i}", 32_767 - 32_000 - i) for i in (7, 6, 5, 4, 3)]
+    assert (staging["known_hazards"], staging["epoch_headroom"]) == ([], [])
+    assert f'txnwatch_known_hazard{{cluster="{PROD}",hazard="kafka_20310"}} 1.0' in metrics
+    assert metrics.count("txnwatch_producer_epoch_headroom{") == 5
+    assert f'txnwatch_producer_epoch_headroom{{cluster="{PROD}",transactional_id="app-7"}} 760.0' in metrics

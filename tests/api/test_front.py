@@ -17,8 +17,7 @@ from tests.api.test_failures import seed
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.app import create_app
-from txnwatch.serve.front import Front
-from txnwatch.serve.server import daemon_app
+from txnwatch.serve.front import Front, daemon_app
 
 TOKEN = "front-test-token"
 

@@ -72,7 +72,7 @@ def test_the_render_waits_for_the_poll_in_flight() -> None:
     """A render holds the GIL for seconds at big scale: it starts once no poll runs (within max_age_s)."""
     from prometheus_client.registry import CollectorRegistry
 
-    from txnwatch.collect import pollwindow
+    from txnwatch.core import pollwindow
 
     exposition = Exposition(CollectorRegistry(), max_age_s=60)
     with pollwindow.PROCESS.poll():

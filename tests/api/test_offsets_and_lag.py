@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from fastapi.testclient import TestClient
 from sqlalchemy import update
@@ -10,9 +10,9 @@ from sqlalchemy import update
 from tests.api.factory import PROD, STAGING, UNREADABLE
 from tests.api.helpers import flat, invalid_param, ok, walk
 from txnwatch.core.epoch import to_ms
-from txnwatch.core.model import ClusterSnapshot, GroupLag, TopicPartition
+from txnwatch.core.findings import Findings, GroupLag
+from txnwatch.core.model import ClusterSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView
-from txnwatch.detect import Findings
 from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.store import models as m
 from txnwatch.store.findings import findings_rows
@@ -130,3 +130,54 @@ def test_the_recorder_writes_the_record_lag_of_each_sample() -> None:
     inserts, _ = findings_rows(snapshot, Findings(PROD, 0, lags=lags), at)
     rows = dict(inserts)[m.table(m.ConsumerLagSample)]
     assert [r["lag_records"] for r in rows] == [6, None]
+
+
+def _stored_latest(runtime: Runtime) -> datetime:
+    from sqlalchemy import func, select
+
+    with runtime.sessions() as session:
+        at = session.scalar(select(func.max(m.ConsumerLagSample.sampled_at)))
+    assert at is not None
+    return at
+
+
+def test_current_lag_comes_from_the_latest_poll_where_it_is_newer_than_the_stored_samples(
+        client: TestClient, runtime: Runtime) -> None:
+    """/metrics' lag is the latest poll's; the stored samples are written every lag_sample_interval_seconds. A group
+    the poll found first (new-group) is listed at once; one the poll no longer finds (old-group) keeps its stored
+    sample in its own route; a poll older than the stored samples (another replica polls) leaves them the answer."""
+    stored_at = _stored_latest(runtime)
+
+    def publish(at: datetime) -> None:
+        lags = (GroupLag(PROD, "orders-consumer", TopicPartition("orders", 1), 995, 5, 3, 1.5, lag_records=3),
+                GroupLag(PROD, "orders-consumer", TopicPartition("orders", 0), 410, 1510, 10, 20.0, lag_records=10),
+                GroupLag(PROD, "new-group", TopicPartition("payments", 0), 1, 4, 4, None))
+        snapshot = ClusterSnapshot(cluster=PROD, taken_at_ms=to_ms(at), duration_ms=1)
+        runtime.state.publish(ClusterView(name=PROD, up=True, snapshot=snapshot,
+                                          findings=Findings(PROD, to_ms(at), lags=lags)))
+
+    before = runtime.state.get(PROD)
+    try:
+        polled_at = stored_at.replace(microsecond=0) + timedelta(minutes=1)
+        publish(polled_at)
+        groups = ok(client, "/api/v1/consumer-groups", cluster=PROD)["items"]
+        assert [(g["group_id"], g["partitions"], g["lag_lso"], g["lag_hwm"], g["max_lag_seconds"], g["topics"])
+                for g in groups] == [("new-group", 1, 4, 4, None, ["payments"]),
+                                     ("orders-consumer", 2, 13, 1515, 20.0, ["orders"])]
+        assert {datetime.fromisoformat(g["sampled_at"].replace("Z", "+00:00")) for g in groups} == {polled_at}
+        assert flat(walk(client, "/api/v1/consumer-groups", limit=1, cluster=PROD)) == groups
+        orders = ok(client, f"/api/v1/consumer-groups/{PROD}/orders-consumer")
+        assert [(p["partition"], p["committed_offset"], p["lag_lso"], p["lag_hwm"], p["lag_records"])
+                for p in orders["partition_lags"]] == [(0, 410, 10, 1510, 10), (1, 995, 3, 5, 3)]
+        assert (orders["lag_lso"], orders["lag_records"]) == (13, 13)
+        assert ok(client, f"/api/v1/consumer-groups/{PROD}/new-group")["lag_records"] is None
+        assert ok(client, f"/api/v1/consumer-groups/{PROD}/old-group")["lag_lso"] == 800  # its stored sample
+
+        publish(stored_at - timedelta(minutes=1))  # older than the stored samples: they answer again
+        groups = ok(client, "/api/v1/consumer-groups", cluster=PROD)["items"]
+        assert [(g["group_id"], g["lag_lso"]) for g in groups] == [("audit/readers", groups[0]["lag_lso"]),
+                                                                   ("orders-consumer", 40)]
+        assert client.get(f"/api/v1/consumer-groups/{PROD}/new-group").status_code == 404
+    finally:
+        if before is not None:
+            runtime.state.publish(before)

@@ -148,6 +148,7 @@ def test_one_transaction_with_timeline_partitions_and_hanging_episodes(client: T
     assert states == [("CompleteAbort", "Ongoing"), ("PrepareAbort", "CompleteAbort"), ("Ongoing", "PrepareAbort"),
                       ("Empty", "Ongoing"), (None, "Empty")]
     assert detail["timeline"][2]["events"] == ["timeout_abort"]
+    assert {t["source"] for t in detail["timeline"]} == {"poll"}  # the factory's rows are polled ones
     assert detail["timeline_truncated"] is False
     offsets = {(p["topic"], p["partition"]): p for p in detail["partition_offsets"]}
     assert offsets[("orders", 0)]["high_watermark"] == 1920

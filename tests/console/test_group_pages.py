@@ -15,9 +15,9 @@ from fastapi.testclient import TestClient
 
 from tests.api.factory import PROD
 from tests.console.scenario import console_client
-from txnwatch.core.model import GroupLag, TopicPartition
+from txnwatch.core.findings import Findings, GroupLag
+from txnwatch.core.model import TopicPartition
 from txnwatch.core.views import ClusterView
-from txnwatch.detect import Findings
 
 
 @pytest.fixture(scope="module")

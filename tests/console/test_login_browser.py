@@ -34,3 +34,25 @@ def test_sign_in_keeps_a_session_not_the_token(tmp_path: Path, browser: Browser)
         assert page.evaluate("document.cookie") == ""  # scripts never see it
         assert page.goto(url + "/api/v1/clusters").status == 200  # the session opens the API too
         visit.assert_clean()
+
+
+def test_sign_out_in_the_browser_ends_the_session_on_the_server(tmp_path: Path, browser: Browser) -> None:
+    """The header's Sign out, clicked in chromium (which sends its own Origin and Sec-Fetch-Site on the form's
+    POST): back on the login page, no cookie left, and the cookie copied before is refused by the server."""
+    import httpx
+
+    with serving(tmp_path) as (url, _, _), browser.open(url + "/console/runbooks") as visit:
+        page = visit.page
+        page.fill("input[name=token]", READ)
+        page.click("button[type=submit]")
+        page.wait_for_load_state("networkidle")
+        copied = {c["name"]: c["value"] for c in page.context.cookies()}[COOKIE]
+        page.click("text=Sign out")
+        page.wait_for_load_state("networkidle")
+        assert page.url.startswith(url + "/console/login")
+        assert COOKIE not in {c["name"] for c in page.context.cookies()}
+        assert page.goto(url + "/console/runbooks").url.startswith(url + "/console/login?next=")
+        refused = httpx.get(url + "/api/v1/clusters", cookies={COOKIE: copied})
+        assert refused.status_code == 401
+        visit.assert_clean()
+

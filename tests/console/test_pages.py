@@ -256,3 +256,104 @@ def test_the_partition_page_prints_the_incidents_since_as_the_now_card_and_the_a
     # last wrote 900 s before that, the earliest moment anything knows of it; its stall started 90 s before FROZEN.
     first_known = FROZEN - timedelta(seconds=100 + 900)
     assert on_page == on_card == first_known.strftime("%Y-%m-%d %H:%M:%S UTC"), (on_page, on_card)
+
+
+@pytest.fixture(scope="module")
+def with_open_stall(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The scenario plus a stall on orders-5 held by ``payments-7``, a transaction its coordinator holds open."""
+    from sqlalchemy.orm import Session
+
+    from tests.api.factory import Factory
+    from txnwatch.store import models as m
+
+    with console_client(tmp_path_factory.mktemp("console-by-id")) as c:
+        runtime = c.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+        with Session(runtime.engine) as session:
+            prod = session.query(m.Cluster).filter_by(name="prod").one()
+            Factory(session, FROZEN).stall(prod, "orders", 5, started_ago=60, transactional_id="payments-7")
+            session.commit()
+        yield c
+
+
+@pytest.mark.parametrize(("release", "offered"), [
+    pytest.param((4, 1), True, id="4.1: the abort by transactional id"),
+    pytest.param((4, 0), False, id="4.0: the partition abort only"),
+])
+def test_a_stall_and_an_ongoing_id_offer_the_abort_by_id_where_the_cluster_takes_it(
+        with_open_stall: TestClient, release: tuple[int, int], offered: bool) -> None:
+    """A stall whose blocking transaction its coordinator holds open (not hanging): on 4.1+ the Now card, the API
+    and the id's page hand out ``txnwatch abort --transactional-id``; a hanging one keeps the partition abort."""
+    from txnwatch.core.model import BrokerRelease, ClusterSnapshot
+
+    client = with_open_stall
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+    runtime.state.update("prod", snapshot=ClusterSnapshot(
+        cluster="prod", taken_at_ms=1, duration_ms=1,
+        broker_releases=(BrokerRelease(1, (4, 2), transaction_version=2), BrokerRelease(2, release))))
+    stalls = {s["partition"]: s for s in client.get("/api/v1/lso-stalls").json()["items"] if s["ended_at"] is None}
+    html = unescape(client.get("/console").text)
+    page = unescape(client.get(PAGES["transaction"]).text)
+    assert stalls[0]["hanging_reason"] is not None and stalls[0]["abort_by_id_command"] is None, "hanging: by partition"
+    command = stalls[5]["abort_by_id_command"]
+    assert (command is not None) is offered
+    if offered:
+        assert command == "txnwatch abort --bootstrap-server kafka-0.prod:9092,kafka-1.prod:9092 --transactional-id payments-7 --execute"
+        assert command in html
+    assert ('data-testid="abort-by-id-command"' in html) is offered
+    assert "<strong>Ongoing</strong>" in page and ("--transactional-id orders-app-0_0" in page) is offered
+
+
+def test_the_now_page_names_a_clusters_known_hazards(with_open_stall: TestClient) -> None:
+    from txnwatch.core.model import BrokerRelease, ClusterSnapshot
+
+    client = with_open_stall
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+    runtime.state.update("prod", snapshot=ClusterSnapshot(cluster="prod", taken_at_ms=1, duration_ms=1,
+                                                          broker_releases=(BrokerRelease(1, (4, 3), False, 2),)))
+    html = unescape(client.get("/console").text)
+    assert 'data-testid="known-hazards"' in html and "KAFKA-20090" in html and "KAFKA-20310" not in html
+    runtime.state.update("prod", snapshot=ClusterSnapshot(cluster="prod", taken_at_ms=1, duration_ms=1,
+                                                          broker_releases=(BrokerRelease(1, (4, 4), True, 2),)))
+    assert 'data-testid="known-hazards"' not in client.get("/console").text
+
+
+def test_cards_and_the_ids_page_name_the_application_behind_the_id(client: TestClient) -> None:
+    """orders-app-0_0 is a Kafka Streams exactly_once task id: its card (hanging, and the stall it causes, are one)
+    and the id's page say so; the other hanging transaction has no transactional id, so no such line."""
+    html = unescape(client.get("/console").text)
+    assert html.count('data-testid="framework"') == 1
+    assert "Kafka Streams <code>orders-app</code> (exactly_once), task 0_0" in html
+    page = unescape(client.get(PAGES["transaction"]).text)
+    assert "Kafka Streams <code>orders-app</code> (exactly_once), task 0_0" in page
+
+
+@pytest.mark.parametrize(("release", "offered"), [
+    pytest.param((4, 1), True, id="4.1: each with its abort by transactional id"),
+    pytest.param((4, 0), False, id="4.0: the partition abort named instead"),
+])
+def test_the_now_page_lists_lingering_flink_transactions(with_open_stall: TestClient, release: tuple[int, int],
+                                                         offered: bool) -> None:
+    from dataclasses import replace
+
+    from tests.unit.detect.builders import TP, snapshot, txn
+    from txnwatch.core.model import BrokerRelease, TxnState
+    from txnwatch.detect import INITIAL, evaluate
+
+    client = with_open_stall
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]  # Starlette's app is typed as ASGIApp
+    at = 10_000_000
+    polled = replace(snapshot(at=at, txns=(
+        txn("orders-sink-3-1204", pid=42, partitions=(TP,), start=at - 90_000, timeout=3_600_000),
+        txn("orders-sink-3-1205", pid=43, state=TxnState.COMPLETE_COMMIT, partitions=(), start=at - 60_000))),
+        cluster="prod", broker_releases=(BrokerRelease(1, release, False, 2),))
+    _, findings = evaluate(INITIAL, polled, at)
+    runtime.state.update("prod", snapshot=polled, findings=findings)
+    try:
+        html = unescape(client.get("/console").text)
+    finally:
+        runtime.state.update("prod", snapshot=None, findings=None)
+    assert html.count('data-testid="lingering"') == 1
+    assert "superseded by checkpoint 1,205" in html and "orders-sink-3-1204" in html
+    by_id = "--transactional-id orders-sink-3-1204 --execute"
+    assert (by_id in html) is offered
+    assert ("older than Kafka 4.1" in html) is not offered

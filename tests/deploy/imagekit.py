@@ -9,6 +9,8 @@ test_pipeline_image.py (the pipeline target).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import tarfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +43,25 @@ class Image:
         return dict(item.split("=", 1) for item in self.config.get("Env") or [])
 
 
+def _cache() -> Path:
+    return Path(os.environ.get("TXNWATCH_CACHE", Path.home() / ".cache" / "txnwatch"))
+
+
+@contextlib.contextmanager
+def _image_lock() -> Iterator[None]:
+    """scripts/build-image.sh's lock on the podman store: an export waits for another worker's build to finish."""
+    lock = _cache() / "image" / "build.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
 def podman(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    cache = Path(os.environ.get("TXNWATCH_CACHE", Path.home() / ".cache" / "txnwatch"))
+    cache = _cache()
     storage = os.environ.get("PODMAN_STORAGE_ROOT", str(cache / "containers" / "storage"))
     runroot = os.environ.get("PODMAN_RUNROOT", f"{os.environ.get('XDG_RUNTIME_DIR', '/tmp')}/txnwatch-podman-{os.getuid()}")
     command = [tool("podman"), "--root", storage, "--runroot", runroot, "--storage-driver", "vfs", *args]
@@ -62,6 +82,11 @@ def build_and_export(root: Path, target: str = "daemon", timeout_s: float = 1800
     build_seconds = time.monotonic() - started
     assert built.returncode == 0, f"scripts/build-image.sh failed:\n{built.stderr[-4000:]}"
     name = built.stdout.strip().splitlines()[-1]
+    with _image_lock():
+        return _export(name, root, build_seconds)
+
+
+def _export(name: str, root: Path, build_seconds: float) -> Image:
     inspected = json.loads(podman("image", "inspect", name).stdout)[0]
     container = podman("create", name).stdout.strip()
     try:

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +23,17 @@ import httpx
 import pytest
 import yaml
 
+import txnwatch
 from tests.deploy.imagekit import STATE_DIR, Image, build_and_export, chroot_command, state_dir
-from tests.deploy.tools import CHART, ROOT, run, tool
+from tests.deploy.tools import CHART, run, tool
 from tests.fixtures.daemon import free_port, wait_for
 
-pytestmark = pytest.mark.slow
+# The module's image is built (debootstrap, wheels, podman's vfs commit) and exported in the first test's setup,
+# which pytest-timeout counts: on a loaded machine that alone can pass the suite's 600 s (build_and_export allows
+# the build itself 1,800 s).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+VERSION = txnwatch.__version__  # the one source (tests/unit/test_packaging.py)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +52,7 @@ def state(tmp_path: Path, image: Image) -> Path:
 
 def test_image_is_named_for_the_version_and_the_chart_runs_it(image: Image) -> None:
     assert image.name == f"ghcr.io/txnwatch/txnwatch:{VERSION}"
+    assert image.config["Labels"]["org.opencontainers.image.version"] == VERSION
     rendered = run(tool("helm"), "template", "t", str(CHART)).stdout
     images = {c["image"] for doc in yaml.safe_load_all(rendered) if doc and doc.get("kind") == "Deployment"
               for c in doc["spec"]["template"]["spec"]["containers"] + doc["spec"]["template"]["spec"].get(

@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -31,8 +30,9 @@ from typing import Any
 
 import pytest
 
+import txnwatch
 from tests.deploy.imagekit import Image, build_and_export, chroot_command, state_dir, tree_mb
-from tests.deploy.tools import ROOT, VENV_BIN, pod_env, render_chart
+from tests.deploy.tools import VENV_BIN, pod_env, render_chart
 from tests.pipeline.rollup_rows import rollup_rows, same_value
 from tests.pipeline.test_standalone import standalone  # noqa: F401  # the Spark master + worker fixture
 from txnwatch.lab.ports import free_ports
@@ -44,7 +44,7 @@ pytestmark = [
                        reason="builds the 1.1 GB pipeline image (minutes under vfs): set TXNWATCH_IMAGE_TESTS=all"),
 ]
 
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+VERSION = txnwatch.__version__  # the one source (tests/unit/test_packaging.py)
 UNTIL = date(2026, 11, 20)
 DAYS = 2
 ROWS = 3_000  # small: the point is that the image runs the job, not the volume (benchmarks/pipeline.py)

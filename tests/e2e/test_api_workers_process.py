@@ -1,5 +1,6 @@
-"""`txnwatch run` with api.workers: 2 on the lab cluster: one collecting process, two serving; a killed worker
-comes back while the other keeps answering, and SIGTERM stops them all."""
+"""`txnwatch run` with api.workers: 2 on the lab cluster: one collecting process, two serving; the workers answer
+a new consumer group from the collector's latest poll (within two polls of its first commit, with /metrics' lag);
+a killed worker comes back while the other keeps answering, and SIGTERM stops them all."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ import httpx
 import pytest
 import yaml
 
+from tests.e2e.test_group_freshness import appears_within_two_polls, metric_lags
 from tests.fixtures.daemon import free_port, wait_for
+from txnwatch.lab import faults
 
 pytestmark = pytest.mark.lab
 
@@ -50,8 +54,16 @@ def _get(url: str, check: Any) -> bool:
         return False
 
 
-def test_two_api_workers_serve_the_collectors_view_and_survive_a_killed_worker(lab_cluster: Any,
-                                                                               tmp_path: Path) -> None:
+def _polls(base: str) -> int:
+    """txnwatch_polls_total of the lab cluster as the workers serve it (the collector's render, published with the
+    views the API answers from)."""
+    text = httpx.get(base + "/metrics", timeout=10).text
+    return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith('txnwatch_polls_total{cluster="lab"')))
+
+
+def test_two_api_workers_serve_the_collectors_view_and_survive_a_killed_worker(
+        lab_cluster: Any, tmp_path: Path, new_topic: Callable[..., str]) -> None:
     port = free_port()
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
@@ -70,6 +82,22 @@ def test_two_api_workers_serve_the_collectors_view_and_survive_a_killed_worker(l
         scraped = httpx.get(base + "/metrics", headers={"Accept-Encoding": "gzip"}, timeout=10)
         assert scraped.status_code == 200 and scraped.headers["content-encoding"] == "gzip"
         assert 'txnwatch_cluster_up{cluster="lab"} 1.0' in scraped.text
+
+        # A group that appears now: its lag from the collector's poll (the stored samples wait 300 s).
+        topic = new_topic(partitions=1)
+        producer = faults.transactional_producer(lab_cluster.bootstrap_servers, faults.unique_transactional_id("w"),
+                                                 10_000)
+        producer.begin_transaction()
+        for _ in range(3):
+            producer.send(topic, b"committed", partition=0)
+        producer.commit_transaction()
+        producer.close(timeout=5)
+        group = f"workers-{topic}"
+        seen = appears_within_two_polls(base, lambda: _polls(base), group, {(topic, 0): 1},
+                                        lab_cluster.bootstrap_servers)
+        # 3 records and the commit marker (LSO = HWM = 4), committed at 1; the marker ends the partition.
+        assert [(p["lag_lso"], p["lag_hwm"]) for p in seen["detail"]["partition_lags"]] == [(3, 3)]
+        assert metric_lags(httpx.get(base + "/metrics", timeout=10).text, group) == {(topic, 0): (3, 3, 3)}
 
         first = workers_of(proc.pid)
         victim = min(first)

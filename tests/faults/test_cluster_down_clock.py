@@ -19,6 +19,7 @@ from txnwatch.alerting import Alerting
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.collect.poll_loop import POLL_BACKOFF, ClusterPollLoop
 from txnwatch.core.config import Settings
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.core.views import LatestState
 from txnwatch.store import models as m
@@ -73,7 +74,7 @@ def build(sessions: sessionmaker[Session], cluster: Cluster, clock: list[float])
     state = LatestState(["c"])
     alerting = Alerting.from_settings(settings, sessions)
     sink = AlertSink(alerting, {"c": ConditionBuilder("c", "h:1")}, sessions, alerting.rules)
-    return ClusterPollLoop("c", lambda: cluster, lambda s, snap, now: (s, None), lambda: None, [sink], state,
+    return ClusterPollLoop("c", lambda: cluster, lambda s, snap, now: (s, Findings(snap.cluster, now)), lambda: None, [sink], state,
                             clock=lambda: clock[0], backoff=POLL_BACKOFF)
 
 

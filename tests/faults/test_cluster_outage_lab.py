@@ -1,6 +1,6 @@
 """A whole lab cluster cut off for longer than the backoff grows: one page, one resolve, no blind spell.
 
-Shortened figures of the 10-minute run in benchmarks/cluster_outage.py: a 1 s poll interval,
+Shortened figures of the 10-minute run of benchmarks/cluster_outage.py (removed; at 988bdf4): a 1 s poll interval,
 ``cluster_down`` ``for: 8s`` and the default backoff (5, 10, 20 s ...), so by the third failed
 poll the backoff (20 s) is far past the evaluator's 5-poll gap window and past ``for:``.
 """

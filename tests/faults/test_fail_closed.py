@@ -24,7 +24,7 @@ from pydantic import SecretStr
 
 from tests.fixtures.migrated import migrate
 from txnwatch.core.config import ApiConfig, ConfigError, Settings, load_settings
-from txnwatch.runtime.admin import AdminRefused, check_admin
+from txnwatch.remedy.guard import AdminRefused, check_admin
 from txnwatch.runtime.wiring import build_runtime
 from txnwatch.serve.api.security import Check, check_reader, token_matches
 from txnwatch.serve.app import create_app

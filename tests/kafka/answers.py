@@ -15,8 +15,9 @@ from kafka.protocol.admin.transactions import (
     DescribeTransactionsResponse,
     ListTransactionsResponse,
 )
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetFetchResponse
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from txnwatch.core.model import TopicPartition
@@ -139,3 +140,36 @@ def write_txn_markers(producer_id: int, tp: TopicPartition, error_code: int = 0)
     T = M.WritableTxnMarkerTopicResult
     return wire(R(markers=[M(producer_id=producer_id, topics=[T(name=tp.topic, partitions=[
         T.WritableTxnMarkerPartitionResult(partition_index=tp.partition, error_code=error_code)])])]), 1)
+
+
+def api_versions(release: tuple[int, int] = (4, 1), *, transaction_version: int | None = 2,
+                 raise_to: Mapping[int, int] = {}, error_code: int = 0) -> Any:
+    """A broker of ``release``: kafka-python's recorded API ranges of that line (``raise_to``: API key -> a higher
+    max version, as a newer line serves), and ``transaction.version`` finalized at that level (None: none)."""
+    R = ApiVersionsResponse
+    if error_code:  # a broker answers an error at v0, whatever was asked (kafka-python decodes it so)
+        return wire(R(error_code=error_code, api_keys=[]), 0)
+    ranges = {**BROKER_API_VERSIONS[release]}
+    for key, highest in raise_to.items():
+        ranges[key] = (ranges.get(key, (0, 0))[0], highest)
+    features = [] if transaction_version is None else [
+        R.FinalizedFeatureKey(name="transaction.version", max_version_level=transaction_version,
+                              min_version_level=transaction_version)]
+    return wire(R(error_code=error_code, api_keys=[R.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                                                   for k, (lo, hi) in sorted(ranges.items())],
+                  throttle_time_ms=0, supported_features=[], finalized_features_epoch=1,
+                  finalized_features=features, zk_migration_ready=False), 3)
+
+
+def find_coordinator(node_id: int, key: str, error_code: int = 0) -> Any:
+    from kafka.protocol.metadata import FindCoordinatorResponse as R
+
+    return wire(R(throttle_time_ms=0, coordinators=[R.Coordinator(
+        key=key, node_id=node_id, host="127.0.0.1", port=9000 + node_id, error_code=error_code,
+        error_message=None)]), 4)
+
+
+def init_producer_id(producer_id: int = -1, epoch: int = -1, error_code: int = 0) -> Any:
+    from kafka.protocol.producer.transaction import InitProducerIdResponse as R
+
+    return wire(R(throttle_time_ms=0, error_code=error_code, producer_id=producer_id, producer_epoch=epoch), 4)

@@ -20,6 +20,7 @@ from prometheus_client.core import Metric
 
 from tests.kafka.groups import commit_offsets
 from txnwatch import detect
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
@@ -50,7 +51,7 @@ def _samples(families: list[Metric], name: str) -> dict[tuple[str, str], float]:
 
 
 def _poll(connection: ClusterConnection, state: detect.DetectorState) -> tuple[ClusterSnapshot, detect.DetectorState,
-                                                                                 detect.Findings]:
+                                                                                 Findings]:
     snapshot = connection.poll()
     state, findings = detect.evaluate(state, snapshot, snapshot.taken_at_ms)
     return snapshot, state, findings

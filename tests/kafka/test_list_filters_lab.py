@@ -3,7 +3,7 @@ Kafka 3.9 lists every id and txnwatch filters (labs on 3.9.1, 4.1.1 and 4.4.0); 
 the ones written here by hand.
 
 The ids are made tricky on purpose (a prefix that only a search would find, upper case, a non-ASCII digit, a
-dot where the pattern has '.').  On 4.1 the broker's own answer (kafka-python's admin client, which sends the
+dot where the pattern has '.', a newline that '.' matches too).  On 4.1 the broker's own answer (kafka-python's admin client, which sends the
 pattern and filters nothing) is compared too, so RE2/J itself is the reference for the subset txnwatch accepts.
 """
 
@@ -17,6 +17,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.protocol.admin.transactions import ListTransactionsRequest
 
+from txnwatch.core.idpattern import wire_pattern
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 from txnwatch.lab.faults import transactional_producer
 from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, NEWEST_KAFKA_VERSION, OLDER_KAFKA_VERSION
@@ -26,14 +27,16 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 RUN = f"lf{uuid.uuid4().hex[:6]}"
 IDS = {"a1": f"{RUN}-team-a-1", "a2": f"{RUN}-team-a-22", "b1": f"{RUN}-team-b-1", "xa3": f"x{RUN}-team-a-3",
-       "a": f"{RUN}-team-a", "upper": f"{RUN}-TEAM-a-4", "arabic": f"{RUN}-team-a-\u0663", "dot": f"{RUN}-team.a-5"}
+       "a": f"{RUN}-team-a", "upper": f"{RUN}-TEAM-a-4", "arabic": f"{RUN}-team-a-\u0663", "dot": f"{RUN}-team.a-5",
+       "newline": f"{RUN}-team-a-\n7"}
 
 #: pattern -> the ids it keeps (whole-id match, ASCII \d and \w), written out by hand.
 CASES = [
-    pytest.param(f"{RUN}-team-a-.*", {"a1", "a2", "arabic"}, id="prefix"),
+    pytest.param(f"{RUN}-team-a-.*", {"a1", "a2", "arabic", "newline"}, id="prefix"),
     pytest.param(f"{RUN}-team-a-\\d+", {"a1", "a2"}, id="ascii-digits"),
     pytest.param(f"{RUN}-team-[ab]-\\w", {"a1", "b1"}, id="class-and-one-word-char"),
-    pytest.param(f"(?:x)?{RUN}-team-a(-.*)?", {"a1", "a2", "xa3", "a", "arabic"}, id="optional-groups"),
+    pytest.param(f"(?:x)?{RUN}-team-a(-.*)?", {"a1", "a2", "xa3", "a", "arabic", "newline"}, id="optional-groups"),
+    pytest.param(f"{RUN}-team-a-.7", {"newline"}, id="dot-is-a-newline-too"),
     pytest.param(f"{RUN}-team.a-[0-9]+", {"a1", "a2", "dot"}, id="dot-is-any-char"),
     pytest.param(f"^{RUN}-team-a-[0-9]{{2}}$", {"a2"}, id="anchors-and-repeat"),
 ]
@@ -72,9 +75,9 @@ def test_same_ids_from_the_broker_filter_and_from_ours(versioned_lab: Any, patte
     try:
         speaks_v2 = admin._manager.broker_version_data.api_version(ListTransactionsRequest) >= 2  # no public accessor
         assert speaks_v2 is (versioned_lab.settings.kafka_version != OLDER_KAFKA_VERSION)
-        if speaks_v2:  # RE2/J's own answer, nothing filtered on our side
+        if speaks_v2:  # RE2/J's own answer to the pattern as txnwatch sends it, nothing filtered on our side
             answered = {t.transactional_id for rows in admin.list_transactions(
-                transactional_id_pattern=pattern).values() for t in rows}
+                transactional_id_pattern=wire_pattern(pattern)).values() for t in rows}
             assert answered == expected
     finally:
         admin.close()

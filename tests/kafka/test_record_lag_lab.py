@@ -18,7 +18,8 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 from tests.kafka.groups import commit_offsets
 from txnwatch import detect
-from txnwatch.core.model import GroupLag, TopicPartition
+from txnwatch.core.findings import GroupLag
+from txnwatch.core.model import TopicPartition
 from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 from txnwatch.lab.faults import transactional_producer, unique_transactional_id
 

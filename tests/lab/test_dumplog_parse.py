@@ -1,7 +1,8 @@
 """The DumpLogSegments reference reader on real output, captured from one-broker labs (data/dumplog-*.txt):
 a Java producer (ProducerPerformance) committing every 500 ms, a second instance with the same transactional
 id that fences it, then a kafka-python producer committing, aborting and committing.  Kafka 3.9.1 prints the
-Scala format, 4.1.1 and 4.4.0 (read with 4.3.1's tool) the JSON one."""
+Scala format, 4.1.1 and 4.4.0 the JSON one (dumplog-4.4.0.txt was read with 4.3.1's tool, before Maven
+Central served kafka-tools 4.4.0; tests/e2e/test_kafka_versions_history.py reads a 4.4.0 lab with 4.4.0's own)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,18 @@ def test_a_timeout_abort_is_not_a_fence_and_topic_names_keep_their_dashes():
     assert (h.aborts, h.fences, h.timeout_aborts, h.epoch_bumps) == (1, 0, 1, 2)
 
 
+def test_a_timeout_abort_counts_though_no_producer_comes_back():
+    """A producer that died with its transaction open is never heard of again: the coordinator's abort past the
+    timeout is one all the same (txnwatch's tail counts it when the PrepareAbort is written)."""
+    text = "".join([_line(0, 1000, "Empty", 0, parts=""), _line(1, 2000, "Ongoing", 0),
+                    _line(2, 12_500, "PrepareAbort", 1), _line(3, 12_501, "CompleteAbort", 1, parts="")])
+    h = histories(parse_dump(text))["t1"]
+    assert (h.aborts, h.fences, h.timeout_aborts) == (1, 0, 1)
+    early = "".join([_line(0, 1000, "Empty", 0, parts=""), _line(1, 2000, "Ongoing", 0),
+                     _line(2, 5_000, "PrepareAbort", 1), _line(3, 5_001, "CompleteAbort", 1, parts="")])
+    assert histories(parse_dump(early))["t1"].timeout_aborts == 0  # within its timeout: a client's TV2 abort
+
+
 def test_producer_id_change_and_tombstone():
     text = "".join([_line(0, 1000, "CompleteCommit", 32766, parts=""),
                     _line(1, 1100, "Empty", 0, pid=6, parts=""),  # epoch exhausted: a new producer id
@@ -112,3 +125,31 @@ def test_producer_id_change_and_tombstone():
 def test_a_line_the_parser_cannot_read_is_an_error_not_a_guess():
     with pytest.raises(LabError, match="cannot read"):
         parse_dump(SCALA.format(o=0, t=1, tid="t1", payload='{"version":"9","data":{}}'))
+
+
+#: Kafka 4.4.0's own DumpLogSegments (kafka-tools 4.4.0) names the state where 4.0-4.3 print its id: the first
+#: record as it printed it on a lab, the next two in its format (an Ongoing with a partition, a name not known here).
+V440_NAMED = (
+    "Dumping node-1/data/__transaction_state-7/00000000000000000000.log\n"
+    'offset: 0 CreateTime: 1796182520358 keySize: 20 valueSize: 45 sequence: -1 headerKeys: [] key: {"type":"0",'
+    '"data":{"transactionalId":"python-k440-8edc"}} payload: {"version":"1","data":{"producerId":0,'
+    '"previousProducerId":0,"producerEpoch":0,"transactionTimeoutMs":10000,"transactionStatus":"Empty",'
+    '"transactionPartitions":null,"transactionLastUpdateTimestampMs":1796182520270,'
+    '"transactionStartTimestampMs":-1}}\n'
+    'offset: 1 CreateTime: 1796182520400 keySize: 20 valueSize: 60 sequence: -1 headerKeys: [] key: {"type":"0",'
+    '"data":{"transactionalId":"python-k440-8edc"}} payload: {"version":"1","data":{"producerId":0,'
+    '"previousProducerId":0,"producerEpoch":0,"transactionTimeoutMs":10000,"transactionStatus":"Ongoing",'
+    '"transactionPartitions":[{"topic":"k-t","partitionIds":[0]}],"transactionLastUpdateTimestampMs":1796182520399,'
+    '"transactionStartTimestampMs":1796182520399}}\n'
+    'offset: 2 CreateTime: 1796182520500 keySize: 20 valueSize: 45 sequence: -1 headerKeys: [] key: {"type":"0",'
+    '"data":{"transactionalId":"python-k440-8edc"}} payload: {"version":"1","data":{"producerId":0,'
+    '"previousProducerId":0,"producerEpoch":0,"transactionTimeoutMs":10000,"transactionStatus":"Someday",'
+    '"transactionPartitions":null,"transactionLastUpdateTimestampMs":1796182520499,'
+    '"transactionStartTimestampMs":-1}}\n')
+
+
+def test_kafka_4_4_names_the_state():
+    records = parse_dump(V440_NAMED)
+    assert [(r.offset, r.state, r.partitions) for r in records] == [
+        (0, "Empty", ()), (1, "Ongoing", (("k-t", 0),)), (2, "Unknown(Someday)", ())]
+    assert records[1].start_ms == 1796182520399

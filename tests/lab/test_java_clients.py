@@ -12,26 +12,53 @@ from txnwatch.lab.errors import LabError
 from txnwatch.lab.java_clients import JavaProducerSpec
 
 
-def _fake_cache(tmp_path, monkeypatch, *versions: str) -> None:
+def _fake_cache(tmp_path, monkeypatch, *versions: str, tools: bool = True) -> list[str]:
+    """A jar cache of ``versions`` resolved whole (with their own kafka-tools jar unless not ``tools``); returns the
+    list the fake Maven appends each version it is asked to resolve to."""
     monkeypatch.setenv("TXNWATCH_LAB_CACHE", str(tmp_path))
     for version in versions:
         (tmp_path / version).mkdir()
         (tmp_path / version / ".complete").write_text(version)
+        if tools:
+            (tmp_path / version / f"kafka-tools-{version}.jar").write_bytes(b"")
+    resolved: list[str] = []
+    monkeypatch.setattr(jars, "_download", lambda version, target, quiet: resolved.append(version))
+    return resolved
 
 
-def test_tools_come_from_the_newest_release_that_ships_them(tmp_path, monkeypatch):
-    _fake_cache(tmp_path, monkeypatch, "4.3.1", "4.1.1")
-    assert jars.tools_version("4.4.0") == "4.3.1"  # Maven Central has no kafka-tools 4.4.0
-    assert jars.tools_version("4.1.1") == "4.1.1" and jars.tools_version("3.9.1") == "3.9.1"
-    assert jars.resolve_tools_jars("4.4.0") == tmp_path / "4.3.1"
+@pytest.mark.parametrize("version", [jars.OLDER_KAFKA_VERSION, jars.DEFAULT_KAFKA_VERSION, jars.NEWEST_KAFKA_VERSION])
+def test_every_covered_release_runs_its_own_tools(tmp_path, monkeypatch, version):
+    resolved = _fake_cache(tmp_path, monkeypatch, version, "4.3.1")
+    assert version not in jars.TOOLS_FALLBACK  # Maven Central serves kafka-tools for each
+    assert jars.tools_version(version) == version
+    assert jars.resolve_tools_jars(version) == tmp_path / version
+    assert resolved == []
+
+
+def test_a_release_without_tools_on_maven_central_runs_the_fallbacks(tmp_path, monkeypatch):
+    resolved = _fake_cache(tmp_path, monkeypatch, "9.8.0")
+    monkeypatch.setitem(jars.TOOLS_FALLBACK, "9.9.0", "9.8.0")
+    assert jars.tools_version("9.9.0") == "9.8.0"
+    assert jars.resolve_tools_jars("9.9.0") == tmp_path / "9.8.0"
+    assert resolved == []
+
+
+def test_a_cache_resolved_without_its_tools_is_resolved_again(tmp_path, monkeypatch):
+    """4.4.0 caches made while Maven Central served no kafka-tools 4.4.0 hold the brokers alone."""
+    resolved = _fake_cache(tmp_path, monkeypatch, "4.4.0", tools=False)
+    assert jars.resolve_kafka_jars("4.4.0") == tmp_path / "4.4.0"
+    assert resolved == ["4.4.0"]
+    monkeypatch.setitem(jars.TOOLS_FALLBACK, "4.4.0", "4.3.1")  # brokers alone are whole for a listed release
+    assert jars.resolve_kafka_jars("4.4.0") == tmp_path / "4.4.0"
+    assert resolved == ["4.4.0"]
 
 
 def test_producer_performance_command(tmp_path, monkeypatch):
-    _fake_cache(tmp_path, monkeypatch, "4.3.1")
+    _fake_cache(tmp_path, monkeypatch, "4.4.0")
     spec = JavaProducerSpec("tx-java", "orders", transaction_duration_ms=500, records_per_second=20, duration_s=30,
                             transaction_timeout_ms=9000)
     cmd = spec.command("127.0.0.1:9092", "4.4.0")
-    assert cmd[cmd.index("-cp") + 1] == str(tmp_path / "4.3.1" / "*")
+    assert cmd[cmd.index("-cp") + 1] == str(tmp_path / "4.4.0" / "*")
     main = cmd.index("org.apache.kafka.tools.ProducerPerformance")
     options = cmd[main + 1:cmd.index("--producer-props")]
     args = dict(zip(options[::2], options[1::2], strict=True))

@@ -18,7 +18,14 @@ from txnwatch.lab import jars
 from txnwatch.lab.cluster import new_cluster_id
 from txnwatch.lab.processes import process_state
 from txnwatch.lab.proxy import Proxy, ProxyControl, ProxyRoute
-from txnwatch.lab.settings import PRE_KIP_890, LabSettings, NodePorts, TransactionSettings, render_properties
+from txnwatch.lab.settings import (
+    PRE_KIP_890,
+    KerberosListener,
+    LabSettings,
+    NodePorts,
+    TransactionSettings,
+    render_properties,
+)
 
 
 def _broker_props(settings: LabSettings) -> dict[str, str]:
@@ -59,6 +66,32 @@ def test_default_lab_is_kafkas_default_and_pre_kip_890_is_explicit():
     assert _broker_props(LabSettings())["group.initial.rebalance.delay.ms"] == "0"
 
 
+def test_a_kerberos_listener_takes_gssapi_only_and_keeps_the_lab_s_own_listeners():
+    krb = KerberosListener(krb5_conf="/k/krb5.conf", keytab="/k/kafka.keytab", principal="kafka/localhost@LAB.TEST")
+    node = NodePorts(node_id=1, client=9001, internal=9002, controller=None, advertised=9003, kerberos=9004)
+    props = render_properties(LabSettings(kerberos=krb), node, ["broker"], "0@127.0.0.1:9000", "/data")
+    assert props["listeners"] == "CLIENT://127.0.0.1:9001,INTERNAL://127.0.0.1:9002,KERBEROS://127.0.0.1:9004"
+    # Advertised by name: a Java client names the broker's principal after the host it was told.
+    assert props["advertised.listeners"].endswith(",KERBEROS://localhost:9004")
+    assert props["listener.security.protocol.map"].endswith(",KERBEROS:SASL_PLAINTEXT")
+    assert props["listener.name.kerberos.sasl.enabled.mechanisms"] == "GSSAPI"
+    assert props["listener.name.kerberos.gssapi.sasl.jaas.config"] == (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        'keyTab="/k/kafka.keytab" principal="kafka/localhost@LAB.TEST";')
+    assert props["sasl.kerberos.service.name"] == "kafka" and props["inter.broker.listener.name"] == "INTERNAL"
+    assert "sasl.enabled.mechanisms" not in props  # no other listener takes SASL
+    assert "KERBEROS" not in _broker_props(LabSettings())["listeners"]
+
+
+@pytest.mark.parametrize("principal", [
+    pytest.param("kafka/127.0.0.1@LAB.TEST", id="host-not-the-advertised-name"),
+    pytest.param("kafka@LAB.TEST", id="no-host-part"),
+])
+def test_a_kerberos_listener_refuses_a_principal_clients_would_not_ask_for(principal):
+    with pytest.raises(ValueError, match=r"must be <service>/localhost@REALM"):
+        KerberosListener(krb5_conf="/k/krb5.conf", keytab="/k/kafka.keytab", principal=principal)
+
+
 def test_heaps_are_capped():
     with pytest.raises(ValueError):
         LabSettings(broker_heap_mb=1024)
@@ -79,6 +112,7 @@ def test_jar_cache_location_and_reuse(tmp_path, monkeypatch):
     done = jars.cache_root() / "9.9.9"
     done.mkdir(parents=True)
     (done / ".complete").write_text("9.9.9\n")
+    (done / "kafka-tools-9.9.9.jar").write_bytes(b"")  # with its own tools: whole (jars._complete)
     monkeypatch.setenv("PATH", "")  # resolving a cached version must not need Maven
     assert jars.resolve_kafka_jars("9.9.9") == done
 
@@ -215,7 +249,7 @@ def test_concurrent_resolvers_run_maven_once(tmp_path):
 echo run >> {calls}
 sleep 1
 for arg in "$@"; do case "$arg" in -DoutputDirectory=*) out="${{arg#-DoutputDirectory=}}";; esac; done
-touch "$out/kafka_2.13-0.0.1.jar" "$out/kafka-clients-0.0.1.jar"
+touch "$out/kafka_2.13-0.0.1.jar" "$out/kafka-clients-0.0.1.jar" "$out/kafka-tools-0.0.1.jar"
 """)
     mvn.chmod(0o755)
     env = dict(os.environ, TXNWATCH_LAB_CACHE=str(tmp_path / "cache"), PATH=f"{fake_bin}:{os.environ['PATH']}")
@@ -226,7 +260,7 @@ touch "$out/kafka_2.13-0.0.1.jar" "$out/kafka-clients-0.0.1.jar"
     assert outputs[0] == outputs[1] == str(tmp_path / "cache" / "0.0.1")
     assert calls.read_text().count("run") == 1
     assert sorted(p.name for p in (tmp_path / "cache" / "0.0.1").glob("*.jar")) == [
-        "kafka-clients-0.0.1.jar", "kafka_2.13-0.0.1.jar"]
+        "kafka-clients-0.0.1.jar", "kafka-tools-0.0.1.jar", "kafka_2.13-0.0.1.jar"]
 
 
 def test_the_demo_logs_the_lso_stall_fault_by_its_facts_not_a_client_object():

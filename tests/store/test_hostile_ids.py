@@ -9,15 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, func, select
 
-from txnwatch.core.model import (
-    ClusterSnapshot,
-    GroupLag,
-    PartitionSnapshot,
-    TopicPartition,
-    TransactionDescription,
-    TxnState,
-)
-from txnwatch.detect import Findings
+from txnwatch.core.findings import Findings, GroupLag
+from txnwatch.core.model import ClusterSnapshot, PartitionSnapshot, TopicPartition, TransactionDescription, TxnState
 from txnwatch.store import models as m
 from txnwatch.store.db import make_sessionmaker
 from txnwatch.store.recorder import Recorder

@@ -16,8 +16,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests.store.test_txnlog_tail import registered
-from txnwatch.core.vocabulary import TxnState
-from txnwatch.detect.txnlog import FENCED
+from txnwatch.core.vocabulary import FENCED, TxnState
 from txnwatch.store import models as m
 from txnwatch.store import queries
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
 
-from txnwatch.detect import txnlog as d
+from txnwatch.core import vocabulary as v
+from txnwatch.core.findings import Transition
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
 
@@ -25,7 +26,8 @@ def test_this_install_has_the_compiled_stream_params() -> None:
     assert PARAMS is not None, store_txnlog.STREAM_PARAMS_MISSING
     from txnwatch.store import _stream_params
 
-    assert _stream_params.FIELDS == len(d.LogTransition._fields) == len(store_txnlog.STREAM_COLUMNS) - 3
+    assert _stream_params.FIELDS == len(store_txnlog.STREAM_COLUMNS) - 3 == len(Transition._fields) - 1
+    assert len(Transition._fields) == _stream_params.WIDTH and Transition._fields[-1] == "source"
 
 
 needs_params = pytest.mark.skipif(PARAMS is None, reason="no compiled stream params in this install (the test above fails)")
@@ -34,14 +36,14 @@ _text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
 _maybe_int = st.none() | st.integers(-2**63, 2**63 - 1)
 _partitions = st.lists(st.tuples(st.sampled_from(["t", "orders", "é-ü", "a,b"]), st.integers(0, 2**31 - 1)),
                        max_size=4).map(tuple)
-_events = st.lists(st.sampled_from([d.COMMIT, d.ABORT, d.EPOCH_BUMP, d.FENCED, "ünknown", ""]), max_size=3).map(tuple)
+_events = st.lists(st.sampled_from([v.COMMIT, v.ABORT, v.EPOCH_BUMP, v.FENCED, "ünknown", ""]), max_size=3).map(tuple)
 transitions = st.builds(
-    d.LogTransition, _text, st.integers(0, 2**62), st.integers(0, 49), st.integers(0, 2**62), st.none() | _text,
+    Transition, _text, st.integers(0, 2**62), st.integers(0, 49), st.integers(0, 2**62), st.none() | _text,
     _text, st.integers(-1, 2**62), st.integers(-1, 32767), _maybe_int, _maybe_int, st.integers(0, 2**31 - 1),
-    _maybe_int, _partitions, _events, _maybe_int, st.integers(0, 2), st.none() | _text)
+    _maybe_int, _partitions, _events, _maybe_int, st.integers(0, 2), st.none() | _text, st.sampled_from(v.TransitionSource))
 
 
-def _expected(head: tuple[Any, ...], xs: list[d.LogTransition], start: int, stop: int) -> tuple[Any, ...]:
+def _expected(head: tuple[Any, ...], xs: list[Transition], start: int, stop: int) -> tuple[Any, ...]:
     """What the Python path binds for these rows: stream_rows' values after its three constant columns."""
     rows = store_txnlog.stream_rows(-1, -1, xs[start:stop])
     return head + tuple(v for row in rows for v in row[3:])
@@ -50,7 +52,7 @@ def _expected(head: tuple[Any, ...], xs: list[d.LogTransition], start: int, stop
 @needs_params
 @settings(max_examples=200, deadline=None)
 @given(st.lists(transitions, max_size=40), st.data())
-def test_the_compiled_params_are_stream_rows_values(xs: list[d.LogTransition], data: st.DataObject) -> None:
+def test_the_compiled_params_are_stream_rows_values(xs: list[Transition], data: st.DataObject) -> None:
     assert PARAMS is not None
     start = data.draw(st.integers(0, len(xs) // 2))
     stop = data.draw(st.integers(start, len(xs)))
@@ -65,8 +67,8 @@ def test_the_compiled_params_are_stream_rows_values(xs: list[d.LogTransition], d
 @needs_params
 def test_the_compiled_params_use_the_cache_and_call_join_only_on_a_miss() -> None:
     assert PARAMS is not None
-    x = d.LogTransition("a", 1, 0, 0, None, "Ongoing", 1, 0, None, None, 60_000, None, (("t", 0), ("t", 1)), (), None,
-                        2)
+    x = Transition("a", 1, 0, 0, None, "Ongoing", 1, 0, None, None, 60_000, None, (("t", 0), ("t", 1)), (), None,
+                   2, None, v.TransitionSource.TRANSACTION_LOG)
     joined: dict[Any, str] = {x.partitions: "cached"}
     calls: list[Any] = []
 
@@ -80,7 +82,7 @@ def test_the_compiled_params_use_the_cache_and_call_join_only_on_a_miss() -> Non
 
 @needs_params
 @pytest.mark.parametrize(("transitions", "start", "stop", "error"), [
-    ([("a",) * 16], 0, 1, TypeError),  # not a LogTransition's width
+    ([("a",) * 17], 0, 1, TypeError),  # the stored fields without the source: not a Transition's width
     (["not a tuple"], 0, 1, TypeError),
     ([], 0, 1, IndexError),
     ([], -1, 0, IndexError),
@@ -96,7 +98,8 @@ def test_the_compiled_params_refuse_what_is_not_transitions(transitions: Any, st
 @needs_params
 def test_a_failing_join_or_bad_events_raise_and_leak_nothing() -> None:
     assert PARAMS is not None
-    x = d.LogTransition("a", 1, 0, 0, None, "Ongoing", 1, 0, None, None, 60_000, None, (("t", 0),), (), None, 2)
+    x = Transition("a", 1, 0, 0, None, "Ongoing", 1, 0, None, None, 60_000, None, (("t", 0),), (), None, 2, None,
+                   v.TransitionSource.TRANSACTION_LOG)
 
     def join(partitions: Any) -> str:
         raise ValueError("no")
@@ -108,14 +111,15 @@ def test_a_failing_join_or_bad_events_raise_and_leak_nothing() -> None:
         PARAMS((1, 2), [not_str], 0, 1, {x.partitions: "t-0"}, join)
 
 
-def _variety(n: int) -> list[d.LogTransition]:
+def _variety(n: int) -> list[Transition]:
     """Transitions whose fields take every kind of value in turn (NULLs, quotes, non-ASCII, empty and long lists)."""
     partitions = [(), (("t", 0),), (("orders", 3), ("é-ü", 2**31 - 1)), (("t", 0),)]
-    events = [(), (d.COMMIT,), (d.EPOCH_BUMP, d.FENCED), ("",)]
-    return [d.LogTransition(
+    events = [(), (v.COMMIT,), (v.EPOCH_BUMP, v.FENCED), ("",)]
+    return [Transition(
         f"app-'é'-{i % 5}", 1_800_000_000_000 + i, i % 3, i, None if i % 4 == 0 else "Ongoing", "PrepareCommit",
         2**40 + i, i % 32767, None if i % 2 else 2**41, None if i % 2 else 3, 60_000, None if i % 7 == 0 else 5,
-        partitions[i % 4], events[i % 4], None if i % 3 else i * 3, i % 3, None if i % 6 == 5 else f"detail {i}, with ' quote")
+        partitions[i % 4], events[i % 4], None if i % 3 else i * 3, i % 3, None if i % 6 == 5 else f"detail {i}, with ' quote",
+        v.TransitionSource.TRANSACTION_LOG)
         for i in range(n)]
 
 

@@ -3,15 +3,18 @@ console read."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import Engine
 
 from tests.store.test_one_transition_table import NOW, _cluster, _row
-from txnwatch.core.epoch import to_ms
+from txnwatch.core.epoch import from_ms, to_ms
+from txnwatch.core.findings import Transition
+from txnwatch.core.vocabulary import TransitionSource
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_queries
+from txnwatch.store.archive import export_transitions_then_purge
 from txnwatch.store.db import make_sessionmaker
 
 
@@ -40,13 +43,15 @@ def test_guesses_the_log_covers_are_left_out_and_the_others_stay(engine: Engine)
                    _row(cid, m.POLL, at[5])])  # after the log's last row: the tail is not reading now
     with make_sessionmaker(engine)() as s:
         entries = txnlog_queries.timeline(s, cid, "c", "app", 10, None)
-        assert [(e.observed_at, e.log_offset) for e in entries] == [
+        assert [(from_ms(e.at_ms), e.log_offset) for e in entries] == [
             (at[5], None), (at[4], 12), (at[3], 11), (at[1], 10), (at[0], None)]
+        assert [e.source for e in entries] == [TransitionSource.POLL, *[TransitionSource.TRANSACTION_LOG] * 3,
+                                               TransitionSource.POLL]  # read back from each row's own column
         # A page the left-out guess thinned is filled from further back: still the newest three kept rows.
         page = txnlog_queries.timeline(s, cid, "c", "app", 3, None)
         assert [e.log_offset for e in page] == [None, 12, 11]
         page = txnlog_queries.timeline(s, cid, "c", "app", 4, None)
-        assert [(e.observed_at, e.log_offset) for e in page] == [(at[5], None), (at[4], 12), (at[3], 11), (at[1], 10)]
+        assert [(from_ms(e.at_ms), e.log_offset) for e in page] == [(at[5], None), (at[4], 12), (at[3], 11), (at[1], 10)]
 
 
 def test_without_the_logs_rows_every_guess_stays(engine: Engine) -> None:
@@ -77,7 +82,7 @@ def test_a_guess_of_a_transition_the_log_holds_is_left_out_even_after_its_last_r
                    _row(cid, m.POLL, at[7] + timedelta(seconds=1))])  # no start: only the span can tell
     with make_sessionmaker(engine)() as s:
         entries = txnlog_queries.timeline(s, cid, "c", "app", 10, None)
-        assert [(e.observed_at, e.log_offset, e.producer_id) for e in entries] == [
+        assert [(from_ms(e.at_ms), e.log_offset, e.producer_id) for e in entries] == [
             (at[7] + timedelta(seconds=1), None, 7), (at[7], None, 8), (at[6], None, 7), (at[3], 11, 7),
             (at[1], 10, 7)]
         # The page is still filled from further back when the left-out guess thinned it.
@@ -85,12 +90,36 @@ def test_a_guess_of_a_transition_the_log_holds_is_left_out_even_after_its_last_r
 
 
 def test_the_key_names_a_transition_by_state_producer_and_start() -> None:
-    entry = txnlog_queries.TimelineEntry(
-        id=1, observed_at=NOW, from_state="Ongoing", to_state="CompleteCommit", producer_id=7, producer_epoch=3,
-        prev_producer_id=7, prev_producer_epoch=2, timeout_ms=60_000, txn_started_at=NOW - timedelta(seconds=2),
-        partitions=[], events=["commit"], duration_ms=None)
+    entry = Transition(
+        transactional_id="app", at_ms=to_ms(NOW), log_partition=None, log_offset=None, from_state="Ongoing",
+        to_state="CompleteCommit", producer_id=7, producer_epoch=3, prev_producer_id=7, prev_producer_epoch=2,
+        timeout_ms=60_000, start_ms=to_ms(NOW) - 2_000, partitions=(), events=("commit",), duration_ms=None,
+        client_transaction_version=None, detail=None, source=TransitionSource.POLL)
     assert txnlog_queries.transition_key(entry) == ("CompleteCommit", 7, to_ms(NOW) - 2_000)
-    rows = [entry, replace(entry, id=2, observed_at=NOW - timedelta(seconds=1), log_partition=3, log_offset=5)]
-    assert [r.id for r in txnlog_queries.without_covered_guesses(rows)] == [2]  # the log's own row names it
-    other = replace(entry, txn_started_at=None)
-    assert [r.id for r in txnlog_queries.without_covered_guesses([other, rows[1]])] == [1, 2]
+    logged = entry._replace(at_ms=to_ms(NOW) - 1_000, log_partition=3, log_offset=5,
+                            source=TransitionSource.TRANSACTION_LOG)
+    assert txnlog_queries.without_covered_guesses([entry, logged]) == [logged]  # the log's own row names it
+    other = entry._replace(start_ms=None)
+    assert txnlog_queries.without_covered_guesses([other, logged]) == [other, logged]
+
+
+def test_a_transition_read_back_from_the_archive_is_the_one_the_table_held(engine: Engine, tmp_path: Path) -> None:
+    """The log's stream leaves the table for the Parquet archive; the timeline then reads it from there as the same
+    transitions, field for field (its source from the log position), but for the detail the archive does not keep."""
+    cid = _cluster(engine)
+    old = NOW - timedelta(hours=2)
+    logged = [_started(_row(cid, m.TRANSACTION_LOG, old + timedelta(seconds=i), offset=10 + i), old) for i in range(3)]
+    logged[1].detail, logged[2].partitions = "next producer id 8", "orders-0,audit-11"
+    with make_sessionmaker(engine).begin() as s:
+        s.add_all([*logged, _row(cid, m.POLL, NOW)])
+    with make_sessionmaker(engine)() as s:
+        before = txnlog_queries.timeline(s, cid, "c", "app", 10, None)
+    assert [x.source for x in before] == [TransitionSource.POLL, *[TransitionSource.TRANSACTION_LOG] * 3]
+    assert before[1].partitions == (("orders", 0), ("audit", 11))
+    archive = str(tmp_path / "archive")
+    assert export_transitions_then_purge(engine, make_sessionmaker(engine), archive, hot=timedelta(hours=1),
+                                         settle=timedelta(0)) == 3
+    with make_sessionmaker(engine)() as s:
+        assert txnlog_queries.timeline(s, cid, "c", "app", 10, None) == before[:1]  # only the polled row is left
+        after = txnlog_queries.timeline(s, cid, "c", "app", 10, archive)
+    assert after == [x._replace(detail=None) for x in before]

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from txnwatch.core.findings import Transition
+from txnwatch.core.vocabulary import TransitionSource
 from txnwatch.detect import txnlog as d
 from txnwatch.store import models as m
 from txnwatch.store import txnlog as store_txnlog
@@ -73,13 +75,15 @@ def test_multi_row_upserts_of_ids_keep_the_first_sighting_and_store_the_latest_s
 
 
 def test_stream_rows_put_every_field_of_the_transition_in_its_column() -> None:
-    """stream_rows builds each row from slices of the transition (the hot path): this pins LogTransition's field
-    order against STREAM_COLUMNS, field by field, with a transition whose every field differs."""
-    x = d.LogTransition(transactional_id="app-1", at_ms=1_800_000_000_001, log_partition=7, offset=42,
-                        from_state="Ongoing", to_state="PrepareAbort", producer_id=2**40, producer_epoch=5,
-                        prev_producer_id=2**41, prev_producer_epoch=4, timeout_ms=60_000, start_ms=1_800_000_000_000,
-                        partitions=(("orders", 3), ("audit", 0)), events=("epoch_bump", "fenced"), duration_ms=17,
-                        client_transaction_version=2, detail="a detail")
+    """stream_rows builds each row from slices of the transition (the hot path): this pins Transition's field
+    order against STREAM_COLUMNS, field by field, with a transition whose every field differs (its source, the
+    last field, is the stream's constant)."""
+    x = Transition(transactional_id="app-1", at_ms=1_800_000_000_001, log_partition=7, log_offset=42,
+                   from_state="Ongoing", to_state="PrepareAbort", producer_id=2**40, producer_epoch=5,
+                   prev_producer_id=2**41, prev_producer_epoch=4, timeout_ms=60_000, start_ms=1_800_000_000_000,
+                   partitions=(("orders", 3), ("audit", 0)), events=("epoch_bump", "fenced"), duration_ms=17,
+                   client_transaction_version=2, detail="a detail", source=TransitionSource.TRANSACTION_LOG)
+    assert Transition._fields == (*store_txnlog.STREAM_COLUMNS[3:], "source")  # the columns are its fields' names
     (row,) = store_txnlog.stream_rows(9, 1_800_000_000_500, [x])
     by_column = dict(zip(store_txnlog.STREAM_COLUMNS, row, strict=True))
     assert by_column == {

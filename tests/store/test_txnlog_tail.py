@@ -18,6 +18,7 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.collect.txnlog_tail import ClusterTail, cluster_id_for
+from txnwatch.core import vocabulary as v
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord, TxnState
 from txnwatch.core.views import LatestState
 from txnwatch.detect import txnlog as d
@@ -398,8 +399,8 @@ def test_commits_reuse_their_upserts_and_still_add_up(engine: Engine, monkeypatc
         cached.cache_clear()
     minute = 60_000
     for n, (offset, longest) in enumerate([(10, 40), (25, 90), (31, 7)]):
-        findings = d.TxnLogFindings(counts={d.COMMIT: 2, d.ABORT: n},
-                                    buckets={minute: {d.COMMIT: 2, "duration_ms_sum": longest, "duration_count": 1,
+        findings = d.TxnLogFindings(counts={v.COMMIT: 2, v.ABORT: n},
+                                    buckets={minute: {v.COMMIT: 2, "duration_ms_sum": longest, "duration_count": 1,
                                                       "duration_ms_max": longest}})
         with sessions.begin() as session:
             store_txnlog.write_batch(session, cid, {3: offset, 4: offset + 1}, findings)
@@ -412,7 +413,7 @@ def test_commits_reuse_their_upserts_and_still_add_up(engine: Engine, monkeypatc
                                            t.TxnLogAggregate.duration_ms_max, t.TxnLogAggregate.duration_count)
                                     .where(t.TxnLogAggregate.cluster_id == cid)).one()
     assert resumed.positions == {3: 31, 4: 32}
-    assert resumed.counters[d.COMMIT] == 6 and resumed.counters[d.ABORT] == 3
+    assert resumed.counters[v.COMMIT] == 6 and resumed.counters[v.ABORT] == 3
     assert tuple(aggregate) == (6, 137, 90, 3)
 
 

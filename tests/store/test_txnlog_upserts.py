@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from txnwatch.core import vocabulary as v
 from txnwatch.detect import txnlog as d
 from txnwatch.store import txnlog as store_txnlog
 from txnwatch.store import txnlog_models as t
@@ -27,18 +28,18 @@ def _commits() -> list[tuple[datetime, dict[int, int], d.TxnLogFindings]]:
     plus_two = START.astimezone(timezone(timedelta(hours=2)))
     return [
         (START, {0: 5, 7: 12}, d.TxnLogFindings(
-            counts={d.COMMIT: 2, d.ABORT: 0, "records": 6},
-            buckets={MINUTE * 29_000_000: {d.COMMIT: 2, "duration_ms_sum": 40, "duration_count": 2,
+            counts={v.COMMIT: 2, v.ABORT: 0, "records": 6},
+            buckets={MINUTE * 29_000_000: {v.COMMIT: 2, "duration_ms_sum": 40, "duration_count": 2,
                                            "duration_ms_max": 30}})),
         (START + timedelta(microseconds=1), {7: 15}, d.TxnLogFindings(
-            counts={d.COMMIT: 1, d.ABORT: 1, d.FENCED: 3, "records": 4},
-            buckets={MINUTE * 29_000_000: {d.ABORT: 1, "duration_ms_sum": 90, "duration_count": 1,
+            counts={v.COMMIT: 1, v.ABORT: 1, v.FENCED: 3, "records": 4},
+            buckets={MINUTE * 29_000_000: {v.ABORT: 1, "duration_ms_sum": 90, "duration_count": 1,
                                            "duration_ms_max": 90},
-                     MINUTE * 29_000_001: {d.TIMEOUT_ABORT: 1, d.EXPIRED: 2, d.EPOCH_BUMP: 1, d.FENCED: 1,
-                                           d.PRODUCER_ID_CHANGE: 1, d.ILLEGAL: 1, "unknown_key": 5}})),
+                     MINUTE * 29_000_001: {v.TIMEOUT_ABORT: 1, v.EXPIRED: 2, v.EPOCH_BUMP: 1, v.FENCED: 1,
+                                           v.PRODUCER_ID_CHANGE: 1, v.ILLEGAL_TRANSITION: 1, "unknown_key": 5}})),
         (plus_two + timedelta(seconds=1), {0: 6, 3: 1}, d.TxnLogFindings(
             counts={"records": 1},
-            buckets={MINUTE * 29_000_000: {d.COMMIT: 1, "duration_ms_sum": 7, "duration_count": 1,
+            buckets={MINUTE * 29_000_000: {v.COMMIT: 1, "duration_ms_sum": 7, "duration_count": 1,
                                            "duration_ms_max": 7}})),
         (START + timedelta(seconds=2), {}, d.TxnLogFindings()),
     ]

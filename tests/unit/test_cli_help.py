@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ def _commands() -> list[tuple[str, Any]]:
             ctx = command.context_class(command)
             for name in command.list_commands(ctx):
                 if prefix == "txnwatch" and name in cli.LAZY_SUBCOMMANDS:
-                    sub = typer.main.get_command(import_module(cli.LAZY_SUBCOMMANDS[name][0]).app)
+                    sub = typer.main.get_command(cli.LAZY_SUBCOMMANDS[name][0]())
                 else:
                     sub = command.get_command(ctx, name)
                 if sub is not None:

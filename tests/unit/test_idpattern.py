@@ -64,7 +64,8 @@ def test_refused_with_one_line(pattern: str, words: str) -> None:
     pytest.param("\\d+", "١٢٣", False, id="d-is-ascii-as-in-re2"),
     pytest.param("\\w+", "café", False, id="w-is-ascii-as-in-re2"),
     pytest.param("caf.", "café", True, id="dot-is-one-code-point"),
-    pytest.param("a.b", "a\nb", False, id="dot-skips-newline"),
+    pytest.param("a.b", "a\nb", True, id="dot-matches-newline"),
+    pytest.param(".*", "team\n2026-01-01 CRITICAL\x1b[0m", True, id="everything-is-everything"),
     pytest.param("a$", "a\n", False, id="dollar-never-before-a-trailing-newline"),
 ])
 def test_whole_id_ascii_matching(pattern: str, transactional_id: str, kept: bool) -> None:

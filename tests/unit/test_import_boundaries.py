@@ -3,8 +3,15 @@
 Imports are resolved to the module really imported: ``from txnwatch import store`` is ``txnwatch.store`` and
 ``from txnwatch.store import models`` is ``txnwatch.store.models`` (a from-import checked as its bare package
 would let ``from txnwatch import kafka`` through anywhere). Imports inside functions count too, and relative
-imports are resolved against their package. The table is parsed, not copied, so the doc and the test cannot
-drift; the probes at the end write violating modules and show that every rule fails on them.
+imports are resolved against their package. ``importlib.import_module("x")`` and ``__import__("x")`` with a
+literal name are imports of ``x`` like any other; with a name computed at run time the test cannot know what is
+imported, so it fails unless :data:`DYNAMIC_ALLOWED` says why that one may. The table is parsed, not copied, so
+the doc and the test cannot drift; the probes at the end write violating modules and show that every rule fails
+on them.
+
+Each row is true both ways: it lists nothing its room does not import.  Besides the table: no cycle between rooms, none between the modules of a room either (every import counts, those
+in functions and under ``TYPE_CHECKING`` too: a cycle a reader must follow is one whether or not Python runs it),
+and the modules of :data:`STDLIB_ONLY` import the standard library alone.
 """
 
 from __future__ import annotations
@@ -27,6 +34,13 @@ IO_STDLIB = ("socket", "ssl", "subprocess", "urllib", "http", "asyncio", "thread
              "concurrent", "selectors", "shutil")
 #: ``compression`` is the standard library's zstd from Python 3.14 (the backport serves 3.11-3.13).
 STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+#: Modules that import the standard library and nothing else (not even txnwatch), and why.
+STDLIB_ONLY = {
+    "txnwatch.serve.metrics_port": "run by path as `python -I -S` (supervise/metrics_process.py): no site-packages, "
+                                   "no txnwatch on its path, ~11 MB of RSS",
+}
+#: Modules allowed an import whose name is computed at run time, and why (none today: write the import out).
+DYNAMIC_ALLOWED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -64,17 +78,54 @@ def module_name(path: Path, root: Path) -> str:
 
 
 def is_module(dotted: str, root: Path) -> bool:
+    """A module of the tree: its source, its package, or the stub of a compiled one (kafka/_txnlog_walk.pyi)."""
     target = root.joinpath(*dotted.split("."))
-    return target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()
+    return (target.with_suffix(".py").is_file() or target.with_suffix(".pyi").is_file()
+            or (target / "__init__.py").is_file())
+
+
+#: What a dynamic import's name comes from when it is not a literal: the marker of :func:`imports`.
+DYNAMIC = "<computed at run time>"
+
+
+def _dynamic_import_callers(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """The names ``import_module`` is called by in this module (``from importlib import import_module as x``),
+    and those ``importlib`` itself is bound to (``import importlib as il``)."""
+    functions, modules = {"__import__"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib" and not node.level:
+            functions |= {a.asname or a.name for a in node.names if a.name in ("import_module", "__import__")}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name for a in node.names if a.name == "importlib"}
+    return functions, modules
+
+
+def _dynamic_name(node: ast.Call, functions: set[str], modules: set[str]) -> str | None:
+    """The module a call of import_module/__import__ imports (:data:`DYNAMIC` when computed); None if not one."""
+    func = node.func
+    called = (isinstance(func, ast.Name) and func.id in functions) or (
+        isinstance(func, ast.Attribute) and func.attr in ("import_module", "__import__")
+        and isinstance(func.value, ast.Name) and func.value.id in modules)
+    if not called:
+        return None
+    first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+    if isinstance(first, ast.Constant) and isinstance(first.value, str) and not first.value.startswith("."):
+        return first.value
+    return DYNAMIC
 
 
 def imports(path: Path, root: Path) -> Iterator[Import]:
-    """Every module ``path`` imports, resolved to the name really imported."""
+    """Every module ``path`` imports, resolved to the name really imported (:data:`DYNAMIC` for a name computed at
+    run time)."""
     me = module_name(path, root)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     where = str(path.relative_to(root))
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
+    tree = ast.parse(path.read_text(), str(path))
+    functions, modules = _dynamic_import_callers(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (name := _dynamic_name(node, functions, modules)) is not None:
+            yield Import(where, node.lineno, me, name)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield Import(where, node.lineno, me, alias.name)
         elif isinstance(node, ast.ImportFrom):
@@ -109,6 +160,11 @@ def violations(found: list[Import], rules: Mapping[str, Rule], root: Path) -> li
         if rule is None:
             bad.append(f"{imp.path}: room {room}/ has no row in the Rooms table")
             continue
+        if imp.module == DYNAMIC:
+            if imp.importer not in DYNAMIC_ALLOWED:
+                bad.append(f"{imp.path}:{imp.line} imports a module named at run time (write the import out, or "
+                           "say why in DYNAMIC_ALLOWED)")
+            continue
         top = imp.module.split(".")[0]
         if top == "txnwatch":
             target = room_of(imp.module)
@@ -117,6 +173,18 @@ def violations(found: list[Import], rules: Mapping[str, Rule], root: Path) -> li
         elif top not in STDLIB and top not in rule.libraries:
             bad.append(f"{imp.path}:{imp.line} imports {imp.module} (library {top} not listed for {room}/)")
     return bad
+
+
+def unused_in_rows(found: list[Import], rules: Mapping[str, Rule]) -> dict[str, list[str]]:
+    """Per room, the rooms and libraries its row lists that none of its modules imports."""
+    used: dict[str, set[str]] = {}
+    for imp in found:
+        room = room_of(imp.importer)
+        top = imp.module.split(".")[0]
+        if room is not None and imp.module != DYNAMIC:
+            used.setdefault(room, set()).add((room_of(imp.module) or top) if top == "txnwatch" else top)
+    return {room: sorted(f"{r}/" for r in rule.rooms - used.get(room, set()))
+            + sorted(rule.libraries - used.get(room, set())) for room, rule in rules.items()}
 
 
 def room_graph(found: list[Import]) -> dict[str, set[str]]:
@@ -151,6 +219,22 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def module_graph(found: list[Import], root: Path) -> dict[str, set[str]]:
+    """Module -> the modules of txnwatch it imports (itself and what is not a module of the tree left out)."""
+    graph: dict[str, set[str]] = {}
+    for imp in found:
+        if imp.module.startswith("txnwatch.") and imp.module != imp.importer and is_module(imp.module, root):
+            graph.setdefault(imp.importer, set()).add(imp.module)
+    return graph
+
+
+def stdlib_only_violations(found: list[Import], only: Mapping[str, str]) -> list[str]:
+    """Imports of a module of ``only`` that are not of the standard library (txnwatch's own included)."""
+    return [f"{imp.path}:{imp.line} imports {imp.module} ({imp.importer}: the standard library only, "
+            f"{only[imp.importer]})" for imp in found
+            if imp.importer in only and imp.module.split(".")[0] not in STDLIB]
+
+
 def inner_violations(found: list[Import], source: str, forbidden: str) -> list[str]:
     return [f"{imp.path}:{imp.line} imports {imp.module}" for imp in found
             if (imp.importer == source or imp.importer.startswith(source + "."))
@@ -178,8 +262,26 @@ def test_room_imports_only_what_its_row_allows(room: str) -> None:
     assert [v for v in violations(IMPORTS, RULES, PACKAGE.parent) if v.startswith(f"txnwatch/{room}/")] == []
 
 
+@pytest.mark.parametrize("room", sorted(RULES))
+def test_room_row_lists_nothing_the_room_does_not_import(room: str) -> None:
+    """True both ways: a room or library left in a row after its last import went would let the next one in
+    unseen."""
+    assert unused_in_rows(IMPORTS, RULES)[room] == []
+
+
 def test_no_cycle_between_rooms() -> None:
     assert cycles(room_graph(IMPORTS)) == []
+
+
+def test_no_cycle_between_modules() -> None:
+    """Inside a room too (between rooms it would be a cycle of rooms as well): each module can be read after the
+    ones it imports."""
+    assert cycles(module_graph(IMPORTS, PACKAGE.parent)) == []
+
+
+def test_the_standard_library_only_modules_import_nothing_else() -> None:
+    assert set(STDLIB_ONLY) <= {imp.importer for imp in IMPORTS}, "a module named in STDLIB_ONLY is gone"
+    assert stdlib_only_violations(IMPORTS, STDLIB_ONLY) == []
 
 
 def test_the_api_never_imports_the_console() -> None:
@@ -237,6 +339,13 @@ def test_probe_every_import_form_is_resolved(tmp_path: Path, source: str) -> Non
     assert len(found) == 1 and "txnwatch.store" in found[0] and "(detect/ may not import store/)" in found[0]
 
 
+def test_probe_a_row_listing_what_is_not_imported_is_found(tmp_path: Path) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store"])
+    (root / "txnwatch" / "store" / "probe.py").write_text("import sqlalchemy\n")
+    rules = {"store": Rule(frozenset({"detect"}), frozenset({"sqlalchemy", "alembic"}))}
+    assert unused_in_rows(all_imports(root), rules) == {"store": ["detect/", "alembic"]}
+
+
 def test_probe_a_room_without_a_row_fails(tmp_path: Path) -> None:
     root = _tree(tmp_path, ["core", "detect", "store", "newroom"])
     (root / "txnwatch" / "newroom" / "probe.py").write_text("import json\n")
@@ -253,6 +362,64 @@ def test_probe_a_cycle_between_rooms_in_source_is_found(tmp_path: Path) -> None:
     (root / "txnwatch" / "detect" / "probe.py").write_text("from txnwatch import store\n")
     (root / "txnwatch" / "store" / "probe.py").write_text("from txnwatch.detect import probe\n")
     assert cycles(room_graph(all_imports(root))) == [["detect", "store", "detect"]]
+
+
+@pytest.mark.parametrize(("source", "module"), [
+    pytest.param("import importlib\ndef f():\n    importlib.import_module('txnwatch.store.models')\n",
+                 "txnwatch.store.models", id="importlib-import-module"),
+    pytest.param("from importlib import import_module as load\nload('txnwatch.store')\n", "txnwatch.store",
+                 id="import-module-renamed"),
+    pytest.param("__import__('txnwatch.store.models')\n", "txnwatch.store.models", id="dunder-import"),
+    pytest.param("import importlib as il\nil.__import__(name='txnwatch.store')\n", "txnwatch.store",
+                 id="importlib-dunder-import-keyword"),
+])
+def test_probe_a_literal_dynamic_import_is_an_import(tmp_path: Path, source: str, module: str) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store"])
+    (root / "txnwatch" / "detect" / "probe.py").write_text(source)
+    assert [v.partition(" imports ")[2] for v in violations(all_imports(root), RULES, root)] == [
+        f"{module} (detect/ may not import store/)"]
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("import importlib\nNAME = 'txnwatch.store'\nimportlib.import_module(NAME)\n", id="a-variable"),
+    pytest.param("from importlib import import_module\nimport_module('.models', 'txnwatch.store')\n",
+                 id="relative"),
+    pytest.param("__import__(f'txnwatch.{\"store\"}')\n", id="f-string"),
+])
+def test_probe_a_computed_dynamic_import_fails_unless_allowed(tmp_path: Path, source: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, ["core", "detect", "store"])
+    (root / "txnwatch" / "detect" / "probe.py").write_text(source)
+    (found,) = violations(all_imports(root), RULES, root)
+    assert found.startswith("txnwatch/detect/probe.py:") and "imports a module named at run time" in found
+    monkeypatch.setitem(DYNAMIC_ALLOWED, "txnwatch.detect.probe", "a probe")
+    assert violations(all_imports(root), RULES, root) == []
+
+
+def test_probe_a_cycle_inside_a_room_is_found(tmp_path: Path) -> None:
+    """Both imports in functions, one under TYPE_CHECKING: the cycle serve/ had between its server and its
+    workers."""
+    root = _tree(tmp_path, ["core", "serve"])
+    (root / "txnwatch" / "serve" / "server.py").write_text("def serve():\n    from txnwatch.serve.workers import run\n")
+    (root / "txnwatch" / "serve" / "workers.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from txnwatch.serve import server\n")
+    found = all_imports(root)
+    assert cycles(room_graph(found)) == []  # one room: the rooms' check cannot see it
+    assert cycles(module_graph(found, root)) == [["txnwatch.serve.server", "txnwatch.serve.workers",
+                                                  "txnwatch.serve.server"]]
+
+
+def test_probe_a_stdlib_only_module_importing_anything_else_is_found(tmp_path: Path) -> None:
+    """``from txnwatch.core import ...`` is allowed to every room, so only this rule refuses it here."""
+    root = _tree(tmp_path, ["core", "serve"])
+    (root / "txnwatch" / "serve" / "metrics_port.py").write_text(
+        "import os\nimport zlib\nfrom _operator import _compare_digest\nfrom txnwatch.core import exitcodes\n"
+        "def f():\n    import yaml\n")
+    found = all_imports(root)
+    assert [v for v in violations(found, RULES, root) if "core" in v] == []
+    assert [v.partition(" (")[0] for v in stdlib_only_violations(found, STDLIB_ONLY)] == [
+        "txnwatch/serve/metrics_port.py:4 imports txnwatch.core",
+        "txnwatch/serve/metrics_port.py:6 imports yaml"]
 
 
 def test_probe_api_importing_the_console_is_found(tmp_path: Path) -> None:

@@ -15,11 +15,10 @@ from prometheus_client.registry import CollectorRegistry
 
 from tests.unit.detect.builders import partition, snapshot
 from txnwatch import detect
+from txnwatch.core.findings import ExporterLag
 from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView, LatestState
-from txnwatch.detect.exporter import ExporterLag
-from txnwatch.metrics.lag import Granularity, LagFamilies, LagMetricOptions
-from txnwatch.metrics.registry import LagCollector
+from txnwatch.metrics.lag import Granularity, LagCollector, LagFamilies, LagMetricOptions
 from txnwatch.metrics.render import LeanGauge
 
 

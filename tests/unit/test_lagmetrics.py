@@ -11,8 +11,7 @@ from tests.unit.detect.builders import TP, TP1, partition, snapshot
 from txnwatch import detect
 from txnwatch.core.model import GroupSnapshot, TimeLagUnknown, TopicPartition, UnreadableRecord
 from txnwatch.core.views import ClusterView, LatestState
-from txnwatch.metrics.lag import Granularity, LagMetricOptions
-from txnwatch.metrics.registry import LagCollector
+from txnwatch.metrics.lag import Granularity, LagCollector, LagMetricOptions
 
 
 def _registry(options: LagMetricOptions) -> CollectorRegistry:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from txnwatch.core.model import ClusterSnapshot, TransactionDescription, TxnState
 from txnwatch.core.views import EXACT, POLLING, ClusterView, HistoryView
 from txnwatch.detect.txnlog import IdState
-from txnwatch.metrics.registry import describe_findings
+from txnwatch.metrics.findings import describe_findings
 
 NOW_MS = 1_700_000_100_000
 

@@ -13,7 +13,8 @@ from tests.unit.detect.builders import txn
 from txnwatch import detect
 from txnwatch.core.views import ClusterView, LatestState
 from txnwatch.core.vocabulary import OPEN_STATES, TxnState
-from txnwatch.metrics.registry import FindingsCollector, SnapshotCollector, describe_findings
+from txnwatch.metrics.findings import FindingsCollector, describe_findings
+from txnwatch.metrics.snapshot import SnapshotCollector
 
 NOW_S = 10_000.0
 NOW_MS = int(NOW_S * 1000)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from txnwatch.collect.pollwindow import PollWindow
+from txnwatch.core.pollwindow import PollWindow
 
 
 @pytest.fixture

@@ -34,3 +34,14 @@ def test_passwords_are_masked(text: str, expected: str) -> None:
 ])
 def test_text_without_a_password_is_unchanged(text: str) -> None:
     assert redact(text) == text
+
+
+def test_a_short_secret_registered_for_the_process_masks_nothing_else() -> None:
+    """A one-letter PagerDuty routing key (a test's, or a typo's) must not blot out every 'k' of every log line;
+    a key of credential length is still masked wherever it appears."""
+    from txnwatch.core import redact as module
+
+    module.register(module.Secret.token("k", "**********"))
+    assert redact("kafka-1:7071 key id") == "kafka-1:7071 key id"
+    module.register(module.Secret.token("R0UT1NGKEY0123456789abcdef012345", "**********"))
+    assert redact("sent R0UT1NGKEY0123456789abcdef012345 to pagerduty") == "sent ********** to pagerduty"

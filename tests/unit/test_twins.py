@@ -61,11 +61,17 @@ def hand_conversions(sources: dict[str, str]) -> list[str]:
     return found
 
 
+#: Where ``rpartition("-")`` reads something other than "topic-partition" text: core/model.py parses that text
+#: itself (split_topic_partition); core/frameworks.py reads a transactional id's name from the right, as Kafka
+#: Streams and Flink build it (``<application>-<process>-<thread>``, ``<prefix>-<subtask>-<checkpoint>``).
+OTHER_DASHED_TEXT = frozenset({"core/model.py", "core/frameworks.py"})
+
+
 def topic_partition_parsers(sources: dict[str, str]) -> list[str]:
-    """``text.rpartition("-")`` outside core/model.py: "topic-partition" text is read back by split_topic_partition."""
+    """``text.rpartition("-")`` outside OTHER_DASHED_TEXT: "topic-partition" text is read back by split_topic_partition."""
     found = []
     for name, text in sources.items():
-        if name == "core/model.py":
+        if name in OTHER_DASHED_TEXT:
             continue
         for node in ast.walk(ast.parse(text)):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "rpartition"

@@ -111,12 +111,49 @@ def test_no_state_or_event_is_spelled_outside_the_vocabulary() -> None:
     assert found == []
 
 
+def test_each_events_plain_word_is_its_members_value() -> None:
+    """The hot path's plain words (core/vocabulary.py, beside the enum) are the members' values, one per member."""
+    for event in v.TxnEvent:
+        word = getattr(v, event.name)
+        assert type(word) is str and word == event.value, event
+
+
+def test_no_module_but_the_vocabulary_binds_an_event_name() -> None:
+    """An event is named through core.vocabulary (TxnEvent or its plain word), never bound again at a module's
+    top level (``COMMIT = TxnEvent.COMMIT.value``): such a copy is a second name others then import."""
+    import ast
+
+    package = ROOT / "service" / "txnwatch"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        if name == "core/vocabulary.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and any(
+                    _is_event(value) for value in (node.value.elts if isinstance(node.value, ast.Tuple)
+                                                   else [node.value])):
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
+def _is_event(node: object) -> bool:
+    """``TxnEvent.X`` or ``TxnEvent.X.value`` (tables keyed by events are no copy of a name)."""
+    import ast
+
+    if isinstance(node, ast.Attribute) and node.attr == "value":
+        node = node.value
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "TxnEvent")
+
+
 def test_api_schema_enumerates_states_and_events() -> None:
     from txnwatch.serve.api.schemas import TransactionDetail, TransitionOut
 
     defs = TransactionDetail.model_json_schema()["$defs"]
     assert defs["TxnState"]["enum"] == [s.value for s in v.TxnState]
     assert TransitionOut.model_json_schema()["$defs"]["TxnEvent"]["enum"] == [e.value for e in v.TxnEvent]
+    assert TransitionOut.model_json_schema()["$defs"]["TransitionSource"]["enum"] == [s.value for s in
+                                                                                     v.TransitionSource]
 
 
 def test_every_event_has_a_meaning() -> None:

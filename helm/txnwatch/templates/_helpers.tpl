@@ -53,9 +53,24 @@ app.kubernetes.io/part-of: txnwatch
 {{- if or .Values.secrets.databaseUrl .Values.secrets.existingSecret }}true{{- end }}
 {{- end }}
 
-{{/* Clusters that authenticate with SASL */}}
+{{/* "true" for a cluster (the context) that logs in with a password: SASL, and not GSSAPI, OAUTHBEARER or
+     AWS_MSK_IAM (a SASL cluster without a mechanism counts, so that its missing password is named too). */}}
+{{- define "txnwatch.usesPassword" -}}
+{{- if and (hasPrefix "SASL" (default "PLAINTEXT" .security_protocol)) (not (has (default "" .sasl_mechanism) (list "GSSAPI" "OAUTHBEARER" "AWS_MSK_IAM"))) }}true{{- end }}
+{{- end }}
+
+{{/* Clusters that authenticate with a SASL password */}}
 {{- define "txnwatch.hasSasl" -}}
-{{- range .Values.config.clusters }}{{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}true{{- end }}{{- end }}
+{{- range .Values.config.clusters }}{{- include "txnwatch.usesPassword" . }}{{- end }}
+{{- end }}
+
+{{/* Clusters that authenticate with Kerberos (GSSAPI): a keytab each, one krb5.conf */}}
+{{- define "txnwatch.hasKerberos" -}}
+{{- range .Values.config.clusters }}{{- if eq (default "" .sasl_mechanism) "GSSAPI" }}true{{- end }}{{- end }}
+{{- end }}
+
+{{- define "txnwatch.kerberosDir" -}}
+/etc/txnwatch/kerberos
 {{- end }}
 
 {{/* The txnwatch config file (non-secret part). */}}
@@ -76,9 +91,13 @@ app.kubernetes.io/part-of: txnwatch
 {{- $clusters := list }}
 {{- range $cfg.clusters }}
 {{- $c := omit . "sasl_password" }}
-{{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}
+{{- if include "txnwatch.usesPassword" . }}
 {{- /* The password is a file of the mounted Secret: its bytes reach the SASL login unescaped. */}}
 {{- $_ := set $c "sasl_password_file" (printf "%s/sasl-password-%s" (include "txnwatch.secretsDir" $) .name) }}
+{{- end }}
+{{- if eq (default "" .sasl_mechanism) "GSSAPI" }}
+{{- /* The cluster's keytab, a key of kerberos.keytabSecret mounted read-only. */}}
+{{- $_ := set $c "sasl_kerberos_keytab" (printf "%s/keytab-%s" (include "txnwatch.kerberosDir" $) .name) }}
 {{- end }}
 {{- $clusters = append $clusters $c }}
 {{- end }}
@@ -115,6 +134,10 @@ app.kubernetes.io/part-of: txnwatch
 - name: TXNWATCH_API__ADMIN_TOKEN
   valueFrom:
     secretKeyRef: {name: {{ $secret }}, key: api-admin-token, optional: {{ not .Values.secrets.apiAdminToken }}}
+{{- end }}
+{{- if include "txnwatch.hasKerberos" . }}
+- name: KRB5_CONFIG
+  value: {{ include "txnwatch.kerberosDir" . }}/krb5.conf
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
@@ -166,9 +189,23 @@ app.kubernetes.io/part-of: txnwatch
 {{- fail "config.pagerduty.enabled needs secrets.pagerdutyRoutingKey or secrets.existingSecret with key pagerduty-routing-key" }}
 {{- end }}
 {{- range .Values.config.clusters }}
-{{- if and (hasPrefix "SASL" (default "PLAINTEXT" .security_protocol)) (not $.Values.secrets.existingSecret) (not (hasKey $.Values.secrets.saslPasswords .name)) }}
+{{- if and (include "txnwatch.usesPassword" .) (not $.Values.secrets.existingSecret) (not (hasKey $.Values.secrets.saslPasswords .name)) }}
 {{- fail (printf "cluster %s uses %s: set secrets.saslPasswords.%s (or secrets.existingSecret with key sasl-password-%s)" .name .security_protocol .name .name) }}
 {{- end }}
+{{- if eq (default "" .sasl_mechanism) "GSSAPI" }}
+{{- if hasKey . "sasl_kerberos_keytab" }}
+{{- fail (printf "config.clusters[%s].sasl_kerberos_keytab must not be set: the chart mounts the key keytab-%s of kerberos.keytabSecret there" .name .name) }}
+{{- end }}
+{{- if not .sasl_kerberos_principal }}
+{{- fail (printf "cluster %s uses GSSAPI: set config.clusters[%s].sasl_kerberos_principal (name@REALM, the principal whose key keytab-%s holds)" .name .name .name) }}
+{{- end }}
+{{- if not $.Values.kerberos.keytabSecret }}
+{{- fail (printf "cluster %s uses GSSAPI: set kerberos.keytabSecret, a Secret with the key keytab-%s (kubectl create secret generic NAME --from-file=keytab-%s=FILE)" .name .name .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.kerberos.krb5Conf .Values.kerberos.krb5ConfConfigMap }}
+{{- fail "set kerberos.krb5Conf or kerberos.krb5ConfConfigMap, not both" }}
 {{- end }}
 {{- end }}
 
@@ -193,9 +230,34 @@ app.kubernetes.io/part-of: txnwatch
     defaultMode: 0440
     items:
       {{- range .Values.config.clusters }}
-      {{- if hasPrefix "SASL" (default "PLAINTEXT" .security_protocol) }}
+      {{- if include "txnwatch.usesPassword" . }}
       - {key: {{ printf "sasl-password-%s" .name }}, path: {{ printf "sasl-password-%s" .name }}}
       {{- end }}
+      {{- end }}
+{{- end }}
+{{- if include "txnwatch.hasKerberos" . }}
+{{- /* Each GSSAPI cluster's keytab and the krb5.conf in one read-only directory. */}}
+{{- $k := .Values.kerberos }}
+- name: kerberos
+  projected:
+    defaultMode: 0440
+    sources:
+      - secret:
+          name: {{ $k.keytabSecret }}
+          items:
+            {{- range .Values.config.clusters }}
+            {{- if eq (default "" .sasl_mechanism) "GSSAPI" }}
+            - {key: {{ printf "keytab-%s" .name }}, path: {{ printf "keytab-%s" .name }}}
+            {{- end }}
+            {{- end }}
+            {{- if not (or $k.krb5Conf $k.krb5ConfConfigMap) }}
+            - {key: krb5.conf, path: krb5.conf}
+            {{- end }}
+      {{- if or $k.krb5Conf $k.krb5ConfConfigMap }}
+      - configMap:
+          name: {{ default (include "txnwatch.fullname" .) $k.krb5ConfConfigMap }}
+          items:
+            - {key: krb5.conf, path: krb5.conf}
       {{- end }}
 {{- end }}
 {{- if .Values.archive.existingClaim }}
@@ -220,6 +282,11 @@ app.kubernetes.io/part-of: txnwatch
 {{- if include "txnwatch.hasSasl" . }}
 - name: sasl-passwords
   mountPath: {{ include "txnwatch.secretsDir" . }}
+  readOnly: true
+{{- end }}
+{{- if include "txnwatch.hasKerberos" . }}
+- name: kerberos
+  mountPath: {{ include "txnwatch.kerberosDir" . }}
   readOnly: true
 {{- end }}
 {{- if .Values.archive.existingClaim }}

@@ -10,18 +10,23 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The built-in rule names and their runbooks are spelled once, in txnwatch.core.vocabulary.
 from txnwatch.core.textbounds import bound_chars
 from txnwatch.core.vocabulary import CLUSTER_DOWN as CLUSTER_DOWN
+from txnwatch.core.vocabulary import FLINK_LINGERING_TRANSACTION as FLINK_LINGERING_TRANSACTION
 from txnwatch.core.vocabulary import HANGING_TRANSACTION as HANGING_TRANSACTION
 from txnwatch.core.vocabulary import LSO_STALL as LSO_STALL
 from txnwatch.core.vocabulary import PREPARE_STUCK as PREPARE_STUCK
 from txnwatch.core.vocabulary import RULES as RULES
 from txnwatch.core.vocabulary import TRANSACTION_TIMEOUT_EXCEEDED as TRANSACTION_TIMEOUT_EXCEEDED
+from txnwatch.core.vocabulary import TRANSACTIONS_CANNOT_COMMIT as TRANSACTIONS_CANNOT_COMMIT
 from txnwatch.core.vocabulary import VERIFICATION_FAILURE_RATE as VERIFICATION_FAILURE_RATE
 from txnwatch.core.vocabulary import runbook_link as runbook_link
+
+if TYPE_CHECKING:
+    from txnwatch.core.canary import CanaryFailure
 
 #: Characters of an alert's incident key (the alerts table's column).
 INCIDENT_KEY_MAX = 700
@@ -101,3 +106,24 @@ def cluster_down(cluster: str, error: str, since_seconds: float | None = None) -
     return Condition(rule=CLUSTER_DOWN, incident_key=cluster_incident_key(CLUSTER_DOWN, cluster), cluster=cluster,
                      summary=f"[{cluster}] Kafka cluster unreachable: {error}", labels={"cluster": cluster},
                      details=details)
+
+
+def cannot_commit(cluster: str, failure: CanaryFailure, since_iso: str) -> Condition:
+    """The canary's finding as an incident: one per cluster (the key never names the broker, so a blame that moves
+    during the incident, a coordinator failing over to a broker that fails too, retitles it, never pages twice)."""
+    blame = failure.blame
+    error = failure.error
+    partitions = ", ".join(str(p) for p in failure.failing_partitions)
+    return Condition(
+        TRANSACTIONS_CANNOT_COMMIT, cluster_incident_key(TRANSACTIONS_CANNOT_COMMIT, cluster), cluster,
+        f"[{cluster}] transactions cannot commit: the canary failed {failure.failed_rounds} rounds in a row at "
+        f"{error.stage.value} ({error.name}); blame: {blame.text}",
+        {"cluster": cluster},
+        {"transactional_id": failure.transactional_id, "blame": blame.kind.value, "broker_id": blame.broker_id,
+         "transaction_state_partition": blame.state_partition, "blame_text": blame.text,
+         "stage": error.stage.value, "error": error.name, "error_class": error.error_class.value,
+         "message": error.message, "failed_rounds": failure.failed_rounds, "failing_partitions": partitions,
+         "since": since_iso, "runbook": runbook_link(TRANSACTIONS_CANNOT_COMMIT),
+         "suggested_action": "Check the blamed broker (is it up, is it the leader it should be?) and "
+                             "`kafka-topics.sh --describe --topic __transaction_state --unavailable-partitions`; "
+                             "producers of this cluster cannot commit meanwhile."})

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import func, select
 
 from txnwatch.alerting.conditions import (
+    FLINK_LINGERING_TRANSACTION,
     HANGING_TRANSACTION,
     LSO_STALL,
     PREPARE_STUCK,
@@ -21,6 +22,7 @@ from txnwatch.alerting.conditions import (
     Condition,
     abort_at_offset_command,
     abort_command,
+    cannot_commit,
     cluster_down,
     cluster_incident_key,
     partition_incident_key,
@@ -29,18 +31,28 @@ from txnwatch.alerting.conditions import (
     runbook_link,
     transaction_incident_key,
 )
+from txnwatch.core import commands
 from txnwatch.core.epoch import from_ms
-from txnwatch.core.model import HangingTransaction, LsoStall, OverdueTransaction, StuckPrepare
-from txnwatch.detect import Findings
-from txnwatch.detect.verification import VerificationCheck
+from txnwatch.core.findings import (
+    Findings,
+    HangingTransaction,
+    LingeringTransaction,
+    LsoStall,
+    OverdueTransaction,
+    StuckPrepare,
+    VerificationCheck,
+)
+from txnwatch.core.model import ClusterSnapshot
+from txnwatch.core.vocabulary import LINGERING_REASONS, LingeringReason
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from sqlalchemy.orm import Session, sessionmaker
 
     from txnwatch.alerting.service import Alerting
+    from txnwatch.core.canary import CanaryFailure
     from txnwatch.core.config import AlertRuleConfig
 
 
@@ -61,8 +73,11 @@ def _iso(ms: int) -> str:
 class ConditionBuilder:
     """One per cluster; remembers only the hanging conditions it may have to carry over."""
 
-    def __init__(self, cluster: str, bootstrap: str, verification_failure_ratio: float = 0.0) -> None:
+    def __init__(self, cluster: str, bootstrap: str, verification_failure_ratio: float = 0.0,
+                 canary: Callable[[], CanaryFailure | None] | None = None) -> None:
         self.cluster = cluster
+        #: The cluster's canary finding ("transactions cannot commit"), as its canary holds it now.
+        self.canary = canary
         self.bootstrap = bootstrap
         self.verification_failure_ratio = verification_failure_ratio
         self._hanging: dict[tuple[str, int, int], Condition] = {}
@@ -71,8 +86,8 @@ class ConditionBuilder:
 
     def build(self, findings: Findings | None, error: str | None, now_ms: int) -> list[Condition]:
         if findings is None:
-            if error is None:
-                return list(self._hanging.values())  # detection failed: decide nothing
+            if error is None:  # detection failed: decide nothing it decides
+                return list(self._hanging.values()) + self._canary()
             self._down_since_ms = self._down_since_ms or now_ms
             return [cluster_down(self.cluster, error, (now_ms - self._down_since_ms) / 1000)]
         self._down_since_ms = None
@@ -80,9 +95,15 @@ class ConditionBuilder:
         conditions += [self._overdue(o) for o in findings.overdue]
         conditions += [self._stuck(s) for s in findings.stuck_prepare]
         conditions += [self._stall(s) for s in findings.lso_stalls]
+        conditions += [self._lingering(t) for t in findings.lingering]
         conditions = [self._grouped(c) for c in conditions]
         verification = self._verification(findings.verification)
-        return conditions + ([verification] if verification is not None else [])
+        return conditions + ([verification] if verification is not None else []) + self._canary()
+
+    def _canary(self) -> list[Condition]:
+        """The canary runs on its own thread and clock; its finding joins whichever poll comes next."""
+        failure = self.canary() if self.canary is not None else None
+        return [] if failure is None else [cannot_commit(self.cluster, failure, _iso(failure.since_ms))]
 
     def _verification(self, check: VerificationCheck) -> Condition | None:
         """Holds from the poll whose failure share passes the threshold for as long as any pair still fails, so
@@ -168,6 +189,25 @@ class ConditionBuilder:
              "suggested_action": "Markers cannot be written: check the leaders of the listed partitions "
                                  "(offline, frozen or under-replicated brokers)."})
 
+    def _lingering(self, t: LingeringTransaction) -> Condition:
+        """One per lingering transaction, grouped with the LSO stalls and timeout it causes (same producer id)."""
+        why = (f"superseded by checkpoint {t.superseded_checkpoint:,} ({t.superseded_by}, committed)"
+               if t.reason is LingeringReason.SUPERSEDED else "its job is gone (past its timeout)")
+        return Condition(
+            FLINK_LINGERING_TRANSACTION,
+            transaction_incident_key(FLINK_LINGERING_TRANSACTION, self.cluster, t.transactional_id, t.producer_id),
+            self.cluster,
+            f"[{self.cluster}] Flink sink {t.prefix} subtask {t.subtask} checkpoint {t.checkpoint:,}: transaction "
+            f"{t.transactional_id} open since {_at(t.start_time_ms)}, {why}",
+            {"cluster": self.cluster},
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "producer_epoch": t.producer_epoch,
+             "prefix": t.prefix, "subtask": t.subtask, "checkpoint": t.checkpoint, "reason": t.reason.value,
+             "superseded_by": t.superseded_by, "age_seconds": round(t.age_ms / 1000), "timeout_ms": t.timeout_ms,
+             "since": _iso(t.start_time_ms), "partitions": sorted(str(tp) for tp in t.partitions),
+             "runbook": runbook_link(FLINK_LINGERING_TRANSACTION),
+             "suggested_action": f"{LINGERING_REASONS[t.reason].fix} "
+                                 f"{commands.abort_by_id_line(commands.PROGRAM, self.bootstrap, t.transactional_id)}"})
+
     def _stall(self, s: LsoStall) -> Condition:
         blocker = (f"producer {s.blocking_producer_id} epoch {s.blocking_producer_epoch}"
                    + (f" ({s.blocking_transactional_id})" if s.blocking_transactional_id else "")
@@ -197,7 +237,7 @@ class AlertSink:
         self._builders = builders
         self._sessions = sessions
 
-    def on_poll(self, cluster: str, snapshot: object, findings: Findings | None, error: str | None, now_ms: int) -> None:
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None, now_ms: int) -> None:
         conditions = self._builders[cluster].build(findings, error, now_ms)
         now = from_ms(now_ms)
         self._alerting.evaluate(cluster, conditions, now)  # logs what fired and resolved

@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from txnwatch.alerting.conditions import (
+    FLINK_LINGERING_TRANSACTION,
     HANGING_TRANSACTION,
     LSO_STALL,
     PREPARE_STUCK,
@@ -43,8 +44,11 @@ from txnwatch.core.vocabulary import BY_RULE
 GROUP_DETAIL: Final = "incident_group"
 ROOT_CAUSE: Final = "root_cause"
 # Most telling first: the root cause, then what it causes.
-PRECEDENCE: Final[dict[str, int]] = {HANGING_TRANSACTION: 0, PREPARE_STUCK: 1, TRANSACTION_TIMEOUT_EXCEEDED: 2,
-                                     LSO_STALL: 3}
+#: A lingering Flink transaction says why its producer's transaction outlives its timeout and pins the LSO (and what
+#: ends it), so it is the root cause of the timeout and the stalls it causes; a hanging one or a stuck Prepare* still
+#: says more (only a partition abort ends the first; the second is the brokers').
+PRECEDENCE: Final[dict[str, int]] = {HANGING_TRANSACTION: 0, PREPARE_STUCK: 1, FLINK_LINGERING_TRANSACTION: 2,
+                                     TRANSACTION_TIMEOUT_EXCEEDED: 3, LSO_STALL: 4}
 
 
 @dataclass(frozen=True)

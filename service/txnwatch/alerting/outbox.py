@@ -26,6 +26,7 @@ from txnwatch.alerting.snapshot import alert_snapshot, dedup_key
 from txnwatch.core import threadnames
 from txnwatch.core.backoff import Backoff
 from txnwatch.core.logbudget import FailureStreak
+from txnwatch.core.redact import redact
 from txnwatch.store import models as m
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,13 @@ class OutboxDispatcher:
         try:
             delivery = notifier.send(event, timeout)
         except Exception as exc:  # a notifier bug must not kill the loop, nor be mistaken for a 4xx
+            # Its traceback may quote a request's URL: the log's formatters redact every line, the registered
+            # secrets included (txnwatch.core.logs).
             log.exception("notifier %s crashed on outbox event %s", event.channel, event.id)
             delivery = Delivery("retry", f"{type(exc).__name__}: {exc}")
+        # Every secret a notifier holds (txnwatch.core.redact.register), in every spelling, before the detail
+        # is stored in last_error or logged: the notifiers scrub their own, this catches whatever they missed.
+        delivery = Delivery(delivery.outcome, redact(delivery.detail), delivery.retry_after_seconds)
         with self._sessions.begin() as session:
             row = session.get(m.OutboxEvent, event.id, with_for_update=True)
             if row is None or row.status != PENDING:

@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from txnwatch.alerting.channel_text import PAGERDUTY_FIELD_MAX, PAGERDUTY_SUMMARY_MAX, fit_utf16, pagerduty_details
 from txnwatch.alerting.outbox import Delivery
 from txnwatch.alerting.snapshot import dedup_key
+from txnwatch.core import redact
 from txnwatch.core.config import PagerDutyConfig
 from txnwatch.core.vocabulary import Severity
 from txnwatch.store import models as m
@@ -29,6 +30,8 @@ SUMMARY_MAX = PAGERDUTY_SUMMARY_MAX
 SEVERITIES = tuple(s.value for s in Severity)
 CLIENT = "txnwatch"
 BODY_LOG_MAX = 500
+#: How much of an answer is read for its detail: scrubbed whole, then cut to BODY_LOG_MAX.
+BODY_READ_MAX = 65_536
 
 
 # The project's runbooks, rendered by the git host: the absolute link a page carries when nothing closer to
@@ -108,6 +111,8 @@ class PagerDutyNotifier:
                  timeout_seconds: float = 10.0, context: EventContext = EventContext(),
                  client: httpx.Client | None = None) -> None:
         self._routing_key = routing_key
+        self._secret = redact.Secret.token(routing_key.get_secret_value(), "**********")
+        redact.register(self._secret)
         self._url = events_url
         self._timeout = timeout_seconds
         self._context = context
@@ -140,12 +145,12 @@ class PagerDutyNotifier:
             return Delivery("retry", f"timeout after {timeout:.1f}s: {type(exc).__name__}")
         except httpx.HTTPError as exc:
             return Delivery("retry", self._scrub(f"network error: {type(exc).__name__}: {exc}"))
-        return classify(response.status_code, self._scrub(response.text[:BODY_LOG_MAX]),
+        return classify(response.status_code, self._scrub(response.text[:BODY_READ_MAX])[:BODY_LOG_MAX],
                         response.headers.get("retry-after"))
 
     def _scrub(self, text: str) -> str:
-        key = self._routing_key.get_secret_value()
-        return text.replace(key, "**********") if key else text
+        """The routing key in every spelling (percent-encoded, JSON-escaped: txnwatch.core.redact.Secret)."""
+        return self._secret.scrub(text)
 
 
 def classify(status: int, body: str, retry_after: str | None = None) -> Delivery:

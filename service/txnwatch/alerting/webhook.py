@@ -2,7 +2,9 @@
 
 Webhook URLs embed their credential (Slack's do), so like the routing key they are
 never logged.  httpx.Client logs every request URL at INFO, hence requests go straight
-to a transport here.
+to a transport here.  What a receiver answers may quote the URL back (a Slack 500 or a proxy's
+error page echoes the request path): every answer and error is scrubbed of the URL and of its
+parts, in every spelling (txnwatch.core.redact.Secret.url), before it is cut, logged or stored.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from txnwatch.alerting.channel_text import (
     within_budget,
 )
 from txnwatch.alerting.outbox import Delivery
+from txnwatch.core import redact
 from txnwatch.store import models as m
 
 if TYPE_CHECKING:  # httpx is imported when a notifier is built (docs/performance.md: idle RSS)
@@ -32,6 +35,8 @@ if TYPE_CHECKING:  # httpx is imported when a notifier is built (docs/performanc
 WEBHOOK = "webhook"
 SLACK = "slack"
 BODY_LOG_MAX = 500
+#: How much of an answer is read for its detail: scrubbed whole, then cut to BODY_LOG_MAX.
+BODY_READ_MAX = 65_536
 
 
 def webhook_body(event: m.OutboxEvent) -> dict[str, Any]:
@@ -73,6 +78,9 @@ class WebhookNotifier:
                  timeout_seconds: float = 10.0, headers: Mapping[str, str] | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         self._url = url
+        self._secret = redact.Secret.url(url.get_secret_value())
+        # Whoever formats text later (a log line, a stored error, an API body) masks it too.
+        redact.register(redact.Secret.url(url.get_secret_value(), answers=False))
         self._render = render
         self._timeout = timeout_seconds
         self._headers = dict(headers or {})
@@ -105,7 +113,7 @@ class WebhookNotifier:
             return Delivery("retry", f"timeout after {timeout:.1f}s: {type(exc).__name__}")
         except httpx.HTTPError as exc:
             return Delivery("retry", self._scrub(f"network error: {type(exc).__name__}: {exc}"))
-        status, body = response.status_code, self._scrub(response.text[:BODY_LOG_MAX])
+        status, body = response.status_code, self._scrub(response.text[:BODY_READ_MAX])[:BODY_LOG_MAX]
         if 200 <= status < 300:
             return Delivery("sent", f"HTTP {status}")
         if status in (408, 429) or status >= 500:
@@ -115,5 +123,4 @@ class WebhookNotifier:
         return Delivery("failed", f"HTTP {status}: {body}")
 
     def _scrub(self, text: str) -> str:
-        url = self._url.get_secret_value()
-        return text.replace(url, "<webhook url>") if url else text
+        return self._secret.scrub(text)

@@ -1,4 +1,4 @@
-"""The `txnwatch` command: run, migrate, config check, hanging, abort, lab, pipeline, demo.
+"""The `txnwatch` command: run, migrate, config check, hanging, abort, sessions end, lab, pipeline, demo.
 
 Imports are deferred into the commands so `txnwatch --help` stays instant and a
 missing optional piece (Java for the pipeline, say) only matters where it is used.
@@ -9,8 +9,8 @@ exit code, listed in txnwatch.core.exitcodes and README.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,16 +19,29 @@ from typer.core import TyperGroup
 
 from txnwatch import __version__
 from txnwatch.cli import daemon
-from txnwatch.cli.main import main as main  # the entry point, kept importable here; blocks httpx._main
 from txnwatch.core import exitcodes
 
 if TYPE_CHECKING:
     from txnwatch.core.config import Settings
 
-#: name -> (module whose `app` is the sub-command, one-line help shown by `txnwatch --help`)
-LAZY_SUBCOMMANDS = {
-    "lab": ("txnwatch.lab.cli", "Real local Kafka clusters, workloads and fault injection."),
-    "pipeline": ("txnwatch.pipeline.cli", "PySpark rollups over the Parquet history archive."),
+def _lab_app() -> Any:
+    from txnwatch.lab.cli import app
+
+    return app
+
+
+def _pipeline_app() -> Any:
+    from txnwatch.pipeline.cli import app
+
+    return app
+
+
+#: name -> (what imports the sub-command's typer app, one-line help shown by `txnwatch --help`).  Plain imports in
+#: functions, not import_module of a name: the import-boundary test (and a reader) sees cli's arrows to lab/ and
+#: pipeline/, and nothing is imported before the sub-command is named.
+LAZY_SUBCOMMANDS: dict[str, tuple[Callable[[], Any], str]] = {
+    "lab": (_lab_app, "Real local Kafka clusters, workloads and fault injection."),
+    "pipeline": (_pipeline_app, "PySpark rollups over the Parquet history archive."),
 }
 
 
@@ -50,8 +63,8 @@ class _LazyGroup(TyperGroup):
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] in LAZY_SUBCOMMANDS:
-            module_name, help_text = LAZY_SUBCOMMANDS[args[0]]
-            command = typer.main.get_command(import_module(module_name).app)
+            load_app, help_text = LAZY_SUBCOMMANDS[args[0]]
+            command = typer.main.get_command(load_app())
             command.name, command.short_help = args[0], help_text
             return args[0], command, args[1:]
         return super().resolve_command(ctx, args)
@@ -70,6 +83,9 @@ app = typer.Typer(cls=_LazyGroup, no_args_is_help=True, add_completion=False, co
                   help="Observability and alerting for Apache Kafka transactions.")
 config_app = typer.Typer(no_args_is_help=True, help="Inspect and validate configuration.", context_settings=CONTEXT)
 app.add_typer(config_app, name="config")
+sessions_app = typer.Typer(no_args_is_help=True, context_settings=CONTEXT,
+                           help="Console sessions: end them without rotating the read token.")
+app.add_typer(sessions_app, name="sessions")
 
 
 @app.callback()
@@ -128,6 +144,37 @@ def migrate(config: ConfigOption = None,
         fail(f"migration failed: {describe(exc)}", exitcodes.FOUND_OR_FAILED)
 
 
+@sessions_app.command("end")
+def sessions_end(config: ConfigOption = None) -> None:
+    """End every console session signed in so far, on every worker and replica, as POST
+    /api/v1/admin/console-sessions/end does: bearer tokens (scrapers, API clients) keep working, and the read
+    token's holders may sign in again. Uses the configured database (it needs no admin token: access to the
+    database is the credential) and writes an admin_audit row (actor cli:database, your user@host) in the same
+    transaction.
+
+    Exit codes: 0 done, 1 the database could not be written (nothing was ended), 2 bad configuration.
+    """
+    from sqlalchemy.orm import Session
+
+    from txnwatch.cli.abort import operator
+    from txnwatch.remedy import guard
+    from txnwatch.remedy.audit import Audit, AuditUnwritable, Who
+    from txnwatch.remedy.console_sessions import end_every_session
+    from txnwatch.store.db import make_engine
+
+    settings = _settings(config)
+    _usable_database(settings, str(config or "configuration"))
+    engine = make_engine(settings.database_url)
+    try:
+        ended = end_every_session(Audit(lambda: Session(engine)), Who(f"cli:{guard.OWN_DATABASE_ACCESS}", operator()))
+    except AuditUnwritable as exc:
+        fail(f"no console session was ended: the database could not be written ({exc.reason})",
+             exitcodes.FOUND_OR_FAILED)
+    finally:
+        engine.dispose()
+    typer.echo(f"{ended.outcome} (audit row {ended.audit_id})")
+
+
 @app.command()
 def run(config: ConfigOption = None,
         host: Annotated[str | None, typer.Option(help="Override api.host.")] = None,
@@ -176,8 +223,12 @@ def hanging(
 
 @app.command()
 def abort(
-    topic: Annotated[str, typer.Option(help="Topic of the partition holding the open transaction.")],
-    partition: Annotated[int, typer.Option(min=0, help="Partition holding the open transaction.")],
+    topic: Annotated[str | None, typer.Option(help="Topic of the partition holding the open transaction.")] = None,
+    partition: Annotated[int | None, typer.Option(min=0, help="Partition holding the open transaction.")] = None,
+    transactional_id: Annotated[str | None, typer.Option(
+        "--transactional-id", help="Instead of a partition: the transactional id whose ongoing transaction to "
+                                   "abort, on every partition it spans (Kafka 4.1+, as kafka-transactions.sh "
+                                   "force-terminates one; this also fences the id's producer).")] = None,
     bootstrap_server: Annotated[str | None, typer.Option(
         "--bootstrap-server", "-b", help="Brokers as Kafka's own tool takes them (host:port, comma "
                                          "separated): no config file needed. Or use --config/--cluster.")] = None,
@@ -197,7 +248,9 @@ def abort(
                                                  help="The admin token (api.admin_token) for --cluster/--config; "
                                                       "prefer the env var.")] = None,
 ) -> None:
-    """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does.
+    """Abort an open transaction on a partition (WriteTxnMarkers), as `kafka-transactions.sh abort` does, or by
+    its transactional id (--transactional-id), as Kafka 4.1's `kafka-transactions.sh forceTerminateTransaction`
+    does: refused on clusters older than 4.1, where the partition abort is the way.
 
     With --bootstrap-server, like Kafka's tool: no config file, your own Kafka access; audited in the
     database when one is configured (--config, TXNWATCH_CONFIG or TXNWATCH_DATABASE_URL). With a
@@ -205,31 +258,49 @@ def abort(
     guard (api.admin_enabled and the admin token) and writes the same audit row as POST
     /api/v1/admin/abort. A dry run by default: add --execute.
 
+    The audit is written ahead: the intent before Kafka is asked, the outcome after; if the intent cannot
+    be written, nothing is sent.
+
     Exit codes: 0 done (or would be done), 1 Kafka refused (e.g. no such open transaction),
-    2 bad arguments or admin actions disabled or wrong token, 3 cluster unreachable.
+    2 bad arguments or admin actions disabled or wrong token, 3 cluster unreachable, 6 the audit could
+    not record the intent (nothing was sent to Kafka).
     """
     import os
 
+    from sqlalchemy.orm import Session
+
     from txnwatch.cli import abort as abort_cli
+    from txnwatch.core.commands import TRANSACTIONAL_ID_MAX
     from txnwatch.core.config import CONFIG_ENV
-    from txnwatch.runtime import admin
-    from txnwatch.runtime.wiring import abort_transaction
+    from txnwatch.remedy import guard
+    from txnwatch.remedy.audit import Audit, Who
+    from txnwatch.remedy.commands import AbortById, AbortPartition
+    from txnwatch.runtime.wiring import ADMIN_CALLS
     from txnwatch.store.db import make_engine
 
-    if (producer_id is None) != (producer_epoch is None) or (producer_id is None and start_offset is None):
-        fail("give --start-offset, or --producer-id and --producer-epoch")
-    if producer_id is not None and start_offset is not None:
-        fail("give --start-offset or --producer-id/--producer-epoch, not both")
+    if transactional_id is not None:
+        if any(v is not None for v in (topic, partition, producer_id, producer_epoch, coordinator_epoch, start_offset)):
+            fail("--transactional-id names the transaction alone: no --topic, --partition, --producer-id, "
+                 "--producer-epoch, --coordinator-epoch or --start-offset with it")
+        if not transactional_id or len(transactional_id) > TRANSACTIONAL_ID_MAX:
+            fail(f"--transactional-id: 1 to {TRANSACTIONAL_ID_MAX} characters")
+    else:
+        if topic is None or partition is None:
+            fail("give --topic and --partition (or --transactional-id)")
+        if (producer_id is None) != (producer_epoch is None) or (producer_id is None and start_offset is None):
+            fail("give --start-offset, or --producer-id and --producer-epoch")
+        if producer_id is not None and start_offset is not None:
+            fail("give --start-offset or --producer-id/--producer-epoch, not both")
     database_configured = bool(config or os.environ.get(CONFIG_ENV) or os.environ.get("TXNWATCH_DATABASE_URL"))
     if bootstrap_server:
         cfg = _bootstrap_cluster(bootstrap_server)
         settings = _settings(config) if database_configured else None
-        actor = "cli:bootstrap-server"
+        credential = guard.OWN_KAFKA_ACCESS
     else:
         settings = _settings(config)
         try:
-            actor = "cli:" + admin.check_admin(settings, token)
-        except admin.AdminRefused as exc:
+            credential = guard.check_admin(settings, token)
+        except guard.AdminRefused as exc:
             fail(f"{exc}{'' if exc.disabled else ' (give --token or TXNWATCH_ADMIN_TOKEN)'}; or give "
                  "--bootstrap-server to use your own Kafka access, as kafka-transactions.sh does")
         matches = [c for c in settings.clusters if cluster is None or c.name == cluster]
@@ -237,19 +308,24 @@ def abort(
             fail("name the cluster with --cluster, or give --bootstrap-server; known: "
                  + (", ".join(c.name for c in settings.clusters) or "none"))
         cfg = matches[0]
-    target = admin.AbortTarget(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch,
-                               start_offset)
+    command: AbortPartition | AbortById
+    if transactional_id is not None:
+        command = AbortById(cfg.name, transactional_id)
+    else:
+        assert topic is not None and partition is not None  # checked above
+        command = AbortPartition(cfg.name, topic, partition, producer_id, producer_epoch, coordinator_epoch,
+                                 start_offset)
     engine = make_engine(settings.database_url) if settings is not None else None
     try:
-        from sqlalchemy.orm import Session
-
-        report = abort_cli.run(cfg, target, execute=execute, abort_transaction=abort_transaction,
-                               audit_session=(lambda: Session(engine)) if engine is not None else None,
-                               actor=actor, now=lambda: datetime.now(timezone.utc))
+        report = abort_cli.run(cfg, command, execute=execute, calls=ADMIN_CALLS,
+                               audit=Audit(lambda: Session(engine)) if engine is not None else None,
+                               who=Who(f"cli:{credential}", abort_cli.operator()),
+                               now=lambda: datetime.now(timezone.utc))
     finally:
         if engine is not None:
             engine.dispose()
-    typer.echo(report.text)
+    if report.text:
+        typer.echo(report.text)
     for warning in report.warnings:
         typer.echo(warning, err=True)
     raise typer.Exit(report.exit_code)
@@ -277,7 +353,7 @@ def demo(port: Annotated[int, typer.Option(help="API port.")] = 8080,
     """Start a lab Kafka cluster with the demo workload (a hanging transaction, an LSO stall) and the daemon."""
     from txnwatch.cli.demo import run_demo
     from txnwatch.lab.errors import LabError
-    from txnwatch.serve.server import StartupError
+    from txnwatch.supervise.binding import StartupError
 
     try:
         run_demo(port, var_dir.resolve(), brokers)

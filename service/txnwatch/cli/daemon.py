@@ -41,7 +41,8 @@ def load(path: Path | None, **overrides: object) -> Settings:
 def run_daemon(config: Path | None, host: str | None, port: int | None, workers: int | None) -> None:
     """Run the daemon: collector, alerting, REST API and /metrics (the command line's overrides applied)."""
     from txnwatch.runtime.malloc_arenas import limit_arenas
-    from txnwatch.serve.server import StartupError, serve
+    from txnwatch.supervise.binding import StartupError
+    from txnwatch.supervise.daemon import serve
 
     limit_arenas()  # before any thread starts (txnwatch.runtime.malloc_arenas says why)
 

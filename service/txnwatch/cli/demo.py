@@ -31,12 +31,14 @@ def demo_overrides(bootstrap: str, port: int, var_dir: Path,
         database_url=f"sqlite:///{var_dir / 'demo.db'}",
         poll_interval_seconds=5,
         lag_sample_interval_seconds=0,  # every poll's lag rows: the console's cards name the blocked groups now
-        clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=5000, broker_metrics_urls=urls)],
+        # The transactional canary is off by default (it writes, and needs ACLs); the demo shows it.
+        clusters=[dict(name="lab", bootstrap_servers=bootstrap, request_timeout_ms=5000, broker_metrics_urls=urls,
+                       canary=dict(enabled=True, interval_seconds=5))],
         detection=dict(timeout_grace_seconds=10, prepare_stuck_seconds=20, lso_stall_seconds=20,
                        verification_grace_seconds=10),
         alert_rules=dict(hanging_transaction=dict(for_seconds=0), lso_stall=dict(for_seconds=10),
                          transaction_timeout_exceeded=dict(for_seconds=10), prepare_stuck=dict(for_seconds=10),
-                         cluster_down=dict(for_seconds=30),
+                         cluster_down=dict(for_seconds=30), transactions_cannot_commit=dict(for_seconds=10),
                          # 5 min by default: the demo's hanging transaction would leave it pending throughout.
                          verification_failure_rate=dict(for_seconds=30)),
         api=dict(host="127.0.0.1", port=port),
@@ -67,6 +69,7 @@ def banner(port: int, bootstrap: str, lab_dir: Path, topic: str, prog: str | Non
         f"  LSO stalls          {base}/api/v1/lso-stalls",
         f"  consumer lag        {base}/api/v1/consumer-groups",
         f"  alerts              {base}/api/v1/alerts",
+        "  canary              a transaction a partition every 5 s on _txnwatch_canary: txnwatch_canary_* on /metrics",
         f"  Prometheus metrics  http://127.0.0.1:{port + 1}/metrics   (the metrics port; {base}/metrics too)",
         "  Kafka's own view    .venv/bin/txnwatch lab kafka-transactions --lab-dir "
         f"{lab_dir} find-hanging --topic {topic} --max-transaction-timeout 1",
@@ -81,7 +84,7 @@ def run_demo(port: int, var_dir: Path, brokers: int) -> None:
     from txnwatch.lab.cluster import start_lab
     from txnwatch.lab.settings import PRE_KIP_890, LabSettings
     from txnwatch.lab.workload import Workload
-    from txnwatch.serve.server import serve
+    from txnwatch.supervise.daemon import serve
 
     logs.configure("INFO", "text")
     var_dir.mkdir(parents=True, exist_ok=True)

@@ -18,11 +18,6 @@ from pathlib import Path
 from txnwatch.core import exitcodes
 from txnwatch.core.extras import MissingExtra
 
-# httpx imports its own command-line client (rich, pygments, click: ~6 MB resident) whenever those are
-# installed, and typer brings rich; txnwatch never runs that client. None in sys.modules turns httpx's
-# optional `from ._main import main` into the ImportError it is written to handle.
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None in sys.modules blocks an import, by design
-
 #: `txnwatch run`'s options as txnwatch.cli.commands.run declares them: flag -> (keyword, value kind).
 RUN_OPTIONS = {"--config": ("config", "path"), "-c": ("config", "path"), "--host": ("host", "text"),
                "--port": ("port", "int"), "--workers": ("workers", "workers")}

@@ -1,1 +1,1 @@
-"""The collecting services: the per-cluster poll loop, the transaction-log tails, and the process-wide poll window that pauses the cyclic GC while polls run."""
+"""The collecting services: the per-cluster poll loop and the transaction-log tails (the process-wide poll window that pauses the cyclic GC while they run is core/pollwindow.py)."""

@@ -26,16 +26,17 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from txnwatch.collect.pollwindow import PROCESS, PollWindow
 from txnwatch.core import threadnames
 from txnwatch.core.backoff import Backoff
+from txnwatch.core.findings import Findings
 from txnwatch.core.logbudget import FailureStreak
 from txnwatch.core.model import ClusterSnapshot
+from txnwatch.core.pollwindow import PROCESS, PollWindow
 from txnwatch.core.views import ClusterView, LatestState
 
 log = logging.getLogger(__name__)
@@ -59,29 +60,36 @@ class Sink(Protocol):
     collector spends backing off, so time-based judgements (an alert's ``for:``) keep running.
     """
 
-    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None: ...
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None,
+                now_ms: int) -> None: ...
 
 
-Evaluate = Callable[[Any, ClusterSnapshot, int], tuple[Any, Any]]
+#: The detector's state between two polls: opaque to the loop, which only keeps it and hands it back (detect/).
+State = TypeVar("State")
+
+Evaluate = Callable[[State, ClusterSnapshot, int], tuple[State, Findings]]
 """(previous detector state, snapshot, now_ms) -> (next detector state, findings); pure."""
 
+
+#: Brokers x reasons of refused answers kept per cluster (a hostile Metadata answer may name any number of brokers).
+MAX_REFUSED_SERIES = 50
 
 #: Delay before retrying a failing cluster: 5 s, doubling per failure, at most 5 minutes.
 POLL_BACKOFF = Backoff(base_s=5.0, cap_s=300.0)
 
 
-class ClusterPollLoop:
+class ClusterPollLoop(Generic[State]):
     """Owns one cluster's connection and detector state; only its own job thread touches them."""
 
     def __init__(
         self,
         name: str,
         connect: Callable[[], Poller],
-        evaluate: Evaluate,
-        start_state: Callable[[], Any],
+        evaluate: Evaluate[State],
+        start_state: Callable[[], State],
         sinks: list[Sink],
         state: LatestState,
-        count_events: Callable[[Any], dict[str, int]] = lambda findings: {},
+        count_events: Callable[[Findings | None], dict[str, int]] = lambda findings: {},
         clock: Callable[[], float] = time.time,
         backoff: Backoff = POLL_BACKOFF,
         leading: Callable[[], object] = lambda: True,
@@ -91,7 +99,7 @@ class ClusterPollLoop:
         self._window = window
         self._connect = connect
         self._evaluate = evaluate
-        self._detector_state: Any = None
+        self._detector_state: State | None = None  # None until the first poll of a leadership term
         self._sinks = sinks
         self._state = state
         self._count_events = count_events
@@ -133,7 +141,7 @@ class ClusterPollLoop:
         try:
             if self._poller is None:
                 self._poller = self._connect()
-            with self._window.poll():  # no cyclic GC while the answers are decoded (txnwatch.collect.pollwindow)
+            with self._window.poll():  # no cyclic GC while the answers are decoded (txnwatch.core.pollwindow)
                 snapshot = self._poller.poll()
         except Exception as exc:  # any failure of the cluster must leave the daemon running
             self._failed(exc, now)
@@ -143,8 +151,10 @@ class ClusterPollLoop:
                         extra=self._log_context())
             return
         now_ms = int(self._clock() * 1000)
+        previous = self._detector_state if self._detector_state is not None else self._start_state()
+        findings: Findings | None
         try:
-            self._detector_state, findings = self._evaluate(self._detector_state, snapshot, now_ms)
+            self._detector_state, findings = self._evaluate(previous, snapshot, now_ms)
         except Exception:
             log.exception("cluster %s: detection failed on this snapshot; keeping the previous detector state",
                           self.name, extra=self._log_context())
@@ -217,17 +227,23 @@ class ClusterPollLoop:
         self._down.failed(exc, extra=self._log_context())
         log.debug("cluster %s: poll failed (%s); retrying in %.0fs", self.name, reason, delay,
                   extra=self._log_context())
+        refused = dict(view.refused) if view else {}
+        for refusal in getattr(exc, "refusals", ()):  # core.model.ResponseRefused: which broker sent what
+            key = (refusal.broker, refusal.reason)
+            if key in refused or len(refused) < MAX_REFUSED_SERIES:
+                refused[key] = refused.get(key, 0) + 1
         self._state.update(
             self.name, up=False, polls=(view.polls if view else 0) + 1,
             failed_polls=(view.failed_polls if view else 0) + 1, consecutive_failures=failures,
-            last_poll_at_ms=int(now * 1000), last_error=reason,
+            last_poll_at_ms=int(now * 1000), last_error=reason, refused=refused,
         )
         if self._poller is not None and failures >= 3:
             # A fresh connection re-bootstraps: brokers may have moved while we were failing.
             self._close_poller()
         self._notify(None, None, reason, int(now * 1000))
 
-    def _notify(self, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None:
+    def _notify(self, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None,
+                now_ms: int) -> None:
         for sink in self._sinks:
             streak = self._sink_streak(sink)
             try:

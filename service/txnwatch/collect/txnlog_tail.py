@@ -38,11 +38,12 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.collect.pollwindow import PROCESS, PollWindow
 from txnwatch.collect.txnlog_writer import CommitWriter
 from txnwatch.core import threadnames
 from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.core.pollwindow import PROCESS, PollWindow
 from txnwatch.core.views import EXACT, KEPT_GAPS, POLLING, HistoryGap, HistoryView, LatestState
+from txnwatch.core.vocabulary import STUCK_PREPARE
 from txnwatch.detect import txnlog as detect_txnlog
 from txnwatch.detect import txnlog_gaps
 from txnwatch.detect.settings import DetectionSettings
@@ -139,7 +140,7 @@ class ClusterTail:
                  health: StoreHealth | None = None, keeps: Callable[[str], bool] | None = None,
                  gc_window: PollWindow = PROCESS) -> None:
         """``idle_read_timeout_ms``: a read's wait while nothing is applied or in flight (``IDLE_READ_FACTOR`` ×
-        ``read_timeout_ms`` unless given).  ``gc_window``: pauses CPython's cyclic GC during each step (collect/pollwindow.py).
+        ``read_timeout_ms`` unless given).  ``gc_window``: pauses CPython's cyclic GC during each step (core/pollwindow.py).
         ``health``: the store's health, where objects the database refuses are counted.  ``keeps``: the
         cluster's transactional_id_pattern (tenancy); other ids' records advance the positions and are checked
         for gaps, but are neither applied nor stored (undecodable records, which name no id, are kept)."""
@@ -461,7 +462,7 @@ class ClusterTail:
         a reader sees; a write (a batch, anomalies) always publishes, since cached answers read those rows."""
         s = self._log_state
         opened = detect_txnlog.open_transactions(s) if mode == EXACT else {}
-        stuck = {k for k in s.reported if k[3] == detect_txnlog.STUCK_PREPARE}
+        stuck = {k for k in s.reported if k[3] == STUCK_PREPARE}
         history = HistoryView(
             mode=mode, reason=reason, counters=dict(self._counters), lag_records=self._lag if mode == EXACT else None,
             last_record_at_ms=self._last_record_ms, caught_up_at_ms=self._caught_up_ms, ids=len(s.ids),

@@ -1,1 +1,1 @@
-"""The domain core every room shares: the model, the vocabulary, the settings, the live cluster views, and small helpers several rooms use (exit codes, logging setup, log budgets, optional extras). Imports nothing else of txnwatch."""
+"""The domain core every room shares: the model, the vocabulary, the settings, the live cluster views, and small helpers several rooms use (exit codes, logging setup, log budgets, optional extras, the process's poll window). Imports nothing else of txnwatch."""

@@ -1,6 +1,7 @@
 """The command lines txnwatch prints for on-call: they must run as printed.
 
-The console, the API, ``txnwatch hanging`` and the demo all hand out the same abort line:
+The console, the API, ``txnwatch hanging`` and the demo all hand out the same abort line (by partition and
+start offset; by transactional id where the cluster runs Kafka 4.1 or newer):
 txnwatch's own ``txnwatch abort --bootstrap-server …``, because it is installed wherever
 txnwatch is, while Kafka's ``kafka-transactions.sh`` often is not on PATH (the demo never
 puts it there).  The program is named the way this process was started, so a line copied
@@ -45,6 +46,24 @@ def abort_line(prog: str, bootstrap_server: str, topic: str, partition: int, sta
     words = ["abort", "--bootstrap-server", bootstrap_server, "--topic", topic, "--partition", str(partition),
              "--start-offset", str(start_offset)]
     return " ".join([prog, *(shlex.quote(w) for w in words)]) + (" --execute" if execute else "")
+
+
+#: The longest transactional id an admin action takes: Kafka's own bound (a STRING of up to 32,767 bytes).
+TRANSACTIONAL_ID_MAX = 32_767
+#: The first Kafka line whose admin aborts a transaction by its transactional id (forceTerminateTransaction).
+ABORT_BY_ID_RELEASE = (4, 1)
+
+
+def abort_by_id_line(prog: str, bootstrap_server: str, transactional_id: str, *, execute: bool = True) -> str:
+    """``txnwatch abort --transactional-id``: the id's ongoing transaction aborted by its coordinator, whatever its
+    partitions (Kafka 4.1+); with ``--execute`` so that it acts as printed."""
+    words = ["abort", "--bootstrap-server", bootstrap_server, "--transactional-id", transactional_id]
+    return " ".join([prog, *(shlex.quote(w) for w in words)]) + (" --execute" if execute else "")
+
+
+def supports_abort_by_id(lowest_release: tuple[int, int] | None) -> bool:
+    """Whether a cluster whose oldest broker runs ``lowest_release`` (None: not known) takes the abort by id."""
+    return lowest_release is not None and lowest_release >= ABORT_BY_ID_RELEASE
 
 
 def wrap_shell(line: str, width: int, indent: int = 4) -> list[str]:

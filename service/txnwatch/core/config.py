@@ -33,7 +33,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from txnwatch.core.idpattern import pattern_problem
+from txnwatch.core.idpattern import compile_name_filter, pattern_problem
+from txnwatch.core.keytab import keytab_problem, principal_problem
 from txnwatch.core.redact import redact
 from txnwatch.core.vocabulary import Severity
 
@@ -63,17 +64,67 @@ class _Strict(BaseModel):
 def _check_regexes(patterns: list[str]) -> list[str]:
     """Each pattern compiles; one line naming the first that does not.
 
-    Patterns must match a whole name (``re.fullmatch``), so a pattern written for kafka_exporter's
-    search semantics (``^orders``) needs its ``.*`` (``orders.*``).  Python's engine backtracks: a
+    Patterns must match a whole name (``re.fullmatch``) over every character (``re.DOTALL``: ``.`` matches a
+    newline too, so ``.*`` is every name; txnwatch.core.idpattern.compile_name_filter), so a pattern written for
+    kafka_exporter's search semantics (``^orders``) needs its ``.*`` (``orders.*``).  Python's engine backtracks: a
     pattern with nested quantifiers such as ``(a+)+`` can take exponential time on a long tenant
     name; keep patterns to prefixes, alternations and character classes.
     """
     for pattern in patterns:
         try:
-            re.compile(pattern)
+            compile_name_filter(pattern)
         except re.error as exc:
             raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
     return patterns
+
+
+#: Kafka's legal topic-name characters (Topic.LEGAL_CHARS) and its 249-character limit.
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+class CanaryConfig(_Strict):
+    """The transactional canary of one cluster (docs/canary.md): txnwatch's own transactional producer commits a tiny
+    transaction on every partition of its own topic each interval, and a read_committed reader confirms it.
+
+    Off by default: it writes to the cluster and needs ACLs a read-only txnwatch does not have (Write and Describe on
+    its transactional id, Write and Read on its topic, Create on the topic unless it is made beforehand)."""
+
+    enabled: bool = False
+    topic: str = Field(default="_txnwatch_canary", description=(
+        "The canary's own topic: created by txnwatch (one partition led by each broker, as KMinion's end-to-end "
+        "topic) unless it exists; a broker that leads none of its partitions gets a new one."))
+    transactional_id: str | None = Field(default=None, max_length=200, description=(
+        "The canary producer's transactional.id; default txnwatch-canary-<cluster name>. Stable on purpose: a "
+        "restarted (or another replica's) canary fences the one before instead of leaving ids behind."))
+    interval_seconds: float = Field(default=15, ge=1, le=3600, description="How often a round of transactions "
+                                    "(one per partition) is committed.")
+    replication_factor: int = Field(default=3, ge=1, le=32, description=(
+        "Replicas of each partition of a topic txnwatch creates (capped at the number of brokers)."))
+    transaction_timeout_ms: int = Field(default=10_000, ge=1_000, le=900_000, description=(
+        "The canary producer's transaction.timeout.ms; must not exceed the brokers' transaction.max.timeout.ms."))
+    timeout_ms: int = Field(default=5_000, ge=500, le=120_000, description=(
+        "How long one step (init, send, commit, the reader seeing the record) may take before the round counts it "
+        "as failed."))
+    failures_to_alert: int = Field(default=2, ge=1, le=100, description=(
+        "Consecutive failed rounds before the finding 'transactions cannot commit' opens (one success closes it); "
+        "the alert rule's for_seconds then applies."))
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        if not _TOPIC.match(value) or value in (".", ".."):
+            raise ValueError("must be 1-249 characters of letters, digits, '.', '_' or '-' (Kafka's topic names)")
+        return value
+
+    @field_validator("transactional_id")
+    @classmethod
+    def _transactional_id(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or not value.isprintable()):
+            raise ValueError("must be printable text, not blank")
+        return value
+
+    def transactional_id_for(self, cluster: str) -> str:
+        return self.transactional_id or f"txnwatch-canary-{cluster}"
 
 
 class ClusterConfig(_Strict):
@@ -104,6 +155,13 @@ class ClusterConfig(_Strict):
     sasl_kerberos_service_name: str = Field(default="kafka", description="GSSAPI: the brokers' Kerberos service name.")
     sasl_kerberos_domain_name: str | None = Field(default=None, description="GSSAPI: host part of the brokers' "
                                                   "principal when it is not the broker's host name.")
+    sasl_kerberos_principal: str | None = Field(default=None, description=(
+        "GSSAPI: txnwatch's own principal, name@REALM. With sasl_kerberos_keytab it logs in with the key held "
+        "there; alone, with that principal's ticket in the credential cache (KRB5CCNAME). Unset: the process's "
+        "default credentials."))
+    sasl_kerberos_keytab: Path | None = Field(default=None, description=(
+        "GSSAPI: keytab holding sasl_kerberos_principal's key, e.g. a mounted Kubernetes Secret; txnwatch gets "
+        "its tickets from it and new ones before they expire. Clusters may name different keytabs."))
     aws_region: str | None = Field(default=None, description="AWS_MSK_IAM: region; default: from the broker host "
                                    "name, else AWS_REGION / the profile.")
     aws_profile: str | None = Field(default=None, description="AWS_MSK_IAM: named profile of the shared AWS config.")
@@ -112,6 +170,16 @@ class ClusterConfig(_Strict):
     ssl_keyfile: Path | None = None
     ssl_check_hostname: bool = True
     request_timeout_ms: int = Field(default=10_000, ge=100, le=300_000)
+    max_response_bytes: int = Field(default=24 * 1024 * 1024, ge=24 * 1024 * 1024, le=1024 * 1024 * 1024,
+                                    description=(
+        "Largest answer frame read from a broker: one whose size field says more is refused before it is read, "
+        "the connection closed and the poll failed, naming the broker. The default is the transaction-log "
+        "tail's largest fetch (16 MiB plus a 4 MiB partition) and 4 MiB of room (Metadata of ~150,000 "
+        "partitions); it cannot be lower. See docs/threat-model.md."))
+    max_response_entries: int = Field(default=1_000_000, ge=10_000, le=100_000_000, description=(
+        "Most entries (in all its arrays) decoded from one broker answer; more are refused before they are "
+        "decoded, the connection closed and the poll failed. Metadata of 80,000 partitions at replication "
+        "factor 3 holds ~560,000. See docs/threat-model.md."))
     connect_timeout_ms: int = Field(default=5_000, ge=100, le=300_000, description="How long the first "
                                     "connection (TCP, TLS, SASL, metadata) may take before the cluster is "
                                     "reported unreachable.")
@@ -156,6 +224,8 @@ class ClusterConfig(_Strict):
         "'http://{host}:7071/metrics' ({host} and {node_id} are filled in); broker_metrics_urls entries win.")
     broker_metrics_timeout_ms: int = Field(default=2_000, ge=100, le=60_000,
                                            description="Bound on each exporter request (connect and read).")
+    canary: CanaryConfig = Field(default_factory=CanaryConfig, description=(
+        "The transactional canary (docs/canary.md): off unless enabled."))
 
     @field_validator("broker_metrics_urls")
     @classmethod
@@ -208,6 +278,23 @@ class ClusterConfig(_Strict):
             raise ValueError(f"sasl_password_file {str(path)!r}: not UTF-8 text") from None
         return {**data, "sasl_password": SecretStr(password)}
 
+    @field_validator("sasl_kerberos_principal")
+    @classmethod
+    def _kerberos_principal(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = principal_problem(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    @field_validator("sasl_kerberos_keytab")
+    @classmethod
+    def _kerberos_keytab(cls, value: Path | None) -> Path | None:
+        problem = None if value is None else keytab_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
@@ -246,6 +333,10 @@ class ClusterConfig(_Strict):
 
     @model_validator(mode="after")
     def _security(self) -> ClusterConfig:
+        kerberos = [name for name in _KERBEROS_OPTIONS if getattr(self, name) is not None]
+        if kerberos and self.sasl_mechanism != "GSSAPI":
+            raise ValueError(f"{'/'.join(kerberos)} {'is' if len(kerberos) == 1 else 'are'} for sasl_mechanism "
+                             f"GSSAPI, not {self.sasl_mechanism or self.security_protocol}")
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism is None:
                 raise ValueError(f"security_protocol {self.security_protocol} needs sasl_mechanism")
@@ -259,6 +350,9 @@ class ClusterConfig(_Strict):
 
 _OAUTH_SECRETS = ("sasl_oauth_client_secret", "sasl_oauth_client_secret_file", "sasl_oauth_client_secret_env")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+_KERBEROS_OPTIONS = ("sasl_kerberos_principal", "sasl_kerberos_keytab")
 
 
 def _sasl_problem(c: ClusterConfig) -> str | None:
@@ -281,9 +375,12 @@ def _sasl_problem(c: ClusterConfig) -> str | None:
         given = [name for name in _OAUTH_SECRETS if getattr(c, name) is not None]
         if len(given) != 1:
             return f"OAUTHBEARER needs exactly one of {', '.join(_OAUTH_SECRETS)}"
-    if mechanism == "GSSAPI" and importlib.util.find_spec("gssapi") is None:
-        return ("GSSAPI needs the Python package gssapi and the system's Kerberos libraries: "
-                "pip install 'txnwatch[kerberos]' (Debian: libkrb5-dev to build it)")
+    if mechanism == "GSSAPI":
+        if importlib.util.find_spec("gssapi") is None:
+            return ("GSSAPI needs the Python package gssapi and the system's Kerberos libraries: "
+                    "pip install 'txnwatch[kerberos]' (Debian: libkrb5-dev to build it)")
+        if c.sasl_kerberos_keytab is not None and c.sasl_kerberos_principal is None:
+            return "sasl_kerberos_keytab needs sasl_kerberos_principal: the principal whose key it holds"
     if mechanism == "AWS_MSK_IAM":
         if c.security_protocol != "SASL_SSL":
             return "AWS_MSK_IAM needs security_protocol SASL_SSL"
@@ -393,6 +490,13 @@ class ApiConfig(_Strict):
     keep_alive_timeout_seconds: float = Field(default=5, gt=0, le=3600, description=(
         "How long a connection may wait idle for its next request after a response. Behind a load balancer "
         "that reuses connections, set it above the balancer's idle timeout (AWS ALB: 60 s)."))
+    max_request_head_bytes: int = Field(default=16 * 1024, ge=1024, le=1024 * 1024, description=(
+        "A request's head (request line and header fields) must end within this many bytes, on the API port, "
+        "the console and the metrics port; longer ones are answered 431 and closed before more is read."))
+    max_request_header_fields: int = Field(default=100, ge=8, le=10_000, description=(
+        "Header fields one request may carry; more are answered 431 and the connection closed."))
+    max_url_bytes: int = Field(default=8 * 1024, ge=256, le=1024 * 1024, description=(
+        "Longest request URL (path and query); longer ones are answered 414 and the connection closed."))
 
     @field_validator("read_token")
     @classmethod
@@ -430,6 +534,10 @@ class ApiConfig(_Strict):
         return self
 
 
+#: The longest ``console.session_lifetime_seconds``: 7 days.
+SESSION_LIFETIME_MAX_S = 7 * 86400
+
+
 class ConsoleConfig(_Strict):
     """The built-in web console at /console (served with the API, behind the same read token)."""
 
@@ -443,6 +551,10 @@ class ConsoleConfig(_Strict):
         "How on-call runs txnwatch's CLI where they paste the console's abort line (`<cli_command> abort "
         "--bootstrap-server … --execute`): `txnwatch` wherever it is installed; `txnwatch demo` sets the "
         "path of its own virtualenv's script, so its line runs as printed."))
+    session_lifetime_seconds: int = Field(default=12 * 3600, gt=0, le=SESSION_LIFETIME_MAX_S, description=(
+        "How long a console sign-in lasts (default 12 h), at most 7 days: a longer one is a standing credential. "
+        "A session ends earlier at its Sign out, or when every session is ended (`txnwatch sessions end`, POST "
+        "/api/v1/admin/console-sessions/end); lowering it ends sessions older than the new lifetime."))
 
 
 class PagerDutyConfig(_Strict):
@@ -560,9 +672,10 @@ class Settings(BaseSettings):
     clusters: list[ClusterConfig] = Field(default_factory=list)
     poll_interval_seconds: float = Field(default=15, ge=1, le=3600)
     lag_sample_interval_seconds: float = Field(default=300, ge=0, le=86_400, description=(
-        "How often a cluster's consumer lag is written to the database (group pages of the API and console, "
+        "How often a cluster's consumer lag is written to the database (its history: the console's group chart, "
         "incident context, the pipeline's lag rollups): once per interval, aligned to the clock; 0 writes "
-        "every poll. /metrics always shows the latest poll. See docs/performance.md for the sizing rule."))
+        "every poll. Current lag (/metrics, the API's and the console's consumer groups) always comes from the "
+        "latest poll. See docs/performance.md for the sizing rule."))
     offset_sample_interval_seconds: float = Field(default=300, ge=0, le=86_400, description=(
         "Partition offsets are written to the database when a poll finds them changed (any partition's offsets, "
         "leader or open transactions, or the set of partitions), and at least once per this interval, aligned to "
@@ -581,7 +694,10 @@ class Settings(BaseSettings):
     fleet: FleetConfig = Field(default_factory=FleetConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     transaction_log: TransactionLogConfig = Field(default_factory=TransactionLogConfig)
-    log_format: Literal["text", "json"] = "text"
+    log_format: Literal["text", "json"] = Field(default="text", description=(
+        "text (asctime level logger: message) or json (one object per line). Either way a record is one line: "
+        "control characters in its message and arguments (newlines, ESC, C1, Unicode line separators, bidi "
+        "controls) are escaped as JSON escapes them, so a tenant's id cannot forge a record or drive a terminal."))
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("database_url")

@@ -16,6 +16,8 @@ CLUSTER_UNREACHABLE = 3
 PORT_UNAVAILABLE = 4
 #: An optional part is missing: a Python extra (txnwatch[pipeline], txnwatch[archive]) or Java for PySpark.
 MISSING_DEPENDENCY = 5
+#: `abort` with a database: the audit could not record the intent, so nothing was sent to Kafka (safe to retry).
+NOT_AUDITED = 6
 #: Stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED = 130
 

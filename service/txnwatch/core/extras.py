@@ -31,6 +31,7 @@ def say_uncompiled(logger: logging.Logger, part: str, doing: str, cost: str, rea
 PROVIDERS = {
     "pyspark": ("pipeline", "the PySpark pipeline"),
     "pyarrow": ("archive", "the Parquet history archive"),
+    "botocore": ("msk", "Amazon MSK IAM authentication (sasl_mechanism AWS_MSK_IAM)"),
 }
 
 

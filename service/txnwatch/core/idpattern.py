@@ -6,6 +6,12 @@ change with the broker's version.  The broker compiles the pattern with RE2/J
 (``com.google.re2j.Pattern``, not ``java.util.regex``) and keeps an id when the pattern matches the
 *whole* id (``Matcher.matches()``); we use ``re.fullmatch`` with ``re.ASCII``.
 
+Whole means every character: ``.`` matches a newline too (``re.DOTALL`` here; the broker is sent the
+pattern wrapped in RE2/J's ``(?s:…)``, :func:`wire_pattern`), so an id holding a control character is in
+scope like any other (issue 38: ``.*`` left out an id with a newline, and with it its tenant's hanging
+transactions).  The same holds for the include/exclude filters of topics and groups
+(:func:`compile_name_filter`).
+
 The two engines agree only on a subset, so the pattern is checked against that subset when the
 configuration is read (``txnwatch config check``) and refused, with one line naming the construct,
 outside it:
@@ -129,8 +135,21 @@ def _class_end(pattern: str, start: int) -> tuple[int, str | None]:
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """The pattern as txnwatch applies it to a listing (``fullmatch``); call only on a checked pattern."""
+    """The pattern as txnwatch applies it to a listing (``fullmatch``, ``.`` matching every character);
+    call only on a checked pattern."""
     problem = pattern_problem(pattern)
     if problem:
         raise ValueError(f"transactional_id_pattern {pattern!r} {problem}")
-    return re.compile(pattern, re.ASCII)
+    return re.compile(pattern, re.ASCII | re.DOTALL)
+
+
+def wire_pattern(pattern: str) -> str:
+    """The pattern as a broker is sent it (ListTransactions v2): in RE2/J's ``(?s:…)``, so its ``.`` matches
+    a newline as ours does.  The user's pattern may not hold inline flags itself (:func:`pattern_problem`)."""
+    return f"(?s:{pattern})"
+
+
+def compile_name_filter(pattern: str) -> re.Pattern[str]:
+    """A ``topics_include``/``groups_include``/… pattern as applied (``fullmatch``: the whole name, ``\\A…\\Z``;
+    ``re.DOTALL``: over every character, a newline included), so ``.*`` selects every name there is."""
+    return re.compile(pattern, re.DOTALL)

@@ -2,17 +2,52 @@
 
 Every line is passed through :func:`txnwatch.core.redact.redact` last, whatever logged it (txnwatch, a driver,
 uvicorn, a traceback quoting a DSN): a URL's password never reaches the log, at any level.
+
+A record is one line in either format, whatever its message and arguments hold: Kafka lets a tenant put
+any character in a transactional id or a group id, and those reach log lines (an incident key, a dedup
+key).  The JSON format escapes them by being JSON; the text format escapes the same characters the same
+way (:func:`escape_controls`: ``\n``, ``\r``, ``\t``, ``\u001b`` …), so an id holding
+``"\n2026-01-01 00:00:00,000 CRITICAL …"`` cannot forge a record and one holding ANSI escapes cannot
+drive the terminal that reads ``kubectl logs`` (issue 38 item 7).  A traceback stays several lines (it is
+read by people) with the same characters escaped inside each line and every line after the first
+indented, so no line of it can pass for a record of its own either.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
 
 from txnwatch.core.redact import redact
+
+# What JSON escapes that a terminal or a line-oriented reader acts on: C0 controls, DEL, C1 controls (CSI
+# and others), the Unicode line and paragraph separators, bidirectional and zero-width controls ("Trojan
+# Source"), the BOM, and lone surrogates (they cannot be encoded).  Printable text, non-ASCII included,
+# stays as it is: an operator reads ids in their own script.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069"
+                                   "\ufeff\ud800-\udfff]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+_CONTINUATION = "\n    "
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    return _SHORT.get(char) or f"\\u{ord(char):04x}"
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as JSON writes it (``\\n``, ``\\u001b``): one line."""
+    return _CONTROLS.sub(_escape_one, text) if _CONTROLS.search(text) else text
+
+
+def _escape_block(text: str) -> str:
+    """A traceback or stack: control characters escaped inside each line, the lines after the first indented."""
+    return _CONTROLS_BUT_NEWLINE.sub(_escape_one, text).replace("\n", _CONTINUATION)
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,8 +69,20 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """``asctime level logger: message``, the message (its arguments substituted) escaped to one line."""
+
     def format(self, record: logging.LogRecord) -> str:
-        return redact(super().format(record))
+        record.message = escape_controls(record.getMessage())
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        text = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            text += _CONTINUATION + _escape_block(record.exc_text)
+        if record.stack_info:
+            text += _CONTINUATION + _escape_block(self.formatStack(record.stack_info))
+        return redact(text)
 
 
 def describe(obj: object) -> str:

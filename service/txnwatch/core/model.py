@@ -20,6 +20,9 @@ from typing import NamedTuple
 from txnwatch.core.vocabulary import HangingReason as HangingReason
 from txnwatch.core.vocabulary import TxnState as TxnState
 
+#: Kafka's internal topic of the transaction coordinators' state (the log the tail reads, the canary's blame).
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
 
 class TopicPartition(NamedTuple):
     """A partition by topic name and index; ordered by topic, then partition.
@@ -87,6 +90,26 @@ class ClusterUnreachable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """An answer a broker sent that txnwatch refused to read (issue 38): its frame promised more bytes than
+    ``max_response_bytes``, or it held more entries than ``max_response_entries``."""
+
+    broker: str  # host:port (node id)
+    reason: str  # "frame_bytes" or "entries"
+    detail: str  # one sentence: which broker sent what, for last_error, the log and the console
+
+
+class ResponseRefused(Exception):
+    """A poll read a broker answer over a bound: the poll fails, the cluster is shown down with the refusal."""
+
+    def __init__(self, cluster: str, refusals: tuple[Refusal, ...]) -> None:
+        more = f" (+{len(refusals) - 1} more)" if len(refusals) > 1 else ""
+        super().__init__(f"cluster {cluster!r}: {refusals[0].detail}{more}")
+        self.cluster = cluster
+        self.refusals = refusals
+
+
+@dataclass(frozen=True, slots=True)
 class AbortOutcome:
     """What an admin abort (``kafka-transactions.sh abort``) found and did; ``error`` says why nothing was written."""
 
@@ -99,6 +122,50 @@ class AbortOutcome:
     dry_run: bool
     aborted: bool
     error: RequestError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TerminateOutcome:
+    """What an abort by transactional id (Kafka 4.1's ``forceTerminateTransaction``) found and did.
+
+    ``state``, ``producer_id``/``producer_epoch`` and ``partitions`` are the coordinator's description before the
+    call; ``new_producer_id``/``new_producer_epoch`` what InitProducerId answered once the abort completed.
+    ``started`` is True once the coordinator began the abort (it answered CONCURRENT_TRANSACTIONS to the first
+    InitProducerId): from then on Kafka completes it whatever the caller does.  ``error`` says why nothing was
+    done (a refusal) or, with ``started``, why the completion was not seen."""
+
+    transactional_id: str
+    dry_run: bool
+    coordinator_id: int | None = None
+    state: str | None = None
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    partitions: tuple[TopicPartition, ...] = ()
+    lowest_release: str | None = None
+    started: bool = False
+    aborted: bool = False
+    new_producer_id: int | None = None
+    new_producer_epoch: int | None = None
+    error: RequestError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRelease:
+    """One broker's Kafka release as its ApiVersions answer shows it, and its finalized ``transaction.version``.
+
+    Brokers do not say their release on the wire; ``release`` is the newest (major, minor) whose API versions the
+    answer carries (txnwatch.kafka.release), so it is exact for every line txnwatch knows and reads "or newer" for
+    the newest of them (``newest_known``).  ``transaction_version`` is the finalized feature level (ApiVersions v3+,
+    KIP-584); None when the broker finalizes none (3.x before KIP-890) or answered below v3."""
+
+    node_id: int
+    release: tuple[int, int]
+    newest_known: bool = False
+    transaction_version: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.release[0]}.{self.release[1]}" + ("+" if self.newest_known else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +366,8 @@ class ClusterSnapshot:
     #: The cluster's transactional_id_pattern when set: ``listed`` then holds only the ids it matches, so a
     #: producer id missing from it may belong to an id out of scope rather than to none.
     transactional_id_pattern: str | None = None
+    #: Each broker's release and finalized transaction.version (ApiVersions), in broker order; empty when not asked.
+    broker_releases: tuple[BrokerRelease, ...] = ()
 
     #: producer id -> its transactional ids, built on first use (see transactional_ids_for_producer).
     _ids_by_producer: dict[int, tuple[str, ...]] | None = field(default=None, init=False, repr=False, compare=False)
@@ -314,156 +383,6 @@ class ClusterSnapshot:
             index = {pid: tuple(ids) for pid, ids in grouped.items()}
             object.__setattr__(self, "_ids_by_producer", index)  # a cache, not state: frozen for callers
         return index.get(producer_id, ())
-
-
-# ---------------------------------------------------------------------------------------------
-# Findings: what detection derives from snapshots (see txnwatch.detect).
-# ---------------------------------------------------------------------------------------------
-
-
-def incident_key(cluster: str, tp: TopicPartition, producer_id: int) -> str:
-    """Stable identity of a per-partition incident (PagerDuty dedup_key, hanging episode key)."""
-    return f"{cluster}/{tp}/{producer_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class HangingTransaction:
-    """An open transaction on a partition that no coordinator will ever finish (KIP-664 semantics)."""
-
-    cluster: str
-    tp: TopicPartition
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    transactional_id: str | None
-    coordinator_id: int | None
-    reason: HangingReason
-    txn_start_offset: int
-    last_timestamp_ms: int
-    age_ms: int
-
-    @property
-    def incident_key(self) -> str:
-        return incident_key(self.cluster, self.tp, self.producer_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Undetermined:
-    """A partition or old open transaction detection could not judge: neither hanging nor healthy.
-
-    ``producer_id`` is None when the partition's leader could not be asked who writes to it.
-    """
-
-    cluster: str
-    tp: TopicPartition
-    producer_id: int | None
-    why: str
-    transactional_id: str | None = None
-    coordinator_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OverdueTransaction:
-    """Open longer than its own transaction.timeout.ms plus grace: the coordinator should have aborted it."""
-
-    cluster: str
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    state: TxnState
-    start_time_ms: int
-    timeout_ms: int
-    age_ms: int
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class StuckPrepare:
-    """PrepareCommit/PrepareAbort for longer than a threshold: markers are not getting written."""
-
-    cluster: str
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    state: TxnState
-    since_ms: int
-    duration_ms: int
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class LsoStall:
-    """An LSO stall episode; ``ended_ms`` is None while it lasts."""
-
-    cluster: str
-    tp: TopicPartition
-    started_ms: int
-    last_seen_ms: int
-    stalled_lso: int
-    max_gap: int
-    gap: int
-    blocking_producer_id: int | None
-    blocking_producer_epoch: int | None
-    blocking_transactional_id: str | None
-    ended_ms: int | None = None
-
-    @property
-    def incident_key(self) -> str:
-        """Per partition: the blocking producer may be unknown at first and must not change the key."""
-        return f"{self.cluster}/{self.tp}"
-
-
-@dataclass(frozen=True, slots=True)
-class VerificationOutcome:
-    """One partition/open-transaction pair resolved: verified after ``verification_ms``, or failed."""
-
-    cluster: str
-    tp: TopicPartition
-    producer_id: int
-    transactional_id: str | None
-    observed_ms: int
-    verification_ms: int | None
-    failed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """A change of a transactional id's coordinator state between two polls, with derived events."""
-
-    cluster: str
-    transactional_id: str
-    observed_ms: int
-    from_state: TxnState | None
-    to_state: TxnState
-    producer_id: int
-    producer_epoch: int
-    prev_producer_id: int | None
-    prev_producer_epoch: int | None
-    timeout_ms: int
-    start_time_ms: int | None
-    partitions: frozenset[TopicPartition]
-    events: tuple[str, ...]
-    duration_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GroupLag:
-    """Lag of one group on one partition: vs the LSO (read_committed truth) and vs the high watermark."""
-
-    cluster: str
-    group_id: str
-    tp: TopicPartition
-    committed: int
-    lag_hwm: int | None
-    lag_lso: int | None
-    lag_seconds: float | None
-    #: When txnwatch first saw the committed offset at its current value (see detect.lag.track_commits).
-    last_commit_ms: int | None = None
-    #: Why ``lag_seconds`` is unknown when the first unconsumed record cannot be read (ClusterSnapshot.unreadable_records).
-    lag_seconds_unknown: UnreadableRecord | None = None
-    #: Records a read_committed consumer still reads up to the LSO (markers and aborted records excluded);
-    #: None when not (yet) counted (ClusterSnapshot.committed_records).
-    lag_records: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------

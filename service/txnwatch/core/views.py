@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from txnwatch.core.model import ClusterSnapshot, TxnState
+from txnwatch.core.findings import Findings
+from txnwatch.core.model import BrokerRelease, ClusterSnapshot, TxnState
 
 EXACT, POLLING = "exact", "polling"
 
@@ -102,8 +103,10 @@ class ClusterView:
     last_success_at_ms: int | None = None
     last_poll_duration_ms: int | None = None
     last_error: str | None = None
+    #: Answers refused over a bound (kafka/bounded.py) since the process started, by (broker, reason).
+    refused: Mapping[tuple[str, str], int] = field(default_factory=dict)
     snapshot: ClusterSnapshot | None = None
-    findings: Any = None
+    findings: Findings | None = None
     counters: Mapping[str, int] = field(default_factory=dict)
     history: HistoryView = field(default_factory=HistoryView)
 
@@ -147,3 +150,10 @@ class LatestState:
     def views(self) -> list[ClusterView]:
         with self._lock:
             return list(self._views.values())
+
+
+def lowest_release(view: ClusterView | None) -> BrokerRelease | None:
+    """The oldest broker of the view's latest snapshot (ApiVersions, every poll); None before one answered."""
+    snapshot = view.snapshot if view is not None else None
+    found = snapshot.broker_releases if snapshot is not None else ()
+    return min(found, key=lambda r: (r.release, not r.newest_known), default=None)

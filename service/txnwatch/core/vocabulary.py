@@ -171,6 +171,37 @@ EVENTS: Final[dict[TxnEvent, str]] = {
                                "plus grace.",
 }
 
+# Each event's word as a plain string, bound here once beside the enum.  The transaction log's rules name one or
+# more per record (tens of thousands of records a second): a module global is read about 5x faster than an enum
+# member on CPython 3.11 (``EnumType`` attribute lookup), and transition rows, counter keys and the API hold the
+# plain word.  tests/unit/test_vocabulary.py checks that each is its member's value.
+NEW: Final = TxnEvent.NEW.value
+COMMIT: Final = TxnEvent.COMMIT.value
+ABORT: Final = TxnEvent.ABORT.value
+COMPLETED_BETWEEN_POLLS: Final = TxnEvent.COMPLETED_BETWEEN_POLLS.value
+EPOCH_BUMP: Final = TxnEvent.EPOCH_BUMP.value
+PRODUCER_ID_CHANGE: Final = TxnEvent.PRODUCER_ID_CHANGE.value
+TIMEOUT_ABORT: Final = TxnEvent.TIMEOUT_ABORT.value
+FENCED: Final = TxnEvent.FENCED.value
+INIT_PRODUCER_ID: Final = TxnEvent.INIT_PRODUCER_ID.value
+ILLEGAL_TRANSITION: Final = TxnEvent.ILLEGAL_TRANSITION.value
+EXPIRED: Final = TxnEvent.EXPIRED.value
+UNKNOWN_RECORD: Final = TxnEvent.UNKNOWN_RECORD.value
+UNKNOWN_STATE: Final = TxnEvent.UNKNOWN_STATE.value
+UNKNOWN_FIELDS: Final = TxnEvent.UNKNOWN_FIELDS.value
+STUCK_PREPARE: Final = TxnEvent.STUCK_PREPARE.value
+LONG_TRANSACTION: Final = TxnEvent.LONG_TRANSACTION.value
+
+
+class TransitionSource(StrEnum):
+    """Who saw a transition (and an id's state): the coordinators' own log, exact, or a poll, which samples it.
+
+    One transition type carries it (``core.findings.Transition.source``), and the store's ``source`` column, the API
+    and the console name the same two words (the log's rows win where both speak)."""
+
+    TRANSACTION_LOG = "transaction_log"
+    POLL = "poll"
+
 
 # Built-in alert rules (config ``alert_rules``, PagerDuty details, the API's ``rule``).
 HANGING_TRANSACTION: Final = "hanging_transaction"
@@ -179,6 +210,8 @@ PREPARE_STUCK: Final = "prepare_stuck"
 LSO_STALL: Final = "lso_stall"
 VERIFICATION_FAILURE_RATE: Final = "verification_failure_rate"
 CLUSTER_DOWN: Final = "cluster_down"
+FLINK_LINGERING_TRANSACTION: Final = "flink_lingering_transaction"
+TRANSACTIONS_CANNOT_COMMIT: Final = "transactions_cannot_commit"
 
 
 class HangingReason(StrEnum):
@@ -286,9 +319,16 @@ ALERTS: Final[tuple[AlertSpec, ...]] = (
     AlertSpec(LSO_STALL, "KafkaLSOStalled", Severity.CRITICAL, Route.PAGE, 120,
           "LSO stalled",
           "The last stable offset stands still while producers write: read_committed consumers see nothing new."),
+    AlertSpec(FLINK_LINGERING_TRANSACTION, "FlinkLingeringTransaction", Severity.ERROR, Route.PAGE, 60,
+          "Lingering Flink transaction",
+          "A Flink sink transaction that Flink will never finish pins the LSO of its partitions until its timeout."),
     AlertSpec(VERIFICATION_FAILURE_RATE, "KafkaTransactionVerificationFailures", Severity.WARNING, Route.TICKET, 300,
           "Verification failures",
           "Partitions hold open transactions their coordinators do not list: the precursor of hanging ones."),
+    AlertSpec(TRANSACTIONS_CANNOT_COMMIT, "KafkaTransactionsCannotCommit", Severity.CRITICAL, Route.PAGE, 30,
+          "Transactions cannot commit",
+          "txnwatch's own canary transaction keeps failing to commit (or to become visible to read_committed "
+          "readers): producers of the cluster cannot commit either."),
     AlertSpec(CLUSTER_DOWN, "TxnwatchClusterUnreachable", Severity.CRITICAL, Route.PAGE, 120,
           "Kafka cluster unreachable",
           "txnwatch reaches no broker of the cluster; its transaction alerts are on hold meanwhile."),
@@ -306,6 +346,96 @@ ALERTS: Final[tuple[AlertSpec, ...]] = (
 BY_RULE: Final[dict[str, AlertSpec]] = {a.rule: a for a in ALERTS if a.rule is not None}
 BY_PROMETHEUS: Final[dict[str, AlertSpec]] = {a.prometheus: a for a in ALERTS}
 RULES: Final[tuple[str, ...]] = tuple(BY_RULE)
+
+
+class Framework(StrEnum):
+    """Which framework named a transactional id (label ``framework``, API field ``framework``); txnwatch.core.frameworks
+    reads the names."""
+
+    #: Kafka Streams with ``processing.guarantee=exactly_once_v2``: one producer per stream thread.
+    KAFKA_STREAMS_EOS_V2 = "kafka_streams_eos_v2"
+    #: Kafka Streams with the old ``exactly_once`` (removed in Kafka 4.0): one producer per task.
+    KAFKA_STREAMS_EOS_V1 = "kafka_streams_eos_v1"
+    #: Flink's KafkaSink with ``DeliveryGuarantee.EXACTLY_ONCE`` (connector 3.x and later, both naming strategies).
+    FLINK_KAFKA_SINK = "flink_kafka_sink"
+
+
+#: How each framework names its transactional ids (txnwatch.core.frameworks reads them; docs/frameworks.md).
+FRAMEWORK_NAMES: Final[dict[Framework, str]] = {
+    Framework.KAFKA_STREAMS_EOS_V2: "Kafka Streams `exactly_once_v2`: `<application.id>-<process UUID>-<thread index>`",
+    Framework.KAFKA_STREAMS_EOS_V1: "Kafka Streams `exactly_once` (before Kafka 4.0): "
+                                    "`<application.id>-<topicGroupId>_<partition>`",
+    Framework.FLINK_KAFKA_SINK: "Flink KafkaSink, `EXACTLY_ONCE`: `<transactionalIdPrefix>-<subtask>-<checkpoint id>` "
+                                "(INCREMENTING naming) or `-<pool slot>` (POOLING, connector 4.x+)",
+}
+
+
+class LingeringReason(StrEnum):
+    """Why an open Flink sink transaction is left behind (label ``reason`` of the lingering series)."""
+
+    #: A newer checkpoint of the same sink subtask committed after this transaction began: Flink moved on.
+    SUPERSEDED = "superseded"
+    #: Past its own transaction.timeout.ms and nothing of the sink's prefix has been open or committed since.
+    JOB_GONE = "job_gone"
+
+
+LINGERING_REASONS: Final[dict[LingeringReason, Term]] = {
+    LingeringReason.SUPERSEDED: Term(
+        "superseded", "A newer checkpoint of the sink committed",
+        "Flink commits a sink subtask's transactions in checkpoint order, so one still Ongoing after a newer "
+        "checkpoint of the same prefix and subtask committed will never be committed: it pins the LSO of its "
+        "partitions until its transaction.timeout.ms (FLINK-40626).",
+        "Abort it by transactional id (txnwatch abort --transactional-id, Kafka 4.1+)."),
+    LingeringReason.JOB_GONE: Term(
+        "job_gone", "The sink's job is gone",
+        "The transaction is past its own transaction.timeout.ms and no transaction of the sink's prefix has "
+        "been open or committed since it began: the job that owned it is not running.",
+        "Abort it by transactional id (txnwatch abort --transactional-id, Kafka 4.1+); check the coordinator, "
+        "which should have aborted it at its timeout."),
+}
+
+
+class KnownHazard(StrEnum):
+    """A Kafka transaction bug a cluster's release and finalized transaction.version expose it to (label ``hazard``,
+    API field ``known_hazards``); txnwatch.core.hazards says which apply."""
+
+    #: Brokers 4.0-4.2.x with transaction.version 2 write no Previous/NextProducerId to __transaction_state.
+    KAFKA_20310 = "kafka_20310"
+    #: A TV2 id near epoch 32,767 can get stuck Ongoing on releases without the fix.
+    KAFKA_20090 = "kafka_20090"
+
+
+@dataclass(frozen=True, slots=True)
+class HazardTerm:
+    """One known hazard: what it is, which releases carry it (and the evidence for that), what to do."""
+
+    name: str
+    title: str
+    explanation: str
+    affected: str
+    fix: str
+
+
+HAZARDS: Final[dict[KnownHazard, HazardTerm]] = {
+    KnownHazard.KAFKA_20310: HazardTerm(
+        "kafka_20310", "Producer-id rotation can fence after a coordinator failover (KAFKA-20310)",
+        "With transaction.version 2 these brokers write no PreviousProducerId/NextProducerId to "
+        "__transaction_state, so when an id's epoch is exhausted and its producer id rotates, a coordinator that "
+        "loads the id after a failover does not know the rotation and can fence the id's producer.",
+        "brokers 4.0 to 4.2.x with transaction.version 2 finalized",
+        "Upgrade the brokers past 4.2; meanwhile watch the ids nearest epoch exhaustion (epoch headroom) and "
+        "avoid coordinator failovers while one rotates."),
+    KnownHazard.KAFKA_20090: HazardTerm(
+        "kafka_20090", "An id near epoch 32,767 can get stuck Ongoing (KAFKA-20090)",
+        "With transaction.version 2, a transaction that times out at epoch 32,766 is fenced to 32,767 and, if a "
+        "late EndTxn(ABORT) arrives, its producer id is not rotated: the id can stay Ongoing, pinning the LSO of "
+        "its partitions.",
+        "releases before 4.4.0 with transaction.version 2 finalized (the fix, apache/kafka#21469 and #21506, was "
+        "merged in February 2026; it is in 4.4.0's transaction coordinator and not in 4.1.1's; whether a 4.2.x or "
+        "4.3.x release carries a backport is not established, so those lines are flagged too)",
+        "Upgrade the brokers to 4.4.0 or newer; an id that is stuck is ended with the abort by transactional id "
+        "(4.1+) or the partition abort."),
+}
 
 
 def runbook_link(rule: str) -> str:
@@ -329,6 +459,15 @@ def markdown() -> str:
     lines += ["", "### Hanging reasons (label `reason`, API field `reason`)", "",
              "| reason | meaning | fix |", "|---|---|---|"]
     lines += [f"| `{r.value}` | {t.explanation} | {t.fix} |" for r, t in REASONS.items()]
+    lines += ["", "### Frameworks (label `framework`, API field `framework.framework`)", "",
+              "| framework | what names the ids |", "|---|---|"]
+    lines += [f"| `{f.value}` | {FRAMEWORK_NAMES[f]} |" for f in Framework]
+    lines += ["", "### Lingering reasons (label `reason` of txnwatch_flink_lingering_*, API field `reason`)", "",
+              "| reason | meaning | fix |", "|---|---|---|"]
+    lines += [f"| `{r.value}` | {t.explanation} | {t.fix} |" for r, t in LINGERING_REASONS.items()]
+    lines += ["", "### Known hazards (label `hazard`, API field `known_hazards`)", "",
+              "| hazard | what | affected releases |", "|---|---|---|"]
+    lines += [f"| `{h.value}` | {t.explanation} | {t.affected} |" for h, t in HAZARDS.items()]
     lines += ["", "### Alerts", "",
               "| built-in rule | Prometheus alert | PagerDuty severity | route | meaning |", "|---|---|---|---|---|"]
     lines += [f"| {f'`{a.rule}`' if a.rule else '—'} | [`{a.prometheus}`](runbooks.md#{a.anchor}) | "

@@ -13,6 +13,7 @@ One module per question:
 * :mod:`~txnwatch.detect.verification` — KIP-890-style verification time and failures;
 * :mod:`~txnwatch.detect.transitions` — coordinator history and derived events;
 * :mod:`~txnwatch.detect.lag` — read_committed consumer lag;
+* :mod:`~txnwatch.detect.lingering` — Flink sink transactions Flink will never finish;
 
 Whatever the poll could not learn (a failed listing, a silent coordinator or
 partition leader) is *undetermined*: it neither raises nor clears an incident.
@@ -23,30 +24,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from txnwatch.core.model import (
-    ClusterSnapshot,
-    GroupLag,
-    HangingTransaction,
-    LsoStall,
-    OverdueTransaction,
-    StuckPrepare,
-    TopicPartition,
-    TransactionDescription,
-    Transition,
-    Undetermined,
-)
+from txnwatch.core.findings import Findings, LsoStall
+from txnwatch.core.model import ClusterSnapshot, TopicPartition, TransactionDescription
 from txnwatch.core.vocabulary import TxnEvent
-from txnwatch.detect import cardinality, exporter, hanging, lag, lag_reuse, lso, transitions, verification
+from txnwatch.detect import cardinality, hanging, lag, lag_reuse, lingering, lso, transitions, verification
 from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.verification import VerificationCheck
 
 __all__ = [
     "INITIAL",
     "DetectionSettings",
     "DetectorState",
-    "Findings",
     "TxnEvent",
-    "VerificationCheck",
     "evaluate",
     "event_counts",
     "resumed",
@@ -65,6 +53,8 @@ class DetectorState:
     commits: Mapping[lag.CommitKey, lag.CommitSeen] = field(default_factory=dict)
     #: Last poll's group rows, kept for the groups nothing changed for (detect/lag_reuse.py).
     lag_memo: lag_reuse.LagMemo = lag_reuse.EMPTY
+    #: Per Flink sink subtask, its committed transaction that started last (detect/lingering.py).
+    sink_commits: Mapping[lingering.SinkKey, lingering.SinkCommit] = field(default_factory=dict)
     resumed: bool = False  # the next poll is the first of a leadership term that carried incidents over
 
 
@@ -87,33 +77,6 @@ def resumed(open_stalls: Iterable[LsoStall], prepare_since: Mapping[str, tuple[h
                          verification=verification.resume(unlisted), resumed=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Findings:
-    """What one poll of one cluster revealed; consumed by the store, /metrics and alerting.
-
-    Level-style fields (hanging, undetermined, overdue, stuck_prepare, lso_stalls, lags)
-    describe *now* and are complete every poll, so a consumer resolves whatever is absent.
-    Edge-style fields (lso_stalls_opened/ended, transitions, verification samples) happen
-    once and are reported in the poll that saw them.
-    """
-
-    cluster: str
-    now_ms: int
-    hanging: tuple[HangingTransaction, ...] = ()
-    undetermined: tuple[Undetermined, ...] = ()
-    overdue: tuple[OverdueTransaction, ...] = ()
-    stuck_prepare: tuple[StuckPrepare, ...] = ()
-    lso_stalls: tuple[LsoStall, ...] = ()
-    lso_stalls_opened: tuple[LsoStall, ...] = ()
-    lso_stalls_ended: tuple[LsoStall, ...] = ()
-    verification: VerificationCheck = VerificationCheck(0, 0, ())  # noqa: RUF009  # frozen: one shared empty value is safe
-    transitions: tuple[Transition, ...] = ()
-    lags: tuple[GroupLag, ...] = ()
-    exporter_lags: tuple[exporter.ExporterLag, ...] = ()
-    #: What the group caps and filters left out of ``lags``/``exporter_lags``: (kind, reason) -> count.
-    omitted: Mapping[tuple[str, str], int] = field(default_factory=dict)
-
-
 def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
              settings: DetectionSettings = DetectionSettings()) -> tuple[DetectorState, Findings]:
     """One poll's detection: pure, so replaying the same snapshots yields the same findings."""
@@ -129,7 +92,8 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
     lags, exporter_lags, omitted = cardinality.cap_groups(all_lags, all_exporter_lags, settings.max_groups,
                                                           settings.max_group_partitions)
     omitted[cardinality.GROUPS_FILTERED] = snapshot.groups_filtered
-    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits, lag_memo)
+    sink_commits, lingering_found = lingering.find_lingering(previous.sink_commits, snapshot, now_ms, settings)
+    state = DetectorState(remembered, prepare_since, lso_tracks, pending, history, commits, lag_memo, sink_commits)
     findings = Findings(
         cluster=snapshot.cluster,
         now_ms=now_ms,
@@ -145,6 +109,7 @@ def evaluate(previous: DetectorState, snapshot: ClusterSnapshot, now_ms: int,
         lags=lags,
         exporter_lags=exporter_lags,
         omitted=omitted,
+        lingering=tuple(lingering_found),
     )
     return state, findings
 

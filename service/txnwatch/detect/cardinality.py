@@ -26,8 +26,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from txnwatch.core.model import GroupLag
-from txnwatch.detect.exporter import ExporterLag
+from txnwatch.core.findings import ExporterLag, GroupLag
 
 #: ``omitted`` keys: (kind, reason).
 GROUPS_OVER_CAP = ("consumer_group", "cap")

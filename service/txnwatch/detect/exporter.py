@@ -23,31 +23,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from txnwatch.core.findings import ExporterLag, ExporterTopicSum
 from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, TopicPartition
 
 NO_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True)
-class ExporterLag:
-    """One ``kafka_consumergroup_{current_offset,lag}`` pair; ``lag`` None where kafka_exporter emits no lag."""
-
-    group_id: str
-    tp: TopicPartition
-    committed: int
-    lag: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ExporterTopicSum:
-    """One ``kafka_consumergroup_{current_offset,lag}_sum`` pair."""
-
-    group_id: str
-    topic: str
-    committed_sum: int
-    lag_sum: int
 
 
 def partitions_by_topic(snapshot: ClusterSnapshot) -> dict[str, list[TopicPartition]]:

@@ -23,17 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from txnwatch.core.findings import HangingTransaction, OverdueTransaction, StuckPrepare, Undetermined
 from txnwatch.core.model import (
     ClusterSnapshot,
     HangingReason,
-    HangingTransaction,
     ListedTransaction,
-    OverdueTransaction,
     RequestError,
-    StuckPrepare,
     TopicPartition,
     TxnState,
-    Undetermined,
 )
 from txnwatch.detect.settings import DetectionSettings
 

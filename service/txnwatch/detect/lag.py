@@ -51,7 +51,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from txnwatch.core.model import ClusterSnapshot, GroupLag, GroupSnapshot, PartitionSnapshot, TopicPartition
+from txnwatch.core.findings import GroupLag
+from txnwatch.core.model import ClusterSnapshot, GroupSnapshot, PartitionSnapshot, TopicPartition
 
 LsoHistory = tuple[tuple[int, int], ...]  # (ms, lso), oldest first
 CommitKey = tuple[str, TopicPartition]  # (group id, partition)

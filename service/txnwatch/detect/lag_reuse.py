@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from txnwatch.core.model import ClusterSnapshot, GroupLag, PartitionSnapshot, TopicPartition
+from txnwatch.core.findings import ExporterLag, GroupLag
+from txnwatch.core.model import ClusterSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.detect import exporter, lag
 
 
@@ -37,7 +38,7 @@ class GroupMemo:
     offsets: Mapping[TopicPartition, int]
     #: None when some row lagged: those depend on the clock, and are computed every poll.
     lags: tuple[GroupLag, ...] | None
-    exporter: tuple[exporter.ExporterLag, ...]
+    exporter: tuple[ExporterLag, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,7 @@ def track_commits(memo: LagMemo, previous: Mapping[lag.CommitKey, lag.CommitSeen
 
 def group_lags(memo: LagMemo, snapshot: ClusterSnapshot, history: Mapping[TopicPartition, lag.LsoHistory],
                now_ms: int, commits: Mapping[lag.CommitKey, lag.CommitSeen],
-               ) -> tuple[list[GroupLag], list[exporter.ExporterLag], LagMemo]:
+               ) -> tuple[list[GroupLag], list[ExporterLag], LagMemo]:
     """Equal to ``(lag.group_lags(...), exporter.exporter_lags(snapshot))``; and the memo for the next poll."""
     changed_tps, changed_topics = _changed(memo.partitions, snapshot.partitions)
     partitions_of = exporter.partitions_by_topic(snapshot)
@@ -114,7 +115,7 @@ def group_lags(memo: LagMemo, snapshot: ClusterSnapshot, history: Mapping[TopicP
         lag_rows.extend(rows)
         memos[group.group_id] = GroupMemo(group.offsets, rows if all(r.lag_hwm == 0 for r in rows) else None,
                                           exported)
-    exporter_rows: list[exporter.ExporterLag] = []
+    exporter_rows: list[ExporterLag] = []
     for group_id in sorted(memos):
         exporter_rows.extend(memos[group_id].exporter)
     return lag_rows, exporter_rows, LagMemo(snapshot.partitions, memos)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from txnwatch.core.model import ClusterSnapshot, LsoStall, PartitionSnapshot, TopicPartition
+from txnwatch.core.findings import LsoStall
+from txnwatch.core.model import ClusterSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.detect.settings import DetectionSettings
 
 

@@ -40,8 +40,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from txnwatch.core.model import ClusterSnapshot, TransactionDescription, Transition
-from txnwatch.core.vocabulary import ILLEGAL_WITHIN_TRANSACTION, TxnEvent, TxnState
+from txnwatch.core.findings import Transition
+from txnwatch.core.model import ClusterSnapshot, TransactionDescription
+from txnwatch.core.vocabulary import ILLEGAL_WITHIN_TRANSACTION, TransitionSource, TxnEvent, TxnState
+
+_POLL = TransitionSource.POLL
 
 # States that show the outcome: Prepare* already decided it (markers are written asynchronously, and the
 # next poll may see the next transaction), Complete* wrote it.
@@ -107,9 +110,12 @@ def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapsh
         duration = (now_ms - cur.start_time_ms if cur.start_time_ms is not None
                     and cur.state.is_complete else None)
         transitions.append(Transition(
-            snapshot.cluster, txn_id, now_ms, prev.state if prev else None, cur.state, cur.producer_id,
-            cur.producer_epoch, prev.producer_id if prev else None, prev.producer_epoch if prev else None,
-            cur.timeout_ms, cur.start_time_ms, cur.partitions, events, duration))
+            transactional_id=txn_id, at_ms=now_ms, log_partition=None, log_offset=None,
+            from_state=prev.state.value if prev else None, to_state=cur.state.value, producer_id=cur.producer_id,
+            producer_epoch=cur.producer_epoch, prev_producer_id=prev.producer_id if prev else None,
+            prev_producer_epoch=prev.producer_epoch if prev else None, timeout_ms=cur.timeout_ms,
+            start_ms=cur.start_time_ms, partitions=tuple(sorted(cur.partitions)), events=events,
+            duration_ms=duration, client_transaction_version=None, detail=None, source=_POLL))
     complete = snapshot.listing_complete and not snapshot.unreachable_coordinators
     for txn_id, prev in previous.items():
         if txn_id in snapshot.transactions:
@@ -117,9 +123,12 @@ def diff(previous: Mapping[str, TransactionDescription], snapshot: ClusterSnapsh
         listed = any(row.transactional_id == txn_id for row in snapshot.listed)
         if complete and not listed:
             transitions.append(Transition(
-                snapshot.cluster, txn_id, now_ms, prev.state, TxnState.DEAD, prev.producer_id, prev.producer_epoch,
-                prev.producer_id, prev.producer_epoch, prev.timeout_ms, prev.start_time_ms, frozenset(),
-                (TxnEvent.EXPIRED.value,)))
+                transactional_id=txn_id, at_ms=now_ms, log_partition=None, log_offset=None,
+                from_state=prev.state.value, to_state=TxnState.DEAD.value, producer_id=prev.producer_id,
+                producer_epoch=prev.producer_epoch, prev_producer_id=prev.producer_id,
+                prev_producer_epoch=prev.producer_epoch, timeout_ms=prev.timeout_ms, start_ms=prev.start_time_ms,
+                partitions=(), events=(TxnEvent.EXPIRED.value,), duration_ms=None, client_transaction_version=None,
+                detail=None, source=_POLL))
         else:
             remembered[txn_id] = prev  # not asked this time: remember, don't guess
     return remembered, transitions

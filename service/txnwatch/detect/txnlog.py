@@ -17,49 +17,46 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from txnwatch.core.findings import Transition
 from txnwatch.core.model import TxnLogKind, TxnLogRecord
-from txnwatch.core.vocabulary import OPEN_STATES, PREPARE_STATES, TxnState
-from txnwatch.detect.settings import DetectionSettings
-from txnwatch.detect.txnlog_rules import (
+from txnwatch.core.vocabulary import (
     ABORT,
     COMMIT,
     EPOCH_BUMP,
     EXPIRED,
     FENCED,
-    ILLEGAL,
+    ILLEGAL_TRANSITION,
     INIT_PRODUCER_ID,
     LONG_TRANSACTION,
-    NEW,
+    OPEN_STATES,
+    PREPARE_STATES,
     PRODUCER_ID_CHANGE,
     STUCK_PREPARE,
     TIMEOUT_ABORT,
     UNKNOWN_FIELDS,
     UNKNOWN_RECORD,
     UNKNOWN_STATE,
-    IdState,
-    LogTransition,
-    after_other,
-    after_value,
+    TransitionSource,
+    TxnState,
 )
+from txnwatch.detect.settings import DetectionSettings
+from txnwatch.detect.txnlog_rules import IdState, after_other, after_value
 
-# Names the store, the tail and the tests take from here (the record rules live in txnlog_rules).
-__all__ = [
-    "ABORT", "ANOMALIES", "BUCKET_MS", "COMMIT", "COUNTED", "EPOCH_BUMP", "EXPIRED", "FENCED", "ILLEGAL",
-    "INIT_PRODUCER_ID", "LONG_TRANSACTION", "NEW", "PRODUCER_ID_CHANGE", "STUCK_PREPARE", "TIMEOUT_ABORT",
-    "UNKNOWN_FIELDS", "UNKNOWN_RECORD", "UNKNOWN_STATE", "IdState", "LogTransition", "TxnLogFindings", "TxnLogState",
-    "apply", "check_open", "merge", "open_transactions",
-]
+# Names the store, the tail and the tests take from here (the record rules live in txnlog_rules; the event words
+# in core.vocabulary).
+__all__ = ["ANOMALIES", "BUCKET_MS", "COUNTED", "IdState", "TxnLogFindings", "TxnLogState", "apply", "check_open",
+           "merge", "open_transactions"]
 
 _OPEN, _PREPARE = frozenset(OPEN_STATES), frozenset(PREPARE_STATES)
 _VALUE = TxnLogKind.VALUE
 _TOMBSTONE = TxnLogKind.TOMBSTONE
 
 #: Events worth a row in the hot database (the rest of the stream goes to the archive only).
-ANOMALIES = frozenset({TIMEOUT_ABORT, FENCED, PRODUCER_ID_CHANGE, EXPIRED, ILLEGAL, UNKNOWN_RECORD, UNKNOWN_STATE,
-                       UNKNOWN_FIELDS, STUCK_PREPARE, LONG_TRANSACTION})
+ANOMALIES = frozenset({TIMEOUT_ABORT, FENCED, PRODUCER_ID_CHANGE, EXPIRED, ILLEGAL_TRANSITION, UNKNOWN_RECORD,
+                       UNKNOWN_STATE, UNKNOWN_FIELDS, STUCK_PREPARE, LONG_TRANSACTION})
 #: Cumulative counters the tail keeps per cluster (plus "records" and "transition:<from>:<to>").
-COUNTED = (COMMIT, ABORT, EPOCH_BUMP, PRODUCER_ID_CHANGE, TIMEOUT_ABORT, FENCED, INIT_PRODUCER_ID, EXPIRED, ILLEGAL,
-           UNKNOWN_RECORD, UNKNOWN_STATE, UNKNOWN_FIELDS)
+COUNTED = (COMMIT, ABORT, EPOCH_BUMP, PRODUCER_ID_CHANGE, TIMEOUT_ABORT, FENCED, INIT_PRODUCER_ID, EXPIRED,
+           ILLEGAL_TRANSITION, UNKNOWN_RECORD, UNKNOWN_STATE, UNKNOWN_FIELDS)
 BUCKET_MS = 60_000
 #: "transition:<from>:<to>" counter keys, built once (the hot path names one per record).
 _TRANSITION_KEY = {a: {b: f"transition:{a.value if a is not None else 'None'}:{b.value}" for b in TxnState}
@@ -76,7 +73,7 @@ class TxnLogState:
 
 @dataclass(frozen=True, slots=True)
 class TxnLogFindings:
-    transitions: tuple[LogTransition, ...] = ()
+    transitions: tuple[Transition, ...] = ()
     #: Increments of the cumulative counters (COUNTED keys, "records", "transition:<from>:<to>").
     counts: Mapping[str, int] = field(default_factory=dict)
     #: Ids whose state changed, with their new state (None: expired and removed).
@@ -85,7 +82,7 @@ class TxnLogFindings:
     buckets: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
 
     @property
-    def anomalies(self) -> tuple[LogTransition, ...]:
+    def anomalies(self) -> tuple[Transition, ...]:
         return tuple(t for t in self.transitions if not ANOMALIES.isdisjoint(t.events))
 
 
@@ -95,7 +92,7 @@ def apply(state: TxnLogState, records: Iterable[TxnLogRecord]) -> tuple[TxnLogSt
     changed: dict[str, IdState | None] = {}
     counts: dict[str, int] = {}
     buckets: dict[int, dict[str, int]] = {}
-    transitions: list[LogTransition] = []
+    transitions: list[Transition] = []
     n = 0
     for rec in records:
         n += 1
@@ -132,7 +129,7 @@ def merge(batches: Sequence[TxnLogFindings]) -> TxnLogFindings:
     counts: dict[str, int] = {}
     changed: dict[str, IdState | None] = {}
     buckets: dict[int, dict[str, int]] = {}
-    transitions: list[LogTransition] = []
+    transitions: list[Transition] = []
     for found in batches:
         transitions.extend(found.transitions)
         changed.update(found.changed)
@@ -166,13 +163,13 @@ def _count(counts: dict[str, int], buckets: dict[int, dict[str, int]], at_ms: in
 
 
 def check_open(state: TxnLogState, now_ms: int,
-               settings: DetectionSettings = DetectionSettings()) -> tuple[TxnLogState, tuple[LogTransition, ...]]:
+               settings: DetectionSettings = DetectionSettings()) -> tuple[TxnLogState, tuple[Transition, ...]]:
     """Open transactions the log says are stuck in Prepare* or running past their timeout.
 
     Each is reported once per transaction (id, producer id, epoch, kind); ``reported`` forgets
     transactions that have moved on, so the state stays as small as the set of open ones.
     """
-    found: list[LogTransition] = []
+    found: list[Transition] = []
     still: set[tuple[str, int, int, str]] = set()
     for tid, s in state.ids.items():
         if s.state not in _OPEN:
@@ -189,13 +186,13 @@ def check_open(state: TxnLogState, now_ms: int,
         still.add(key)
         if key in state.reported:
             continue
-        found.append(LogTransition(
-            transactional_id=tid, at_ms=now_ms, log_partition=s.log_partition, offset=s.offset,
+        found.append(Transition(
+            transactional_id=tid, at_ms=now_ms, log_partition=s.log_partition, log_offset=s.offset,
             from_state=s.state.value, to_state=s.state.value, producer_id=s.producer_id,
             producer_epoch=s.producer_epoch, prev_producer_id=s.producer_id, prev_producer_epoch=s.producer_epoch,
             timeout_ms=s.timeout_ms, start_ms=s.start_ms, partitions=s.partitions, events=(kind,),
             duration_ms=now_ms - since, client_transaction_version=s.client_transaction_version,
-            detail=f"{s.state.value} for {(now_ms - since) // 1000}s"))
+            detail=f"{s.state.value} for {(now_ms - since) // 1000}s", source=TransitionSource.TRANSACTION_LOG))
     if not found and still == state.reported:
         return state, ()
     return TxnLogState(state.ids, frozenset(still)), tuple(found)

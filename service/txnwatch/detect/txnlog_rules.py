@@ -63,8 +63,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from txnwatch.core.findings import Transition
 from txnwatch.core.model import TxnLogKind, TxnLogRecord
-from txnwatch.core.vocabulary import OPEN_STATES, VALID_PREVIOUS, TxnEvent, TxnState
+from txnwatch.core.vocabulary import (
+    ABORT,
+    COMMIT,
+    EPOCH_BUMP,
+    EXPIRED,
+    FENCED,
+    ILLEGAL_TRANSITION,
+    INIT_PRODUCER_ID,
+    NEW,
+    OPEN_STATES,
+    PRODUCER_ID_CHANGE,
+    TIMEOUT_ABORT,
+    UNKNOWN_FIELDS,
+    UNKNOWN_RECORD,
+    UNKNOWN_STATE,
+    VALID_PREVIOUS,
+    TransitionSource,
+    TxnState,
+)
 
 EMPTY, ONGOING = TxnState.EMPTY, TxnState.ONGOING
 PREPARE_COMMIT, PREPARE_ABORT = TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT
@@ -75,16 +94,8 @@ _OPEN = frozenset(OPEN_STATES)
 # How the current abort came about (IdState.abort).
 ABORT_CLIENT, ABORT_SERVER, ABORT_AMBIGUOUS, ABORT_TIMEOUT = "client", "server", "ambiguous", "timeout"
 
-#: Event names (txnwatch.core.vocabulary.TxnEvent) as the plain strings counter keys and transition rows hold;
-#: bound once here because the hot path names one per record.
-COMMIT, ABORT, EPOCH_BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
-PRODUCER_ID_CHANGE, TIMEOUT_ABORT = TxnEvent.PRODUCER_ID_CHANGE.value, TxnEvent.TIMEOUT_ABORT.value
-FENCED, INIT_PRODUCER_ID, EXPIRED = TxnEvent.FENCED.value, TxnEvent.INIT_PRODUCER_ID.value, TxnEvent.EXPIRED.value
-ILLEGAL, NEW = TxnEvent.ILLEGAL_TRANSITION.value, TxnEvent.NEW.value
-UNKNOWN_RECORD, UNKNOWN_STATE = TxnEvent.UNKNOWN_RECORD.value, TxnEvent.UNKNOWN_STATE.value
-UNKNOWN_FIELDS = TxnEvent.UNKNOWN_FIELDS.value
-STUCK_PREPARE, LONG_TRANSACTION = TxnEvent.STUCK_PREPARE.value, TxnEvent.LONG_TRANSACTION.value
-
+#: Every transition built here is the log's (read once per record: a module global, not an enum lookup).
+_LOG = TransitionSource.TRANSACTION_LOG
 _NAME = {state: state.value for state in TxnState}
 _new_tuple = tuple.__new__
 
@@ -113,28 +124,6 @@ class IdState(NamedTuple):
     timeout_aborts: int = 0
 
 
-class LogTransition(NamedTuple):
-    """One applied record: the full stream, archived to Parquet; anomalies also stay in the hot database."""
-
-    transactional_id: str
-    at_ms: int
-    log_partition: int
-    offset: int
-    from_state: str | None
-    to_state: str
-    producer_id: int
-    producer_epoch: int
-    prev_producer_id: int | None
-    prev_producer_epoch: int | None
-    timeout_ms: int
-    start_ms: int | None
-    partitions: tuple[tuple[str, int], ...]
-    events: tuple[str, ...]
-    duration_ms: int | None
-    client_transaction_version: int
-    detail: str | None = None
-
-
 #: The id's running counts, in IdState's order: commits, aborts, epoch bumps, fences, timeout aborts.
 Tally = tuple[int, int, int, int, int]
 _NO_TALLY: Tally = (0, 0, 0, 0, 0)
@@ -143,7 +132,7 @@ _NO_TALLY: Tally = (0, 0, 0, 0, 0)
 # --- a value record, step by step ---------------------------------------------------------------------------
 
 
-def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTransition, int]:
+def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, Transition, int]:
     """The id's state after a value record, the record's transition, and by how much the epoch rose."""
     state = rec.state
     assert state is not None  # a value record always has one (TxnState.UNKNOWN for a status byte we do not know)
@@ -158,7 +147,7 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
         tally = prev[12:]  # its five counts (a test checks the names)
         bump = _identity_move(prev, rec, events)
         if prev.state not in _MAY_PRECEDE[state]:
-            events.append(ILLEGAL)
+            events.append(ILLEGAL_TRANSITION)
         client_tv = prev.client_tv if rec.producer_id == prev.producer_id else None
         rule = _REACHING.get(state)
         abort = rule(prev, rec, events, bump) if rule is not None else None
@@ -179,7 +168,7 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
     # (TxnLogRecord's field order is pinned by tests/unit/detect/test_txnlog.py)
     new = _new_tuple(IdState, (state, producer_id, epoch, timeout_ms, start_ms, last_update_ms, partitions, ctv,
                                client_tv, abort, log_partition, offset, *tally))
-    # The transition row (a plain tuple in LogTransition's order, as the id's state).
+    # The transition row (a plain tuple in Transition's order, as the id's state).
     to_state = _NAME[state] if state is not UNKNOWN else f"Unknown({raw_status})"
     detail = (_value_detail(rec) if raw_status is not None or unknown_tags or problem or next_pid is not None
               else None)
@@ -189,9 +178,9 @@ def after_value(prev: IdState | None, rec: TxnLogRecord) -> tuple[IdState, LogTr
         from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], prev.producer_id, prev.producer_epoch
     else:  # the tag links another producer id than the last one read: its epoch is not known
         from_state, prev_producer_id, prev_producer_epoch = _NAME[prev.state], was, None
-    return new, _new_tuple(LogTransition, (
+    return new, _new_tuple(Transition, (
         tid, last_update_ms, log_partition, offset, from_state, to_state, producer_id, epoch, prev_producer_id,
-        prev_producer_epoch, timeout_ms, start_ms, partitions, tuple(events), duration, ctv, detail)), bump
+        prev_producer_epoch, timeout_ms, start_ms, partitions, tuple(events), duration, ctv, detail, _LOG)), bump
 
 
 _COMPLETE = frozenset({COMPLETE_COMMIT, COMPLETE_ABORT})
@@ -330,7 +319,7 @@ _REACHING: dict[TxnState, Rule] = {
 # --- records without a value ------------------------------------------------------------------------------
 
 
-def after_other(prev: IdState | None, rec: TxnLogRecord) -> LogTransition:
+def after_other(prev: IdState | None, rec: TxnLogRecord) -> Transition:
     """A tombstone (the id expired) or an undecodable value (the id's state stays as it was)."""
     if rec.kind is TxnLogKind.TOMBSTONE:
         return _without_value(prev, rec, DEAD, EXPIRED, None)
@@ -343,13 +332,13 @@ _UNSEEN = IdState(UNKNOWN, -1, -1, 0, None, 0, (), 0, None, None, -1, -1)
 
 
 def _without_value(prev: IdState | None, rec: TxnLogRecord, to_state: TxnState, event: str,
-                   detail: str | None) -> LogTransition:
+                   detail: str | None) -> Transition:
     """The transition row of a record without a value: the id as it was, the record's position and time."""
     was = prev or _UNSEEN
-    return LogTransition(
+    return Transition(
         transactional_id=rec.transactional_id, at_ms=rec.timestamp_ms or 0, log_partition=rec.log_partition,
-        offset=rec.offset, from_state=_NAME[was.state] if prev else None, to_state=to_state.value,
+        log_offset=rec.offset, from_state=_NAME[was.state] if prev else None, to_state=to_state.value,
         producer_id=was.producer_id, producer_epoch=was.producer_epoch,
         prev_producer_id=was.producer_id if prev else None, prev_producer_epoch=was.producer_epoch if prev else None,
         timeout_ms=was.timeout_ms, start_ms=was.start_ms, partitions=(), events=(event,), duration_ms=None,
-        client_transaction_version=was.client_transaction_version, detail=detail)
+        client_transaction_version=was.client_transaction_version, detail=detail, source=_LOG)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from txnwatch.core.model import ClusterSnapshot, TopicPartition, VerificationOutcome
+from txnwatch.core.findings import VerificationCheck, VerificationOutcome
+from txnwatch.core.model import ClusterSnapshot, TopicPartition
 from txnwatch.detect.settings import DetectionSettings
 
 #: A partition's open transaction: (partition, producer id, first offset of the transaction).
@@ -46,16 +47,6 @@ class Pending:
         if self.agreed_ms is not None:
             return self.agreed_ms
         return self.first_seen_ms if self.written_ms is None else min(self.first_seen_ms, self.written_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class VerificationCheck:
-    checks: int
-    failures: int
-    samples: tuple[VerificationOutcome, ...]
-    #: The pairs counted as failures this poll (partition, producer id, transactional id), sorted: what a warning
-    #: names, so it says which transactions rather than a ratio whose denominator moves with the traffic.
-    failing: tuple[tuple[TopicPartition, int, str | None], ...] = ()
 
 
 def _coordinator_view(snapshot: ClusterSnapshot, producer_id: int,

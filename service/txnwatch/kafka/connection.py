@@ -16,11 +16,11 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TypeVar
 
-from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-from txnwatch.core.model import AbortOutcome, ClusterSnapshot, TopicPartition
+from txnwatch.core.model import AbortOutcome, ClusterSnapshot, ResponseRefused, TerminateOutcome, TopicPartition
 from txnwatch.kafka.abort import abort_transaction
+from txnwatch.kafka.bounded import BoundedManager, RefusalLog
 from txnwatch.kafka.broker_metrics import expand_urls, scrape
 from txnwatch.kafka.encoded import RequestMemo
 from txnwatch.kafka.errors import ClusterUnreachable
@@ -28,6 +28,7 @@ from txnwatch.kafka.poll import collect
 from txnwatch.kafka.record_count import RecordCounts
 from txnwatch.kafka.records import RecordDates
 from txnwatch.kafka.settings import ClusterConnectionSettings
+from txnwatch.kafka.terminate import terminate_transaction
 from txnwatch.kafka.wire import ManagerWire
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,12 @@ T = TypeVar("T")
 class _Client:
     """kafka-python's IO loop plus connection manager: what ``KafkaAdminClient`` owns, minus its blocking API."""
 
-    def __init__(self, settings: ClusterConnectionSettings) -> None:
+    def __init__(self, settings: ClusterConnectionSettings, refusals: RefusalLog) -> None:
         config = settings.client_config()
         self.max_in_flight: int = config["max_in_flight_requests_per_connection"]
         self.net = NetworkSelector(client_id=settings.client_id)
-        self.manager = KafkaConnectionManager(self.net, **config)
+        # Every connection reads its answers under the cluster's bounds (frame size, entries: kafka/bounded.py).
+        self.manager = BoundedManager(self.net, settings.response_bounds, refusals, **config)
         self.net.start()
         try:
             self.manager.bootstrap(settings.connect_timeout_ms)
@@ -76,6 +78,8 @@ class ClusterConnection:
         self._max_transaction_timeout_ms: int | None = None
         self._last_round_trips = 0
         self._closed = False
+        # Answers refused over a bound (kafka/bounded.py), by any of the client's connections.
+        self._refusals = RefusalLog()
         # Timestamps of first unconsumed records, kept across polls (and reconnects): they never change.
         self._record_dates = RecordDates(settings.record_fetch_limit)
         # Records a read_committed consumer gets up to the LSO, per (partition, committed offset), counted on.
@@ -101,6 +105,7 @@ class ClusterConnection:
         started = time.monotonic()
         self._last_round_trips = 0
         client = self._connected()
+        self._refusals.take()  # a poll fails for its own refusals only
         wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
         try:
             collected = client.run(lambda: collect(wire, self._settings, taken_at_ms=taken_at_ms,
@@ -108,12 +113,16 @@ class ClusterConnection:
                                                    record_dates=self._record_dates,
                                                    record_counts=self._record_counts,
                                                    requests=self._requests))
-        except Exception:
+        except Exception as exc:
             # Unreachable, or kafka-python's IO loop broke: either way the next poll starts afresh.
             self._discard(client)
+            self._raise_refused(exc)
             raise
         finally:
             self._last_round_trips = wire.round_trips
+        # An answer refused over a bound fails the poll: what the other answers say may be partial, and the
+        # cluster must show why (kafka/bounded.py).
+        self._raise_refused(None, client)
         if collected.max_transaction_timeout_ms is not None:
             self._max_transaction_timeout_ms = collected.max_transaction_timeout_ms
         snapshot = collected.snapshot
@@ -151,6 +160,19 @@ class ClusterConnection:
             self._discard(client)
             raise
 
+    def terminate_transaction(self, transactional_id: str, *, dry_run: bool = True) -> TerminateOutcome:
+        """Abort ``transactional_id``'s ongoing transaction, as Kafka 4.1's ``forceTerminateTransaction`` does
+        (txnwatch.kafka.terminate): refused on clusters older than 4.1 and when the id has none ongoing."""
+        client = self._connected()
+        wire = ManagerWire(client.manager, self._settings.request_timeout_ms, client.max_in_flight)
+        try:
+            return client.run(lambda: terminate_transaction(wire, self._settings.name, transactional_id,
+                                                            dry_run=dry_run, sleep=client.net.sleep,
+                                                            timeout_ms=self._settings.request_timeout_ms))
+        except Exception:
+            self._discard(client)
+            raise
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -170,11 +192,23 @@ class ClusterConnection:
             if self._closed:
                 raise RuntimeError(f"connection to cluster {self._settings.name!r} is closed")
             if self._client is None:
+                self._refusals.take()
                 try:
-                    self._client = _Client(self._settings)
+                    self._client = _Client(self._settings, self._refusals)
                 except Exception as exc:
+                    self._raise_refused(exc)
                     raise ClusterUnreachable(self._settings.name, f"bootstrap failed: {exc}{self._security_hint()}") from exc
             return self._client
+
+    def _raise_refused(self, cause: Exception | None, client: _Client | None = None) -> None:
+        """Raise ResponseRefused if an answer was refused since the refusals were last taken (the cause's
+        "Unable to bootstrap" or a request's failure says less than the refusal does)."""
+        refusals = self._refusals.take()
+        if not refusals:
+            return
+        if client is not None:
+            self._discard(client)
+        raise ResponseRefused(self._settings.name, refusals) from cause
 
     def _security_hint(self) -> str:
         """kafka-python reports a refused login or handshake as a timeout; say where to look instead."""

@@ -60,10 +60,14 @@ class MskIamSigner:
         self._chain: Any = None
 
     def _session(self) -> Any:
+        from txnwatch.core.extras import MissingExtra, require
+
         try:
-            from botocore.session import Session
-        except ImportError:
-            raise MskIamError("sasl_mechanism AWS_MSK_IAM needs botocore: pip install 'txnwatch[msk]'") from None
+            require("botocore")
+        except MissingExtra as exc:
+            raise MskIamError(str(exc)) from None
+        from botocore.session import Session
+
         return Session(profile=self._profile)
 
     def resolve(self, host: str) -> tuple[str, AwsCredentials]:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from txnwatch.core.idpattern import compile_pattern
+from txnwatch.core.idpattern import compile_name_filter, compile_pattern
+from txnwatch.kafka.bounded import MAX_RESPONSE_BYTES, MAX_RESPONSE_ENTRIES, ResponseBounds
+from txnwatch.kafka.kerberos import KerberosIdentity
 from txnwatch.kafka.msk import MskIamSigner
 from txnwatch.kafka.oauth import OAuthSettings, OidcTokenProvider
 
@@ -23,8 +25,6 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]
 #: Mechanisms that log in with sasl_username/sasl_password.
 PASSWORD_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
-RECEIVE_MESSAGE_MAX_BYTES = 100_000_000
-"""Largest broker answer accepted (kafka-python's admin client and consumer use the same bound)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class ClusterConnectionSettings:
     ssl_keyfile: str | None = None
     ssl_check_hostname: bool = True
     request_timeout_ms: int = 10_000
+    #: Largest response frame read, and most entries decoded from one answer (txnwatch.kafka.bounded).
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    max_response_entries: int = MAX_RESPONSE_ENTRIES
     #: Bootstrap (TCP, TLS, SASL, first metadata) must finish within this, else the cluster is unreachable.
     connect_timeout_ms: int = 5_000
     topics_include: tuple[str, ...] = ()
@@ -64,10 +67,13 @@ class ClusterConnectionSettings:
     record_fetch_limit: int = 200
     #: OAUTHBEARER: the OIDC client-credentials grant (see txnwatch.kafka.oauth).
     oauth: OAuthSettings | None = None
-    #: GSSAPI: the broker's Kerberos service name and, if not the broker's host name, its domain.  The client's
-    #: principal comes from the Kerberos credential cache or a keytab (KRB5CCNAME, KRB5_CLIENT_KTNAME).
+    #: GSSAPI: the broker's Kerberos service name and, if not the broker's host name, its domain; txnwatch's
+    #: own principal and the keytab holding its key (txnwatch.kafka.kerberos).  Without a keytab the ticket
+    #: comes from the credential cache (KRB5CCNAME); without a principal, from the process's defaults.
     sasl_kerberos_service_name: str = "kafka"
     sasl_kerberos_domain_name: str | None = None
+    sasl_kerberos_principal: str | None = None
+    sasl_kerberos_keytab: str | None = None
     #: AWS_MSK_IAM: region (else the broker host name's, else the AWS config chain) and named profile.
     aws_region: str | None = None
     aws_profile: str | None = None
@@ -128,13 +134,20 @@ class ClusterConnectionSettings:
         return self._groups.selects(group_id)
 
     @cached_property
-    def sasl_provider(self) -> OidcTokenProvider | MskIamSigner | None:
-        """One token provider (or MSK signer) per cluster, shared by all its connections so tokens are reused."""
+    def sasl_provider(self) -> OidcTokenProvider | MskIamSigner | KerberosIdentity | None:
+        """One token provider (MSK signer, Kerberos identity) per cluster, shared by all its connections so
+        tokens and tickets are reused."""
         if self.sasl_mechanism == "OAUTHBEARER" and self.oauth is not None:
             return OidcTokenProvider(self.oauth)
         if self.sasl_mechanism == "AWS_MSK_IAM":
             return MskIamSigner(region=self.aws_region, profile=self.aws_profile)
+        if self.sasl_mechanism == "GSSAPI":
+            return KerberosIdentity(principal=self.sasl_kerberos_principal, keytab=self.sasl_kerberos_keytab)
         return None
+
+    @property
+    def response_bounds(self) -> ResponseBounds:
+        return ResponseBounds(self.max_response_bytes, self.max_response_entries)
 
     def client_config(self) -> dict[str, Any]:
         """Keyword arguments for kafka-python's connection manager."""
@@ -149,9 +162,9 @@ class ClusterConnectionSettings:
             # One poll pipelines up to seven requests to a broker in a single round trip.
             "max_in_flight_requests_per_connection": 16,
             # The connection manager's own default (1 MB) refuses the answers of a big cluster: the Metadata
-            # answer of 80,000 partitions is 2.1 MB, and no poll got past its first round (benchmarks/biglab.py).
-            # KafkaAdminClient and KafkaConsumer allow 100 MB; so do we.
-            "receive_message_max_bytes": RECEIVE_MESSAGE_MAX_BYTES,
+            # answer of 80,000 partitions is 2.1 MB, and no poll got past its first round (benchmarks/poll.py --daemon).
+            # Ours, checked as each frame's size arrives (txnwatch.kafka.bounded), is the same figure.
+            "receive_message_max_bytes": self.max_response_bytes,
             "security_protocol": self.security_protocol,
             "sasl_mechanism": self.sasl_mechanism,
             "sasl_plain_username": self.sasl_username,
@@ -160,7 +173,8 @@ class ClusterConnectionSettings:
             "ssl_certfile": self.ssl_certfile,
             "ssl_keyfile": self.ssl_keyfile,
             "ssl_check_hostname": self.ssl_check_hostname,
-            # kafka-python passes this object to every mechanism; OAUTHBEARER and (see kafka.msk) AWS_MSK_IAM read it.
+            # kafka-python passes this object to every mechanism; OAUTHBEARER, AWS_MSK_IAM (kafka.msk) and GSSAPI
+            # (kafka.kerberos) read it.
             "sasl_oauth_token_provider": self.sasl_provider,
             "sasl_kerberos_service_name": self.sasl_kerberos_service_name,
             "sasl_kerberos_domain_name": self.sasl_kerberos_domain_name,
@@ -183,6 +197,8 @@ class ClusterConnectionSettings:
             ssl_check_hostname=config.ssl_check_hostname,
             request_timeout_ms=config.request_timeout_ms,
             connect_timeout_ms=config.connect_timeout_ms,
+            max_response_bytes=config.max_response_bytes,
+            max_response_entries=config.max_response_entries,
             topics_include=tuple(config.topics_include),
             topics_exclude=tuple(config.topics_exclude),
             groups_include=tuple(config.groups_include),
@@ -192,6 +208,8 @@ class ClusterConnectionSettings:
             record_fetch_limit=config.time_lag_fetches_per_poll,
             sasl_kerberos_service_name=config.sasl_kerberos_service_name,
             sasl_kerberos_domain_name=config.sasl_kerberos_domain_name,
+            sasl_kerberos_principal=config.sasl_kerberos_principal,
+            sasl_kerberos_keytab=str(config.sasl_kerberos_keytab) if config.sasl_kerberos_keytab else None,
             aws_region=config.aws_region,
             aws_profile=config.aws_profile,
             broker_metrics_urls=tuple(sorted(config.broker_metrics_urls.items())),
@@ -209,10 +227,11 @@ class _Selection:
 
     @classmethod
     def compile(cls, include: tuple[str, ...], exclude: tuple[str, ...]) -> _Selection:
-        return cls(tuple(re.compile(p) for p in include), tuple(re.compile(p) for p in exclude))
+        return cls(tuple(compile_name_filter(p) for p in include), tuple(compile_name_filter(p) for p in exclude))
 
     def selects(self, name: str) -> bool:
-        """Full-match semantics: a pattern must match the whole name, so ``orders`` is one name, not a prefix."""
+        """Full-match semantics over every character: a pattern must match the whole name, so ``orders`` is one
+        name, not a prefix, and ``.*`` is every name, one holding a newline included."""
         if self.include and not any(p.fullmatch(name) for p in self.include):
             return False
         return not any(p.fullmatch(name) for p in self.exclude)

@@ -34,12 +34,12 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from txnwatch.core.extras import say_uncompiled
-from txnwatch.core.model import RequestError, TxnLogKind, TxnLogRecord
+from txnwatch.core.model import TRANSACTION_STATE_TOPIC, RequestError, TxnLogKind, TxnLogRecord
 from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.kafka import errors, txnlog_batches
+from txnwatch.kafka.bounded import RefusalLog, bounded_client
 from txnwatch.kafka.settings import ClusterConnectionSettings
 
-TOPIC = "__transaction_state"
 API = "TransactionLog"
 log = logging.getLogger(__name__)
 
@@ -302,7 +302,7 @@ def decode_record(key: bytes | None, value: bytes | None, log_partition: int, of
             raise ValueError("record without key")
         tid = decode_key(key)
     except _DECODE_ERRORS as exc:
-        return errors.corrupt(API, f"{TOPIC}-{log_partition}@{offset}", str(exc) or type(exc).__name__)
+        return errors.corrupt(API, f"{TRANSACTION_STATE_TOPIC}-{log_partition}@{offset}", str(exc) or type(exc).__name__)
     if value is None:
         return TxnLogRecord(tid, log_partition, offset, ts, TxnLogKind.TOMBSTONE)
     try:
@@ -405,11 +405,12 @@ class TransactionLogTail:
     """
 
     def __init__(self, settings: ClusterConnectionSettings, *, positions: Mapping[int, int] | None = None,
-                 from_beginning: bool = True, topic: str = TOPIC,
+                 from_beginning: bool = True, topic: str = TRANSACTION_STATE_TOPIC,
                  max_poll_records: int = FETCH_CONFIG["max_poll_records"],
                  fetch_wait_ms: int = FETCH_MAX_WAIT_MS) -> None:
         config = settings.client_config()
         self.topic = topic
+        self.refusals = RefusalLog()
         # At most half the request timeout: a held fetch must come back well before kafka-python gives up on it.
         wait_ms = min(fetch_wait_ms, max(settings.request_timeout_ms, 1_000) // 2)
         self._consumer = KafkaConsumer(
@@ -425,6 +426,9 @@ class TransactionLogTail:
             # sensors recorded every request, response and fetch on the I/O thread, ~3 fetch rounds a second
             # on a quiet 3-broker cluster (issue 25).
             metrics_enabled=False,
+            # Its connections read under the cluster's bounds too (frame size, entries: kafka/bounded.py).
+            kafka_client=bounded_client(settings.response_bounds, self.refusals),
+            receive_message_max_bytes=settings.max_response_bytes,
             **{k: v for k, v in config.items() if k.startswith(("security_", "sasl_", "ssl_"))})
         try:
             partitions = self._consumer.partitions_for_topic(topic) or set()
@@ -511,8 +515,8 @@ def denied_reason(exc: BaseException) -> str | None:
     if isinstance(exc, TxnLogUnavailable):
         return str(exc)
     if isinstance(exc, Errors.TopicAuthorizationFailedError):
-        return (f"reading {TOPIC} was denied (TOPIC_AUTHORIZATION_FAILED): grant this principal Describe and Read "
-                f"on topic {TOPIC} for exact history")
+        return (f"reading {TRANSACTION_STATE_TOPIC} was denied (TOPIC_AUTHORIZATION_FAILED): grant this principal Describe and Read "
+                f"on topic {TRANSACTION_STATE_TOPIC} for exact history")
     if isinstance(exc, (Errors.ClusterAuthorizationFailedError, Errors.GroupAuthorizationFailedError)):
-        return f"authorization failed while reading {TOPIC} ({type(exc).__name__})"
+        return f"authorization failed while reading {TRANSACTION_STATE_TOPIC} ({type(exc).__name__})"
     return None

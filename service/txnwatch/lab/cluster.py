@@ -33,6 +33,7 @@ from txnwatch.lab.ports import free_ports, port_open
 from txnwatch.lab.processes import process_state, signal_if_ours, spawn, stop
 from txnwatch.lab.proxy import ProxyControl
 from txnwatch.lab.settings import (
+    KerberosListener,
     LabSettings,
     NodePorts,
     TransactionSettings,
@@ -96,6 +97,8 @@ class LabNode:
     controller_port: int | None = None
     #: The JMX exporter agent's HTTP port (brokers of a lab with `jmx_exporter`).
     metrics_port: int | None = None
+    #: The GSSAPI listener's port (brokers of a lab with `kerberos`).
+    kerberos_port: int | None = None
 
     @property
     def is_broker(self) -> bool:
@@ -169,7 +172,15 @@ class LabCluster:
     def settings(self) -> LabSettings:
         raw = dict(self.state.settings)
         raw["transactions"] = TransactionSettings(**raw["transactions"])
+        raw["kerberos"] = KerberosListener(**raw["kerberos"]) if raw.get("kerberos") else None
         return LabSettings(**raw)
+
+    @property
+    def kerberos_bootstrap_servers(self) -> str | None:
+        """The brokers' GSSAPI-only listener (a lab with `kerberos`), else None."""
+        krb = self.settings.kerberos
+        ports = [n.kerberos_port for n in self.brokers if n.kerberos_port]
+        return ",".join(f"{krb.host}:{port}" for port in ports) if krb and ports else None
 
     @property
     def transaction_max_timeout_ms(self) -> int:
@@ -438,18 +449,19 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
         specs = [(i, ["broker", "controller"]) for i in range(1, n + 1)]
     else:
         specs = [(CONTROLLER_ID, ["controller"])] + [(i, ["broker"]) for i in range(1, n + 1)]
-    ports = iter(free_ports(len(specs) * 5))
+    ports = iter(free_ports(len(specs) * 6))
     planned = []
     metrics_ports = {}
     for node_id, roles in specs:
         broker = "broker" in roles
-        client, internal, ctrl, proxied, metrics = next(ports), next(ports), next(ports), next(ports), next(ports)
+        client, internal, ctrl, proxied, metrics, krb = (next(ports) for _ in range(6))
         if broker and settings.jmx_exporter:
             metrics_ports[node_id] = metrics
         planned.append(NodePorts(node_id=node_id, client=client if broker else None,
                                  internal=internal if broker else None,
                                  controller=ctrl if "controller" in roles else None,
-                                 advertised=(proxied if settings.proxy else client) if broker else None))
+                                 advertised=(proxied if settings.proxy else client) if broker else None,
+                                 kerberos=krb if broker and settings.kerberos else None))
     voters = ",".join(f"{p.node_id}@127.0.0.1:{p.controller}" for p in planned if p.controller)
     nodes = []
     for (node_id, roles), p in zip(specs, planned, strict=False):
@@ -461,7 +473,7 @@ def _plan_nodes(settings: LabSettings, lab_path: Path) -> list[LabNode]:
         nodes.append(LabNode(node_id=node_id, roles=roles, pid=None, config_file=str(config),
                              log_file=str(node_dir / "server.log"), port=p.advertised, broker_port=p.client,
                              internal_port=p.internal, controller_port=p.controller,
-                             metrics_port=metrics_ports.get(node_id)))
+                             metrics_port=metrics_ports.get(node_id), kerberos_port=p.kerberos))
     return nodes
 
 
@@ -474,10 +486,12 @@ def _jvm_base(heap_mb: int) -> list[str]:
 def _java_cmd(settings: LabSettings, lab_path: Path, config: Path, node: LabNode) -> list[str]:
     heap = settings.broker_heap_mb if node.is_broker else settings.controller_heap_mb
     jars = resolve_kafka_jars(settings.kafka_version, quiet=True)
-    agent = []
+    extra = []
     if node.metrics_port:
-        agent = [f"-javaagent:{resolve_jmx_exporter(quiet=True)}=127.0.0.1:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"]
-    return [*_jvm_base(heap), *agent, *log_opts(lab_path, settings.kafka_version, "server"),
+        extra = [f"-javaagent:{resolve_jmx_exporter(quiet=True)}=127.0.0.1:{node.metrics_port}:{JMX_EXPORTER_CONFIG}"]
+    if settings.kerberos is not None and node.is_broker:
+        extra.append(f"-Djava.security.krb5.conf={settings.kerberos.krb5_conf}")
+    return [*_jvm_base(heap), *extra, *log_opts(lab_path, settings.kafka_version, "server"),
             f"-Dkafka.logs.dir={config.parent}", "-cp", classpath(jars), "kafka.Kafka", str(config)]
 
 

@@ -14,12 +14,13 @@ Two output formats exist, both parsed:
   partitions=[t-0,u-1],txnLastUpdateTimestamp=...,txnTimeoutMs=10000`
 * Kafka 4.x (generated JSON of TransactionLogKey/Value):
   `key: {"type":"0","data":{"transactionalId":"ID"}} payload: {"version":"1","data":{"producerId":0,
-  "producerEpoch":3,"transactionTimeoutMs":10000,"transactionStatus":1,"transactionPartitions":[...],...}}`
+  "producerEpoch":3,"transactionTimeoutMs":10000,"transactionStatus":1,"transactionPartitions":[...],...}}`;
+  4.4's own tool prints the state by its name (`"transactionStatus":"Ongoing"`), 4.0-4.3's by its id.
 
 A tombstone (an expired id) prints `payload: <DELETE>`.  The tool lives in
 kafka_2.13 as `kafka.tools.DumpLogSegments` up to 4.2 and in kafka-tools as
-`org.apache.kafka.tools.DumpLogSegments` from 4.3 (so a 4.4.0 lab uses 4.3.1's,
-see jars.TOOLS_FALLBACK); whichever the jars hold is used.
+`org.apache.kafka.tools.DumpLogSegments` from 4.3 (a release in jars.TOOLS_FALLBACK uses that
+release's); whichever the jars hold is used.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from txnwatch.core.model import split_topic_partition
+from txnwatch.core.model import TRANSACTION_STATE_TOPIC, split_topic_partition
 from txnwatch.core.vocabulary import STATE_BY_ID, TxnState
 from txnwatch.lab.errors import LabError
 from txnwatch.lab.jars import (
@@ -45,7 +46,6 @@ from txnwatch.lab.jars import (
 )
 from txnwatch.lab.reference import tools_log_opts
 
-TOPIC = "__transaction_state"
 #: TransactionState ids as the coordinator persists them (4.x prints the number).
 STATES = tuple(state.value for state in STATE_BY_ID)
 _NEW_CLASS = "org/apache/kafka/tools/DumpLogSegments.class"
@@ -113,10 +113,12 @@ def _parse_payload(payload: str) -> dict[str, Any] | None:
                 "partitions": _partitions_v3(match.group("parts")), "last_update_ms": int(match.group("updated"))}
     data = json.loads(payload)["data"]
     status = data["transactionStatus"]
+    if isinstance(status, str):  # 4.4's tool: the state's name
+        status = STATES.index(status) if status in STATES else status
     parts = tuple(sorted((p["topic"], int(i)) for p in data.get("transactionPartitions") or ()
                          for i in p["partitionIds"]))
     start = data.get("transactionStartTimestampMs")
-    return {"state": STATES[status] if 0 <= status < len(STATES) else f"Unknown({status})",
+    return {"state": STATES[status] if isinstance(status, int) and 0 <= status < len(STATES) else f"Unknown({status})",
             "producer_id": int(data["producerId"]), "producer_epoch": int(data["producerEpoch"]),
             "timeout_ms": int(data["transactionTimeoutMs"]), "partitions": parts,
             "last_update_ms": int(data["transactionLastUpdateTimestampMs"]),
@@ -172,10 +174,13 @@ class IdHistory:
       summed (under transaction version 2 every commit and abort bumps it by one; so does InitProducerId).
     * producer_id_changes: records under a different producer id than the previous one (epoch exhaustion,
       KIP-360), not counted as epoch bumps.
+    * timeout_aborts: the coordinator's aborts of a transaction that outlived its timeout: a PrepareAbort over
+      an Ongoing transaction, under the same producer id with a raised epoch, written at least the transaction's
+      timeout after it started, whatever follows (a producer that died with it open is never heard of again).
     * fences: transactions a new producer instance ended: an abort that raised the epoch and is followed
       directly by Empty with a further bump (the new instance's InitProducerId, which found the old one's
       transaction open: TV1's PrepareEpochFence, TV2's abort with bump), unless the transaction had already
-      outlived its timeout (then the coordinator's timeout abort came first: `timeout_aborts`).
+      outlived its timeout (then the coordinator's timeout abort came first and is counted as such).
     """
 
     transactional_id: str
@@ -221,6 +226,15 @@ def _apply(h: IdHistory, r: CoordinatorRecord) -> None:
         h.aborts += 1
     elif r.state == TxnState.EMPTY and prev is not None and prev.state == TxnState.COMPLETE_ABORT:
         _classify_abort_end(h, r)
+    elif (r.state == TxnState.PREPARE_ABORT and prev is not None and prev.state == TxnState.ONGOING
+          and r.producer_id == prev.producer_id and r.producer_epoch > prev.producer_epoch and _outlived(prev, r)):
+        h.timeout_aborts += 1
+
+
+def _outlived(ongoing: CoordinatorRecord, abort: CoordinatorRecord) -> bool:
+    """The abort was written at least the transaction's timeout after the transaction started."""
+    started = ongoing.start_ms if ongoing.start_ms is not None else ongoing.last_update_ms
+    return abort.last_update_ms - started >= ongoing.timeout_ms
 
 
 def _classify_abort_end(h: IdHistory, empty: CoordinatorRecord) -> None:
@@ -234,10 +248,7 @@ def _classify_abort_end(h: IdHistory, empty: CoordinatorRecord) -> None:
     bumped = prepare.producer_epoch > ongoing.producer_epoch and empty.producer_epoch > complete.producer_epoch
     if not bumped:
         return
-    started = ongoing.start_ms if ongoing.start_ms is not None else ongoing.last_update_ms
-    if prepare.last_update_ms - started >= ongoing.timeout_ms:
-        h.timeout_aborts += 1
-    else:
+    if not _outlived(ongoing, prepare):  # past its timeout it was the coordinator's abort, counted at the PrepareAbort
         h.fences += 1
 
 
@@ -274,7 +285,7 @@ def dump_transaction_log(files: list[Path], kafka_version: str = DEFAULT_KAFKA_V
                          timeout: float = 120.0) -> str:
     """Run `DumpLogSegments --transaction-log-decoder --files f1,f2,...` and return its stdout."""
     if not files:
-        raise LabError(f"no {TOPIC} segment files to dump")
+        raise LabError(f"no {TRANSACTION_STATE_TOPIC} segment files to dump")
     main_class, jars = _tool(kafka_version)
     cmd = [require_tool("java"), "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
            *tools_log_opts(tools_version(kafka_version) if main_class.startswith("org.") else kafka_version),
@@ -290,7 +301,7 @@ def coordinator_log(lab: Any, timeout: float = 120.0) -> list[CoordinatorRecord]
     partition is read from one broker only (the lowest id holding it), so records are not counted twice."""
     chosen: dict[str, Path] = {}
     for broker in sorted(lab.brokers, key=lambda b: b.node_id):
-        for directory in sorted((Path(broker.config_file).parent / "data").glob(f"{TOPIC}-*")):
+        for directory in sorted((Path(broker.config_file).parent / "data").glob(f"{TRANSACTION_STATE_TOPIC}-*")):
             chosen.setdefault(directory.name, directory)
     files = sorted(segment for directory in chosen.values() for segment in directory.glob("*.log"))
     return parse_dump(dump_transaction_log(files, lab.kafka_version, timeout))

@@ -24,11 +24,14 @@ DEFAULT_KAFKA_VERSION = "4.1.1"
 #: Central serves.
 OLDER_KAFKA_VERSION = "3.9.1"
 NEWEST_KAFKA_VERSION = "4.4.0"
-#: Releases whose kafka-tools jar Maven Central does not serve (4.4.0 ships brokers only): their tools
-#: (TransactionsCommand, ProducerPerformance) run from this release instead, talking to the newer brokers over
-#: the same public protocol.  The broker-side tools in kafka_2.13 (StorageTool, DumpLogSegments) stay on the
+#: Releases whose kafka-tools jar Maven Central does not serve, each with the release whose tools
+#: (TransactionsCommand, ProducerPerformance, DumpLogSegments from 4.3) run against its brokers instead, over the
+#: same public protocol.  Every release a lab resolves gets its own kafka-tools; a release goes in here only
+#: while Maven Central serves its brokers without its tools (4.4.0's brokers came first, its tools later: it
+#: was {"4.4.0": "4.3.1"} until kafka-tools 4.4.0 appeared).  Maven's error for a missing kafka-tools names
+#: this table.  The broker-side tools in kafka_2.13 (StorageTool, DumpLogSegments up to 4.2) always stay on the
 #: broker's own version.
-TOOLS_FALLBACK: dict[str, str] = {"4.4.0": "4.3.1"}
+TOOLS_FALLBACK: dict[str, str] = {}
 _POM = Path(__file__).with_name("kafka") / "pom.xml"
 _COMPLETE_MARKER = ".complete"
 
@@ -70,16 +73,24 @@ def resolve_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, quiet: bool = Fa
     download is redone rather than half-used.
     """
     target = cache_root() / version
-    if (target / _COMPLETE_MARKER).exists():
+    if _complete(version, target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{version}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (target / _COMPLETE_MARKER).exists():  # another process finished while we waited
+        if _complete(version, target):  # another process finished while we waited
             return target
         _download(version, target, quiet=quiet)
     return target
+
+
+def _complete(version: str, target: Path) -> bool:
+    """Resolved whole, and with the release's own kafka-tools unless TOOLS_FALLBACK says Maven Central has none:
+    a cache resolved while it had none (brokers alone) is resolved again once the tools are wanted from it."""
+    if not (target / _COMPLETE_MARKER).exists():
+        return False
+    return version in TOOLS_FALLBACK or (target / f"kafka-tools-{version}.jar").exists()
 
 
 def _download(version: str, target: Path, *, quiet: bool) -> None:
@@ -88,10 +99,14 @@ def _download(version: str, target: Path, *, quiet: bool) -> None:
         flags.append("-Dkafka3")
     if version in TOOLS_FALLBACK:
         flags.append("-Dno-kafka-tools")
-    _maven_copy(_POM, target, flags, f"Apache Kafka {version}", "kafka_2.13-*.jar", quiet=quiet)
+    hint = (f"; if Maven Central serves Kafka {version}'s brokers without its kafka-tools, add "
+            f"{version!r} to TOOLS_FALLBACK in {Path(__file__).name} with the release whose tools run against it")
+    _maven_copy(_POM, target, flags, f"Apache Kafka {version}", "kafka_2.13-*.jar", quiet=quiet,
+                hint=hint if version not in TOOLS_FALLBACK else "")
 
 
-def _maven_copy(pom: Path, target: Path, flags: list[str], what: str, expect: str, *, quiet: bool) -> None:
+def _maven_copy(pom: Path, target: Path, flags: list[str], what: str, expect: str, *, quiet: bool,
+                hint: str = "") -> None:
     """`mvn dependency:copy-dependencies` of `pom` into a staging dir, renamed to `target` once complete."""
     mvn = require_tool("mvn")
     require_tool("java")
@@ -104,7 +119,8 @@ def _maven_copy(pom: Path, target: Path, flags: list[str], what: str, expect: st
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or not any(staging.glob(expect)):
         shutil.rmtree(staging, ignore_errors=True)
-        raise LabError(f"Maven could not resolve {what} (exit {proc.returncode}):\n"
+        missing_tools = hint and "kafka-tools" in proc.stdout + proc.stderr
+        raise LabError(f"Maven could not resolve {what} (exit {proc.returncode}){hint if missing_tools else ''}:\n"
                        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     (staging / _COMPLETE_MARKER).write_text(target.name + "\n")
     if target.exists():
@@ -112,6 +128,34 @@ def _maven_copy(pom: Path, target: Path, flags: list[str], what: str, expect: st
     staging.rename(target)
     if not quiet:
         print(f"[lab] {what}: {len(list(target.glob('*.jar')))} jars cached", file=sys.stderr, flush=True)
+
+
+_FLINK_POM = Path(__file__).with_name("flink") / "pom.xml"
+
+
+def flink_versions() -> tuple[str, str]:
+    """The pinned (Flink, flink-connector-kafka) versions, read from lab/flink/pom.xml (the one source)."""
+    text = _FLINK_POM.read_text()
+    found = [re.search(rf"<{name}>([^<]+)</{name}>", text) for name in ("flink.version", "flink.connector.kafka.version")]
+    if found[0] is None or found[1] is None:
+        raise LabError(f"{_FLINK_POM} names no flink.version or flink.connector.kafka.version")
+    return found[0].group(1), found[1].group(1)
+
+
+def resolve_flink_jars(*, quiet: bool = False) -> Path:
+    """The directory holding Flink's and its Kafka connector's runtime jars (lab/flink/pom.xml), resolved once per
+    machine into the lab cache, as Kafka's are."""
+    flink, connector = flink_versions()
+    target = cache_root() / f"flink-{flink}-kafka-{connector}"
+    if (target / _COMPLETE_MARKER).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / _COMPLETE_MARKER).exists():
+            _maven_copy(_FLINK_POM, target, [], f"Flink {flink} with flink-connector-kafka {connector}",
+                        "flink-connector-kafka-*.jar", quiet=quiet)
+    return target
 
 
 _JMX_POM = Path(__file__).with_name("kafka") / "jmx-exporter-pom.xml"

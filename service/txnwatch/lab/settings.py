@@ -58,6 +58,45 @@ PRE_KIP_890 = TransactionSettings(partition_verification_enable=False)
 
 
 @dataclass(frozen=True)
+class KerberosListener:
+    """A ``KERBEROS`` listener on every broker: SASL_PLAINTEXT with GSSAPI as its only mechanism.
+
+    The lab's own PLAINTEXT listener stays (the lab's readiness checks, topics and Kafka's reference tools use
+    it) and so does the PLAINTEXT inter-broker one; a client of the Kerberos listener is told only that
+    listener's addresses, so it stays on Kerberos.  The KDC is not the lab's: the caller brings its
+    ``krb5.conf`` and a keytab holding the brokers' principal (tests/fixtures/kdc.py makes both).
+
+    The listener binds 127.0.0.1 and advertises the name ``localhost``, and the brokers' principal is
+    ``kafka/localhost@REALM``: a Java client names the broker's principal after the host name of the address it
+    connected to (Kafka's SaslChannelBuilder: ``InetAddress.getHostName()``), which for an address given as
+    127.0.0.1 is a reverse lookup (``localhost`` from /etc/hosts), while kafka-python (MIT krb5) takes the host
+    as advertised.  Advertised as a name, both ask for ``kafka/localhost`` with no lookup at all.  The broker's
+    JVM reads the realm from ``-Djava.security.krb5.conf`` (Java does not read KRB5_CONFIG) and logs in with
+    Java's Krb5LoginModule from the keytab."""
+
+    krb5_conf: str
+    keytab: str
+    #: The brokers' principal, kafka/localhost@REALM; its first part is the service name.
+    principal: str
+    #: The host name the listener advertises (and the principal's second part).
+    host: str = "localhost"
+
+    def __post_init__(self) -> None:
+        service, _, rest = self.principal.partition("/")
+        if not service or rest.partition("@")[0] != self.host:
+            raise ValueError(f"the brokers' principal must be <service>/{self.host}@REALM, not {self.principal!r}")
+
+    @property
+    def service_name(self) -> str:
+        return self.principal.split("/", 1)[0]
+
+    def jaas(self) -> str:
+        """A JAAS login from the keytab; storeKey keeps the key, which the broker needs to accept tickets."""
+        return ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+                f'keyTab="{self.keytab}" principal="{self.principal}";')
+
+
+@dataclass(frozen=True)
 class LabSettings:
     brokers: int = 3
     kafka_version: str = DEFAULT_KAFKA_VERSION
@@ -73,6 +112,8 @@ class LabSettings:
     #: broker metrics, KIP-890's VerificationTimeMs / VerificationFailureRate included, on
     #: http://127.0.0.1:<metrics port>/metrics (`LabCluster.broker_metrics_urls()`).
     jmx_exporter: bool = False
+    #: A GSSAPI-only listener beside the PLAINTEXT one (`LabCluster.kerberos_bootstrap_servers`).
+    kerberos: KerberosListener | None = None
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -90,6 +131,8 @@ class NodePorts:
     internal: int | None
     controller: int | None
     advertised: int | None
+    #: The GSSAPI listener's port (brokers of a lab with `kerberos`); never proxied.
+    kerberos: int | None = None
 
 
 def render_properties(
@@ -111,9 +154,21 @@ def render_properties(
         listeners.append(f"CONTROLLER://127.0.0.1:{node.controller}")
     if "broker" in roles:
         listeners += [f"CLIENT://127.0.0.1:{node.client}", f"INTERNAL://127.0.0.1:{node.internal}"]
+        advertised = [f"CLIENT://127.0.0.1:{node.advertised}", f"INTERNAL://127.0.0.1:{node.internal}"]
+        krb = settings.kerberos
+        if krb is not None:
+            listeners.append(f"KERBEROS://127.0.0.1:{node.kerberos}")
+            advertised.append(f"KERBEROS://{krb.host}:{node.kerberos}")
+            props.update({
+                "listener.security.protocol.map": props["listener.security.protocol.map"]
+                + ",KERBEROS:SASL_PLAINTEXT",
+                "listener.name.kerberos.sasl.enabled.mechanisms": "GSSAPI",
+                "listener.name.kerberos.gssapi.sasl.jaas.config": krb.jaas(),
+                "sasl.kerberos.service.name": krb.service_name,
+            })
         tx = settings.transactions
         props.update({
-            "advertised.listeners": f"CLIENT://127.0.0.1:{node.advertised},INTERNAL://127.0.0.1:{node.internal}",
+            "advertised.listeners": ",".join(advertised),
             "inter.broker.listener.name": "INTERNAL",
             "num.partitions": "1",
             "default.replication.factor": rf,

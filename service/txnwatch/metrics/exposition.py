@@ -27,12 +27,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client.registry import CollectorRegistry
 
-from txnwatch.collect import pollwindow
-from txnwatch.core import threadnames
+from txnwatch.core import pollwindow, threadnames
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.metrics.family_cache import FamilyCache
 from txnwatch.metrics.render import render_text
@@ -114,7 +114,7 @@ class Exposition:
         """Something the exposition shows changed (a poll finished): render again soon."""
         self._dirty.set()
 
-    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None,
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None,
                 now_ms: int) -> None:
         """As the collector's last sink: every other sink has counted this poll by now."""
         self.invalidate()
@@ -134,7 +134,7 @@ class Exposition:
     def _run(self) -> None:
         while not self._stop.is_set():
             # A render of hundreds of thousands of series holds the GIL for seconds: not during a poll, if the
-            # polls leave a gap within max_age_s (txnwatch.collect.pollwindow; polls of many clusters may never).
+            # polls leave a gap within max_age_s (txnwatch.core.pollwindow; polls of many clusters may never).
             pollwindow.PROCESS.wait_quiet(self._max_age_s)
             try:
                 self._render_and_hand_on()

@@ -1,6 +1,6 @@
 """/metrics for where coordinator history comes from, and what only the transaction log can tell.
 
-The commit/abort/fencing/epoch-bump families in :mod:`txnwatch.metrics.registry` take their values
+The commit/abort/fencing/epoch-bump families in :mod:`txnwatch.metrics.findings` take their values
 from the log when a cluster is in exact mode; this collector adds the mode itself and
 the log-only counters (producer id changes, expirations, InitProducerId, records read,
 unknown records), the tail's lag, and the log's view of open, stuck and over-long

@@ -32,10 +32,12 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
 
 from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
-from txnwatch.core.model import GroupLag, TopicPartition
-from txnwatch.core.views import ClusterView
-from txnwatch.detect.exporter import ExporterLag, exporter_sums
+from txnwatch.core.findings import ExporterLag, GroupLag
+from txnwatch.core.model import TopicPartition
+from txnwatch.core.views import ClusterView, LatestState
+from txnwatch.detect.exporter import exporter_sums
 from txnwatch.metrics.render import LeanGauge, int_label
 
 if TYPE_CHECKING:
@@ -270,6 +272,17 @@ def _add_view_in_full(fam: _Families, ex: _Exporter, name: str, exporter_lags: S
 def lag_families(views: Sequence[ClusterView], options: LagMetricOptions) -> Iterator[Metric]:
     """Every offset and lag family, from the latest snapshot and findings of each cluster (built afresh)."""
     yield from LagFamilies(options).families(views)
+
+
+class LagCollector(Collector):
+    """Offsets and consumer lag: kafka_exporter's families and txnwatch's own."""
+
+    def __init__(self, state: LatestState, options: LagMetricOptions) -> None:
+        self._state = state
+        self._families = LagFamilies(options)  # keeps each group's series while its rows stay equal
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families.families(self._state.views())
 
 
 @dataclass(frozen=True)

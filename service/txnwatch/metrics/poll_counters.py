@@ -8,18 +8,18 @@ is recomputed from database rows, which retention deletes (client_python's
 "instrument where it happens"; a restart resets them, which ``rate()`` handles).
 
 Mirrored Kafka state (offsets, open transactions, lag, hanging) is not an event:
-it stays in the custom collectors of :mod:`txnwatch.metrics.registry`, built from the latest
+it stays in the custom collectors :mod:`txnwatch.metrics.registry` registers, built from the latest
 published view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.registry import CollectorRegistry
 
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot
 
 #: Kafka APIs a poll uses: their error counters start at 0, so rate() sees the first error as an increase.
@@ -71,7 +71,7 @@ class PollMetrics:
             for api in POLL_APIS:
                 self.request_errors.labels(cluster, api)
 
-    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None,
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None,
                 now_ms: int) -> None:
         self.polls.labels(cluster).inc()
         if snapshot is None:

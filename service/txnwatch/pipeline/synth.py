@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from txnwatch.core.vocabulary import TxnEvent, TxnState
+from txnwatch.core.vocabulary import ABORT, COMMIT, EPOCH_BUMP, TxnEvent, TxnState
 from txnwatch.store.archive import TABLES, open_archive, read_manifest, write_manifest
 
 SHARES = {"transitions": 0.60, "offsets": 0.14, "verification": 0.10, "lag": 0.15,
@@ -26,10 +26,9 @@ TOPICS = [f"topic{t}" for t in range(10)]
 _PARTITIONING = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
 
 # (events, to_state) in per-cent shares: 80 commits, 10 aborts, 4 timeout aborts, 2 fences, 4 starts.
-_COMMIT, _ABORT, _BUMP = TxnEvent.COMMIT.value, TxnEvent.ABORT.value, TxnEvent.EPOCH_BUMP.value
-_OUTCOMES = ([([_COMMIT], TxnState.COMPLETE_COMMIT.value)] * 80 + [([_ABORT], TxnState.COMPLETE_ABORT.value)] * 10
-             + [([_ABORT, _BUMP, TxnEvent.TIMEOUT_ABORT.value], TxnState.COMPLETE_ABORT.value)] * 4
-             + [([_BUMP, TxnEvent.FENCED.value], TxnState.EMPTY.value)] * 2 + [([], TxnState.ONGOING.value)] * 4)
+_OUTCOMES = ([([COMMIT], TxnState.COMPLETE_COMMIT.value)] * 80 + [([ABORT], TxnState.COMPLETE_ABORT.value)] * 10
+             + [([ABORT, EPOCH_BUMP, TxnEvent.TIMEOUT_ABORT.value], TxnState.COMPLETE_ABORT.value)] * 4
+             + [([EPOCH_BUMP, TxnEvent.FENCED.value], TxnState.EMPTY.value)] * 2 + [([], TxnState.ONGOING.value)] * 4)
 
 
 def _ints(n: int, k: int) -> pa.Array:
@@ -73,7 +72,7 @@ class _Batch:
 
 def _transitions(b: _Batch) -> dict[str, pa.Array]:
     outcome = _ints(b.n, len(_OUTCOMES))
-    completed = pc.is_in(outcome, pa.array([i for i, (e, _) in enumerate(_OUTCOMES) if _COMMIT in e or _ABORT in e]))
+    completed = pc.is_in(outcome, pa.array([i for i, (e, _) in enumerate(_OUTCOMES) if COMMIT in e or ABORT in e]))
     at = b.times()
     app = _ints(b.n, 20)
     txn_ids = [f"app{a}-{i}" for a in range(20) for i in range(10)]

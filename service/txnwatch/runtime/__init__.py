@@ -1,1 +1,1 @@
-"""The composition root: builds every part once (wiring), the Runtime it hands the server and the API (lifecycle), the files the collecting process publishes for the API workers, the admin abort, and process-wide settings applied at start."""
+"""The composition root: builds every part once (wiring), the Runtime it hands the server and the API (lifecycle), the files the collecting process publishes for the API workers, the admin actions' Kafka calls, and process-wide settings applied at start."""

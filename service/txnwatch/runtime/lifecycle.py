@@ -12,18 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from txnwatch.core.config import ClusterConfig, Settings
-from txnwatch.core.model import AbortOutcome, TopicPartition
+from txnwatch.core.config import Settings
 from txnwatch.core.views import LatestState
 from txnwatch.fleet.leadership import Leadership
 from txnwatch.metrics.auth_failures import AuthFailureMetrics
 from txnwatch.metrics.exposition import ExpositionSource
+from txnwatch.remedy.commands import AdminCalls
 from txnwatch.store.health import StoreHealth
 
 log = logging.getLogger(__name__)
@@ -46,17 +45,6 @@ class Service:
     stop: Callable[[], None] = _nothing
 
 
-class AbortTransaction(Protocol):
-    """The admin abort (WriteTxnMarkers, as ``kafka-transactions.sh abort``), wired to the Kafka layer by the root.
-
-    Raises :class:`~txnwatch.core.model.ClusterUnreachable`; the API needs no Kafka import to call it.
-    """
-
-    def __call__(self, cluster: ClusterConfig, tp: TopicPartition, producer_id: int | None,
-                 producer_epoch: int | None, coordinator_epoch: int | None, *, dry_run: bool,
-                 start_offset: int | None = None) -> AbortOutcome: ...
-
-
 @dataclass(frozen=True)
 class Runtime:
     settings: Settings
@@ -69,7 +57,8 @@ class Runtime:
     registry: CollectorRegistry
     store_health: StoreHealth
     exposition: ExpositionSource
-    abort_transaction: AbortTransaction
+    #: The admin actions' Kafka calls (txnwatch.remedy), wired to kafka/: the API needs no Kafka import to call them.
+    admin_calls: AdminCalls
     #: ``txnwatch_auth_failures_total``, counted by the API's throttle (txnwatch.serve.api.throttle, built with
     #: the app) in this process or, with API workers, in shared memory this process renders.
     auth_failures: AuthFailureMetrics

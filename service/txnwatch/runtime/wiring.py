@@ -16,7 +16,9 @@ Services start in the order of :func:`_services` and stop in reverse:
    polling is the fallback where the log cannot be read);
 5. collector — the polls of the clusters this replica holds and the side jobs (store flush;
    retention, retired clusters and archiving the transition stream on the holder of the
-   housekeeping lease).
+   housekeeping lease);
+6. canary — the transactional canary of each cluster that enables it (txnwatch.canary), a thread per
+   cluster; its finding joins the alert conditions of the cluster's next poll.
 
 Every per-cluster part asks the leases whether this replica holds its cluster now.
 
@@ -30,7 +32,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.registry import CollectorRegistry
 from sqlalchemy import Connection, Engine
@@ -40,17 +42,22 @@ from txnwatch import detect
 from txnwatch.alerting import Alerting, effective_rules
 from txnwatch.alerting.from_findings import AlertSink, ConditionBuilder
 from txnwatch.alerting.metrics import AlertingMetrics
+from txnwatch.canary.probe import ClusterCanary, ProbeSettings
+from txnwatch.canary.service import CanaryService
 from txnwatch.collect.poll_loop import ClusterPollLoop, Collector, Sink
+from txnwatch.core.canary import CanaryFailure
 from txnwatch.core.config import ClusterConfig, Settings
-from txnwatch.core.model import AbortOutcome, TopicPartition
+from txnwatch.core.model import AbortOutcome, TerminateOutcome, TopicPartition
 from txnwatch.core.views import HistoryView, LatestState
 from txnwatch.fleet.balance import HOUSEKEEPING
 from txnwatch.fleet.leadership import Leadership, SingleInstance, leadership_for
 from txnwatch.metrics.auth_failures import AuthFailureMetrics, shared_counts
+from txnwatch.metrics.canary import CanaryMetrics
 from txnwatch.metrics.exposition import Exposition
 from txnwatch.metrics.lag import LagMetricOptions
 from txnwatch.metrics.poll_counters import PollMetrics
 from txnwatch.metrics.registry import build_registry
+from txnwatch.remedy.commands import AdminCalls
 from txnwatch.runtime.lifecycle import Runtime, Service
 from txnwatch.runtime.malloc_arenas import heap_trimmer
 from txnwatch.runtime.publication import MetricsFile, Publication, Publisher
@@ -62,6 +69,9 @@ from txnwatch.store.lag_sampling import LagSampling
 from txnwatch.store.offset_pictures import OffsetPictures
 from txnwatch.store.queries import cluster_ids
 from txnwatch.store.recorder import Recorder
+
+if TYPE_CHECKING:
+    from txnwatch.store.archive_job import Children
 
 RETENTION_INTERVAL_S = 3600
 TRANSITIONS_ARCHIVE_INTERVAL_S = 60
@@ -98,7 +108,7 @@ def build_runtime(settings: Settings, *, collect: bool = True, publish_to: Path 
                 if collect else ())
     return Runtime(settings=settings, engine=engine, sessions=sessions, read_sessions=make_read_sessionmaker(engine),
                    state=state, leadership=leadership,
-                   registry=registry, store_health=health, exposition=exposition, abort_transaction=abort_transaction,
+                   registry=registry, store_health=health, exposition=exposition, admin_calls=ADMIN_CALLS,
                    auth_failures=AuthFailureMetrics(registry, shared_counts() if publish_to is not None else None),
                    services=services)
 
@@ -121,7 +131,7 @@ def build_api_runtime(settings: Settings, directory: Path, auth_counts: Any = No
     return Runtime(settings=settings, engine=engine, sessions=make_sessionmaker(engine),
                    read_sessions=make_read_sessionmaker(engine), state=publication.state,
                    leadership=publication.leadership, registry=CollectorRegistry(auto_describe=False),
-                   store_health=publication.health, exposition=publication.exposition, abort_transaction=abort_transaction,
+                   store_health=publication.health, exposition=publication.exposition, admin_calls=ADMIN_CALLS,
                    auth_failures=AuthFailureMetrics(None, auth_counts),
                    refresh=publication.refresh, collector_problems=collector_problems)
 
@@ -154,12 +164,24 @@ def fastest_poll_s(settings: Settings) -> float:
 def abort_transaction(cluster: ClusterConfig, tp: TopicPartition, producer_id: int | None,
                       producer_epoch: int | None, coordinator_epoch: int | None, *, dry_run: bool,
                       start_offset: int | None = None) -> AbortOutcome:
-    """The API's admin abort: one short-lived connection per call (rare, and never on the poll's connection)."""
+    """The admin abort's Kafka call (API and CLI): one short-lived connection per call (rare, and never on the poll's connection)."""
     from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
 
     with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
         return connection.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch, dry_run=dry_run,
                                             start_offset=start_offset)
+
+
+def terminate_transaction(cluster: ClusterConfig, transactional_id: str, *, dry_run: bool) -> TerminateOutcome:
+    """The abort by transactional id's Kafka call (API and CLI), on a short-lived connection like the abort's."""
+    from txnwatch.kafka import ClusterConnection, ClusterConnectionSettings
+
+    with ClusterConnection(ClusterConnectionSettings.from_config(cluster)) as connection:
+        return connection.terminate_transaction(transactional_id, dry_run=dry_run)
+
+
+#: The admin actions' Kafka calls (txnwatch.remedy), for the runtimes and the CLI.
+ADMIN_CALLS = AdminCalls(abort_transaction=abort_transaction, terminate_transaction=terminate_transaction)
 
 
 def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session], state: LatestState,
@@ -175,8 +197,11 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     alerting = Alerting.from_settings(settings, sessions, leading=leadership.is_leader, leases=leadership,
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
+    canaries = canary_service(settings, leadership, CanaryMetrics(registry, [c.name for c in settings.clusters
+                                                                             if c.canary.enabled]))
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
-                                         settings.detection.verification_failure_ratio) for c in settings.clusters}
+                                         settings.detection.verification_failure_ratio,
+                                         canary=_finding_of(canaries, c.name)) for c in settings.clusters}
     sinks: list[Sink] = [recorder, AlertSink(alerting, builders, sessions, effective_rules(settings.alert_rules)),
                          PollMetrics(registry, [c.name for c in settings.clusters]), exposition]
     collectors = []
@@ -193,12 +218,17 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     collector = Collector(collectors)
     housekeeping = partial(leadership.holds, HOUSEKEEPING)
     collector.add_job(recorder.flush, STORE_FLUSH_INTERVAL_S, "store:flush-buffer")
-    collector.add_job(_when(housekeeping, partial(archive_then_purge, settings)),
+    from txnwatch.store.archive_job import Children, say_if_unavailable
+
+    children = Children()  # the archive child: ended first when the daemon stops (the last service below)
+    collector.add_job(_when(housekeeping, partial(archive_then_purge, settings, children)),
                       RETENTION_INTERVAL_S, "store:retention")
+
+    say_if_unavailable(settings)  # without the archive extra: one line at start, not a failed child every hour
     configured = [c.name for c in settings.clusters]
     tails = transaction_log_service(settings, sessions, state, leadership, health)
     if tails is not None:
-        paced = ArchivePacing(partial(newest_transition_id, sessions), partial(archive_transitions, settings))
+        paced = ArchivePacing(partial(newest_transition_id, sessions), partial(archive_transitions, settings, children))
         collector.add_job(_when(housekeeping, paced), TRANSITIONS_ARCHIVE_INTERVAL_S, "store:archive-transitions")
     retired_in: list[int | None] = [None]
 
@@ -222,7 +252,41 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
         *((Service("transaction-log", tails.start, tails.stop),) if tails is not None else ()),
         Service("exposition", exposition.start, exposition.stop),
         Service("collector", collector.start, partial(collector.stop, wait=True)),
+        *((Service("canary", canaries.start, canaries.stop),) if canaries is not None else ()),
+        # Stopped first: the collector's stop waits for its running jobs, an archive export among them.
+        Service("archive-children", children.start, children.stop),
     )
+
+
+def canary_service(settings: Settings, leadership: Leadership, metrics: CanaryMetrics) -> CanaryService | None:
+    """The transactional canary of every cluster that enables it (docs/canary.md), on threads of its own.  Its
+    metric families are registered either way (without series when no cluster enables it), as docs/metrics.yaml
+    promises every family."""
+    from txnwatch.kafka import ClusterConnectionSettings
+    from txnwatch.kafka.canary import CanaryClient
+
+    enabled = [c for c in settings.clusters if c.canary.enabled]
+    if not enabled:
+        return None
+    canaries = []
+    for cluster in enabled:
+        config = cluster.canary
+        probe = ProbeSettings(topic=config.topic, transactional_id=config.transactional_id_for(cluster.name),
+                              interval_s=config.interval_seconds, timeout_ms=config.timeout_ms,
+                              failures_to_alert=config.failures_to_alert)
+        connect = partial(CanaryClient, ClusterConnectionSettings.from_config(cluster), topic=probe.topic,
+                          transactional_id=probe.transactional_id, replication_factor=config.replication_factor,
+                          transaction_timeout_ms=config.transaction_timeout_ms, timeout_ms=config.timeout_ms)
+        canaries.append(ClusterCanary(cluster.name, probe, connect, [metrics],
+                                      leading=partial(leadership.holds, cluster.name)))
+    return CanaryService(canaries)
+
+
+def _finding_of(canaries: CanaryService | None, cluster: str) -> Callable[[], CanaryFailure | None] | None:
+    canary = canaries.canaries.get(cluster) if canaries is not None else None
+    if canary is None:
+        return None
+    return lambda: canary.finding
 
 
 def transaction_log_service(settings: Settings, sessions: sessionmaker[Session], state: LatestState,
@@ -257,12 +321,12 @@ def transaction_log_service(settings: Settings, sessions: sessionmaker[Session],
     return TxnLogService(tails)
 
 
-def archive_transitions(settings: Settings) -> bool:
+def archive_transitions(settings: Settings, children: Children | None = None) -> bool:
     """The full transition stream leaves the database once archived and older than the hot window
     (in a child process: see txnwatch.store.archive_job; paced by txnwatch.store.archive_pacing)."""
     from txnwatch.store.archive_job import run_in_child
 
-    return run_in_child("transitions", settings)
+    return run_in_child("transitions", settings, children)
 
 
 def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.DetectorState:
@@ -280,12 +344,12 @@ def resumed_state(sessions: sessionmaker[Session], cluster: str) -> detect.Detec
         return detect.INITIAL
 
 
-def archive_then_purge(settings: Settings) -> None:
+def archive_then_purge(settings: Settings, children: Children | None = None) -> None:
     """History leaves the database only once it is in the Parquet archive the pipeline reads
     (in a child process, so pyarrow never weighs on the daemon: see txnwatch.store.archive_job)."""
     from txnwatch.store.archive_job import run_in_child
 
-    run_in_child("history", settings)
+    run_in_child("history", settings, children)
 
 
 def _when(condition: Callable[[], bool], job: Callable[[], Any]) -> Callable[[], None]:

@@ -1,1 +1,1 @@
-"""Everything that answers HTTP: the REST API, the HTML console, the app that assembles them, the uvicorn server and the API worker processes."""
+"""Everything that answers HTTP: the REST API, the HTML console, the app that assembles them, the daemon's front, the HTTP limits and the metrics port's server (which supervise/ starts in processes of their own)."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -21,7 +22,11 @@ from txnwatch.serve.api.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
-def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
+def create_app(runtime: Runtime, *, manage_lifecycle: bool = True,
+               clock: Callable[[], float] = time.time) -> FastAPI:
+    """``clock`` (Unix seconds) is the console sessions' one: the login signs expiries with it, the guard checks
+    them against it (tests pass their own)."""
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if manage_lifecycle:
@@ -42,6 +47,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         redoc_url=None,
     )
     app.state.runtime = runtime
+    app.state.clock = clock
     # This process's windows of failed authentications per client (the guard's, the login's, the admin
     # check's: serve/api/throttle.py); what it counts goes to the runtime's txnwatch_auth_failures_total.
     api = runtime.settings.api
@@ -58,7 +64,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         app.state.answer_cache = AnswerCache(api.answer_cache_bytes, api.answer_cache_max_age_seconds)
         app.add_middleware(AnswerCacheMiddleware, cache=app.state.answer_cache)
     app.add_middleware(ReadTokenGuard, open_paths=OPEN_PATHS | {console.LOGIN}, open_prefixes=(console.STATIC + "/",),
-                       login_path=console.LOGIN)
+                       login_path=console.LOGIN, clock=clock)
     app.add_middleware(SecurityHeaders)
 
     @app.exception_handler(SQLAlchemyError)

@@ -3,8 +3,8 @@
 Kubernetes asks ``/healthz`` and ``/readyz`` every 10 s (helm/txnwatch: the API port, 8080), and that is all most
 daemons are ever asked on that port: Prometheus scrapes the metrics port's own process (serve/metrics_port.py).
 FastAPI, starlette, the API's pydantic models, its routers and the console cost 16 MB of RSS and PSS once
-imported and built (issue 25, idle RSS; ``benchmarks/first_request.py``).  So :class:`Front`, which
-serve/server.daemon_app hands to uvicorn, answers a plain ``GET /healthz`` or ``GET /readyz`` itself, from
+imported and built (issue 25, idle RSS; ``benchmarks/lean_daemon.py``).  So :class:`Front`, which
+:func:`daemon_app` builds for uvicorn, answers a plain ``GET /healthz`` or ``GET /readyz`` itself, from
 txnwatch.serve.readiness, the computation the API's own routes use, with the same status, body and headers;
 every other request (any other path or method, a probe with a body, a probe whose computation raised) goes to
 the API application, built by the given factory the first time one arrives, while the probes go on being
@@ -121,3 +121,16 @@ class Front:
             raise
         else:
             await send({"type": "lifespan.shutdown.complete"})
+
+
+def daemon_app(runtime: Runtime) -> Front:
+    """What the daemon's own server runs (``api.workers: 0``): the front, which runs the runtime's lifespan and
+    answers the probes, and builds the API application (txnwatch.serve.app.create_app, not imported until
+    then) on the first request for anything else (the module's docstring says why)."""
+
+    def build_api() -> Any:
+        from txnwatch.serve.app import create_app
+
+        return create_app(runtime, manage_lifecycle=False)  # the front runs the lifespan
+
+    return Front(runtime, build_api)

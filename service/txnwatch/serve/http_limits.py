@@ -23,6 +23,9 @@ that waited longest without a request in progress is closed for the new one. A p
 connection therefore always gets in, while idle and half-sent connections are the ones that go.
 Written by hand because uvicorn has no hook for either and no maintained ASGI server we could swap
 in keeps the daemon's single-process, lean profile (hypercorn has read timeouts but no cap).
+
+A request head's size, its header fields and its URL have a budget too (issue 38): ``serve/request_head.py``
+around httptools, h11's own ``max_incomplete_event_size`` where h11 is asked for.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ import resource
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from txnwatch.serve.request_head import HeadLimits, budgeted
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,7 @@ class HttpLimits:
     max_connections: int
     read_timeout_s: float
     keep_alive_timeout_s: float
+    head: HeadLimits = field(default_factory=HeadLimits)
 
 
 def raise_open_files_limit() -> tuple[int, int]:
@@ -236,6 +242,11 @@ def make_server(app: Any, limits: HttpLimits, *, http: str, loop: str, **options
     import uvicorn
 
     guard = ConnectionGuard(limits)
+    base = base_protocol(http)
+    if hasattr(base, "on_headers_complete"):  # httptools' callbacks: uvicorn's HttpToolsProtocol (also "auto")
+        base = budgeted(base, limits.head, guard.closed.count)
+    else:  # h11 refuses a head above its buffer itself (400, not 431), and keeps no partial header list
+        options.setdefault("h11_max_incomplete_event_size", limits.head.max_head_bytes)
 
     class LimitedServer(uvicorn.Server):
         _nudge: asyncio.Event | None = None
@@ -269,7 +280,7 @@ def make_server(app: Any, limits: HttpLimits, *, http: str, loop: str, **options
 
     # timeout_keep_alive is typed int in uvicorn but only handed to loop.call_later: a float is fine.
     config = uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=20, loop=loop,
-                            http=guarded(base_protocol(http), guard),
+                            http=guarded(base, guard),
                             timeout_keep_alive=limits.keep_alive_timeout_s,  # type: ignore[arg-type]
                             **options)
     return LimitedServer(config)

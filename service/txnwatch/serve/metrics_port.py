@@ -8,7 +8,7 @@ bytes a scrape needs are already rendered once per poll and written to a file by
 sends it: it imports no txnwatch module and no third-party library, and runs ``python -I -S`` (no site
 packages): ~11 MB of RSS, ~5 MB of it its own (PSS).
 
-It is started and restarted by txnwatch.serve.metrics_process, which binds the port and hands over the
+It is started and restarted by txnwatch.supervise.metrics_process, which binds the port and hands over the
 listening socket (``--fd``), and reads the read token and the limits from stdin (never on the command
 line, which every local user can read).  It exits when its parent is gone (``PR_SET_PDEATHSIG``, and
 the parent pid checked once a second where prctl is not available).
@@ -17,7 +17,9 @@ The API's HTTP limits (txnwatch.serve.http_limits) hold here as well: a request 
 ``read_timeout_s`` of the connection opening or of its first byte on a kept-alive connection; an idle
 kept-alive connection is closed after ``keep_alive_s``; at ``max_connections`` the connection that has
 waited longest without a response in flight is closed for the newcomer (the newcomer is refused when none
-waits); and a response that
+waits); a request head above ``max_head_bytes``, with more than ``max_header_fields`` fields or a URL above
+``max_url_bytes`` is answered 431 (414 for the URL) and the connection closed (txnwatch.serve.request_head, the
+same settings: ``api.max_request_*``); and a response that
 the client does not take within ``SEND_TIMEOUT_S`` is dropped.  Failed bearer tokens are counted per
 client (IPv6 per /64) in fixed windows, answered 429 past the limit like the API's doors
 (txnwatch.serve.api.throttle), and reported to the parent one line each (``read refused``, ``read
@@ -40,7 +42,9 @@ import zlib
 from _operator import _compare_digest as compare_digest  # hmac's own: hmac would load OpenSSL (+3 MB RSS)
 from collections import OrderedDict
 
-MAX_HEAD_BYTES = 16 * 1024
+MAX_HEAD_BYTES = 16 * 1024  # txnwatch.serve.request_head's defaults, when the parent does not say
+MAX_HEADER_FIELDS = 100
+MAX_URL_BYTES = 8 * 1024
 SEND_TIMEOUT_S = 60.0
 MAX_CLIENTS = 10_000
 TICK_S = 1.0
@@ -159,6 +163,9 @@ class Server:
         self.max_connections = int(config["max_connections"])
         self.read_timeout_s = float(config["read_timeout_s"])
         self.keep_alive_s = float(config["keep_alive_s"])
+        self.max_head_bytes = int(config.get("max_head_bytes", MAX_HEAD_BYTES))
+        self.max_header_fields = int(config.get("max_header_fields", MAX_HEADER_FIELDS))
+        self.max_url_bytes = int(config.get("max_url_bytes", MAX_URL_BYTES))
         self.throttle = Throttle(int(config["auth_failures_per_window"]), float(config["auth_failure_window_s"]))
         self.body = Body(os.path.join(directory, METRICS_GZ))
         self.selector = selectors.DefaultSelector()
@@ -268,7 +275,7 @@ class Server:
         if conn.first_byte is None:
             conn.first_byte = time.monotonic()
         conn.inbox += data
-        if len(conn.inbox) > 4 * MAX_HEAD_BYTES:  # pipelining more than it reads: a client to let go
+        if len(conn.inbox) > 4 * self.max_head_bytes:  # pipelining more than it reads: a client to let go
             self._close(conn)
             return
         self._serve_buffered(conn)
@@ -277,10 +284,10 @@ class Server:
         """Answer the request in the inbox once its head is whole (pipelined ones after the response is sent)."""
         if conn.outbox:
             return
-        end = conn.inbox.find(b"\r\n\r\n")
+        end = conn.inbox.find(b"\r\n\r\n", 0, self.max_head_bytes)
         if end < 0:
-            if len(conn.inbox) > MAX_HEAD_BYTES:
-                self._respond(conn, 431, b"request head too large\n", close=True)
+            if len(conn.inbox) >= self.max_head_bytes:
+                self._respond(conn, 431, b"request head above %d bytes\n" % self.max_head_bytes, close=True)
             return
         head = bytes(conn.inbox[:end]).decode("latin-1")
         del conn.inbox[:end + 4]
@@ -316,6 +323,12 @@ class Server:
             self._respond(conn, 400, b"bad request line\n", close=True)
             return
         method, target, version = parts
+        if len(target) > self.max_url_bytes:
+            self._respond(conn, 414, b"URL above %d bytes\n" % self.max_url_bytes, close=True)
+            return
+        if len(lines) - 1 > self.max_header_fields:
+            self._respond(conn, 431, b"request header fields above %d\n" % self.max_header_fields, close=True)
+            return
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, sep, value = line.partition(":")
@@ -389,7 +402,7 @@ class Server:
 
 
 _REASONS = {200: b"OK", 400: b"Bad Request", 401: b"Unauthorized", 404: b"Not Found", 405: b"Method Not Allowed",
-            429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
+            414: b"URI Too Long", 429: b"Too Many Requests", 431: b"Request Header Fields Too Large", 503: b"Service Unavailable"}
 
 
 def report(kind: str, result: str) -> None:
@@ -415,7 +428,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def read_config(text: str) -> dict[str, str]:
-    """``name<TAB>value`` lines (txnwatch.serve.metrics_process.config_lines): no json, ~1 MB less RSS."""
+    """``name<TAB>value`` lines (txnwatch.supervise.metrics_process.config_lines): no json, ~1 MB less RSS."""
     return dict(line.split("\t", 1) for line in text.splitlines() if "\t" in line)
 
 

@@ -8,16 +8,17 @@
  * fetches and applies.  No library builds a statement's parameters from tuples; this does both steps in one pass.
  *
  * stream_params(head, transitions, start, stop, joined, join) -> tuple: ``head``'s values, then for each
- * LogTransition of transitions[start:stop] (a tuple of 17 fields) its values in store/txnlog._STREAM_FIELDS order:
- * the first twelve fields as they are, the partitions as text (``joined[partitions]`` if cached, else
- * ``join(partitions)``, the Python function that also keeps that cache), the events joined by commas (as
- * ``",".join(events)``), then the last three fields.  The same values, in the same order, as the Python path:
+ * core.model.Transition of transitions[start:stop] (a tuple of 18 fields) its first 17 in store/txnlog._STREAM_FIELDS
+ * order (the last, ``source``, is the stream's constant one, which the statement holds): the first twelve as they
+ * are, the partitions as text (``joined[partitions]`` if cached, else ``join(partitions)``, the Python function that
+ * also keeps that cache), the events joined by commas (as ``",".join(events)``), then the next three fields.  The same values, in the same order, as the Python path:
  * tests/store/test_stream_params.py compares the two on random transitions and on the rows they store.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#define FIELDS 17      /* LogTransition's fields */
+#define WIDTH 18       /* core.model.Transition's fields */
+#define FIELDS 17      /* the ones a stream row stores: all but the last (source) */
 #define PARTITIONS 12  /* its partitions: a tuple of (topic, partition) */
 #define EVENTS 13      /* its events: a tuple of str */
 
@@ -62,8 +63,8 @@ static PyObject *stream_params(PyObject *self, PyObject *const *args, Py_ssize_t
             goto fail;
         }
         PyObject *x = PySequence_Fast_ITEMS(seq)[start + r];
-        if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) != FIELDS) {
-            PyErr_Format(PyExc_TypeError, "stream_params: transition %zd is not a LogTransition", start + r);
+        if (!PyTuple_Check(x) || PyTuple_GET_SIZE(x) != WIDTH) {
+            PyErr_Format(PyExc_TypeError, "stream_params: transition %zd is not a Transition", start + r);
             goto fail;
         }
         Py_INCREF(x);
@@ -121,7 +122,7 @@ PyMODINIT_FUNC PyInit__stream_params(void) {
     if (comma == NULL || empty == NULL) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "FIELDS", FIELDS) < 0) {
+    if (PyModule_AddIntConstant(m, "FIELDS", FIELDS) < 0 || PyModule_AddIntConstant(m, "WIDTH", WIDTH) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -4,6 +4,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 FIELDS: int
+WIDTH: int
 
 def stream_params(head: tuple[Any, ...], transitions: Sequence[tuple[Any, ...]], start: int, stop: int,
                   joined: dict[tuple[tuple[str, int], ...], str],

@@ -9,6 +9,13 @@ The child gets the database URL through its environment (never its command line,
 shows), does exactly what the in-process job did — archive first, purge only what is archived —
 and reports success by its exit status. Its log lines go to the daemon's stderr.
 
+The child never outlives the daemon (issue 38 item 9: it ran on, writing, up to its hour's timeout after
+``txnwatch run`` had stopped): the daemon's stop ends it first (:class:`Children`: SIGTERM, SIGKILL after
+:data:`STOP_GRACE_S`; no new child after that), and a daemon killed outright takes it along
+(txnwatch.core.children.die_with_parent: ``PR_SET_PDEATHSIG`` and the parent's pid watched).  Ended
+mid-export, it leaves at most a Parquet file the manifest does not list, which the next export replaces;
+nothing is purged that is not archived.
+
     python -m txnwatch.store.archive_job history|transitions
 """
 
@@ -28,6 +35,9 @@ log = logging.getLogger(__name__)
 JOBS = ("history", "transitions")
 #: A job that has not finished in this long is stopped; nothing is purged then.
 CHILD_TIMEOUT_S = 3600.0
+#: How long a child has to exit on SIGTERM when the daemon stops before it is killed.
+STOP_GRACE_S = 5.0
+_PARENT_ENV = "TXNWATCH_ARCHIVE_JOB_PARENT_PID"
 _ENV = {
     "database_url": "TXNWATCH_ARCHIVE_JOB_DATABASE_URL",
     "archive_dir": "TXNWATCH_ARCHIVE_JOB_ARCHIVE_DIR",
@@ -40,12 +50,100 @@ _ENV = {
     "log_format": "TXNWATCH_ARCHIVE_JOB_LOG_FORMAT",
 }
 _one_at_a_time = threading.Lock()
+_said_unavailable: list[bool] = [False]
 
 
-def run_in_child(job: str, settings: Settings) -> bool:
-    """Run ``job`` in a child process; True when it archived (and purged) without error."""
+def unavailable() -> str | None:
+    """Why no archive job can run in this install (pyarrow, the archive extra, is missing), or None.
+    Asked without importing pyarrow (txnwatch.core.extras.require looks the module up only)."""
+    from txnwatch.core.extras import MissingExtra, require
+
+    try:
+        require("pyarrow")
+    except MissingExtra as exc:
+        return str(exc)
+    return None
+
+
+def say_if_unavailable(settings: Settings) -> bool:
+    """Once per process (at the daemon's start, and else at the first job): the archive cannot be written here,
+    and what that means for the database.  True if it said so now."""
+    why = unavailable()
+    if why is None or _said_unavailable[0]:
+        return False
+    _said_unavailable[0] = True
+    log.warning("retention: the archive at %s is not written: %s. Until then history and the transition stream "
+                "stay in the database (nothing is purged past retention.days); polling, alerting, the API and the "
+                "console are unaffected", settings.retention.archive_dir, why)
+    return True
+
+
+class Children:
+    """The archive child of one daemon: :meth:`stop` (a service's stop, the first of the daemon's) ends the
+    running one and refuses new ones until :meth:`start`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def start(self) -> None:
+        with self._lock:
+            self._stopped = False
+
+    def spawn(self, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes] | None:
+        """The child, or None once stopped (under the lock: no child starts after :meth:`stop` returned)."""
+        with self._lock:
+            if self._stopped:
+                return None
+            self._running = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
+            return self._running
+
+    def finished(self, child: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            if self._running is child:
+                self._running = None
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        with self._lock:
+            self._stopped = True
+            child = self._running
+        if child is not None:
+            log.info("archive job: stopping its child (pid %d) with the daemon; it runs again after the next start",
+                     child.pid)
+            end(child, grace_s)
+
+
+def end(child: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``; returns once the child is gone (reaped)."""
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+#: The children of a process that was handed none (tools, tests calling :func:`run_in_child` directly).
+DEFAULT_CHILDREN = Children()
+
+
+def run_in_child(job: str, settings: Settings, children: Children | None = None) -> bool:
+    """Run ``job`` in a child process; True when it archived (and purged) without error.  Without pyarrow no
+    child is started (it could only fail): False, said once (:func:`say_if_unavailable`).  ``children``: the
+    daemon's (its stop ends the child), else :data:`DEFAULT_CHILDREN`."""
+    children = children or DEFAULT_CHILDREN
     if job not in JOBS:
         raise ValueError(f"unknown archive job {job!r}")
+    if unavailable() is not None:
+        say_if_unavailable(settings)
+        return False
     env = dict(os.environ)
     env.update({
         _ENV["database_url"]: settings.database_url,
@@ -58,17 +156,31 @@ def run_in_child(job: str, settings: Settings) -> bool:
         _ENV["log_level"]: settings.log_level,
         _ENV["log_format"]: settings.log_format,
     })
+    env[_PARENT_ENV] = str(os.getpid())
     with _one_at_a_time:
         try:
-            done = subprocess.run([sys.executable, "-m", "txnwatch.store.archive_job", job], env=env,
-                                  stdin=subprocess.DEVNULL, timeout=CHILD_TIMEOUT_S, check=False)
+            child = children.spawn([sys.executable, "-m", "txnwatch.store.archive_job", job], env)
         except (OSError, subprocess.SubprocessError) as exc:
             log.error("archive job %s could not run (%s); history stays in the database", job, exc)
             return False
-    if done.returncode != 0:
+        if child is None:  # the daemon is stopping
+            return False
+        try:
+            returncode = child.wait(CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            end(child)
+            log.error("archive job %s did not finish within %.0f s and was stopped; nothing more was purged",
+                      job, CHILD_TIMEOUT_S)
+            return False
+        finally:
+            children.finished(child)
+    if returncode != 0 and children.stopped:
+        log.info("archive job %s was stopped with the daemon (exit %s); history stays in the database until "
+                 "it runs again", job, returncode)
+    elif returncode != 0:
         log.error("archive job %s failed (exit %s); history stays in the database until it succeeds",
-                  job, done.returncode)
-    return done.returncode == 0
+                  job, returncode)
+    return returncode == 0
 
 
 def _history(database_url: str, archive_dir: str, retention_days: float, archive_days: float | None,
@@ -107,8 +219,12 @@ def _transitions(database_url: str, archive_dir: str, hot_minutes: float) -> Non
 
 def main(argv: list[str]) -> int:
     from txnwatch.core import logs
+    from txnwatch.core.children import die_with_parent
     from txnwatch.core.extras import MissingExtra, require
 
+    parent = os.environ.get(_PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))
     logs.configure(os.environ.get(_ENV["log_level"], "INFO"), os.environ.get(_ENV["log_format"], "text"))
     if len(argv) != 1 or argv[0] not in JOBS:
         log.error("usage: python -m txnwatch.store.archive_job %s", "|".join(JOBS))

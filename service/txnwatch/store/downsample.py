@@ -2,7 +2,7 @@
 
 At 15 s polls a cluster whose partitions move writes every partition every poll (store/offset_pictures.py):
 2,009 partitions are ~1.7 GB a day in SQLite, and 5,000 kept group partitions at one lag sample per 300 s
-another ~220 MB (benchmarks/storage.py, issue 25).  What reads those rows at full resolution reads the
+another ~220 MB (docs/performance.md "Storage per day", issue 25).  What reads those rows at full resolution reads the
 newest picture (the API's partitions and groups, incident context) or a recent chart; older history is
 read for when an LSO was first pinned at an offset (the hanging card's "since"), for the HWM/LSO chart
 and, from the Parquet archive (exported before this runs, at full resolution), for the pipeline.

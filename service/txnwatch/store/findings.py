@@ -18,8 +18,8 @@ from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
-from txnwatch.core.model import ClusterSnapshot, incident_key
-from txnwatch.detect import Findings
+from txnwatch.core.findings import Findings, incident_key
+from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 
 
@@ -42,12 +42,11 @@ def findings_rows(snapshot: ClusterSnapshot | None, findings: Findings | None,
         return [], []
     at_ms = to_ms(at)
     transitions = [dict(
-        source=m.POLL, transactional_id=t.transactional_id, at_ms=at_ms, staged_at_ms=at_ms,
-        from_state=t.from_state.value if t.from_state else None, to_state=t.to_state.value,
-        producer_id=t.producer_id, producer_epoch=t.producer_epoch, prev_producer_id=t.prev_producer_id,
-        prev_producer_epoch=t.prev_producer_epoch, timeout_ms=t.timeout_ms, start_ms=t.start_time_ms,
-        partitions=m.joined(sorted(str(tp) for tp in t.partitions)), events=m.joined(t.events),
-        duration_ms=t.duration_ms) for t in findings.transitions]
+        source=t.source.value, transactional_id=t.transactional_id, at_ms=at_ms, staged_at_ms=at_ms,
+        from_state=t.from_state, to_state=t.to_state, producer_id=t.producer_id, producer_epoch=t.producer_epoch,
+        prev_producer_id=t.prev_producer_id, prev_producer_epoch=t.prev_producer_epoch, timeout_ms=t.timeout_ms,
+        start_ms=t.start_ms, partitions=m.joined(sorted(f"{topic}-{p}" for topic, p in t.partitions)),
+        events=m.joined(t.events), duration_ms=t.duration_ms) for t in findings.transitions]
     verification = [dict(topic=v.tp.topic, partition=v.tp.partition, producer_id=v.producer_id,
                          transactional_id=v.transactional_id, observed_at=at, verification_ms=v.verification_ms,
                          failed=v.failed) for v in findings.verification.samples]

@@ -44,6 +44,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from txnwatch.core.model import TxnState
+from txnwatch.core.vocabulary import TransitionSource
 from txnwatch.store.partial_index import PartialIndex
 
 NAMING = {
@@ -142,8 +143,8 @@ OPEN_TXN_STATES: tuple[str, ...] = tuple(s.value for s in TxnState if s.is_open)
 #: Age sort key of transactions that are not open: after every open one.
 NO_AGE = datetime(9999, 12, 31, tzinfo=timezone.utc)
 
-#: ``source`` of an id's state and transitions: the coordinators' own log (exact) or what a poll saw.
-TRANSACTION_LOG, POLL = "transaction_log", "poll"
+#: ``source`` of an id's state and transitions as the column holds it (core.vocabulary.TransitionSource's words).
+TRANSACTION_LOG, POLL = TransitionSource.TRANSACTION_LOG.value, TransitionSource.POLL.value
 #: Leading characters of a tenant's id that indexes hold.  Kafka allows ids of 32,767 bytes; a PostgreSQL btree
 #: entry holds ~2.7 KB, so an index on the whole id fails its INSERT (issue 23).  200 characters are at most
 #: 800 bytes of UTF-8, and no real id prefix query is longer.
@@ -428,7 +429,7 @@ class ConsumerLagSample(Base):
     lag_seconds: Mapped[float | None] = mapped_column(Float)
     #: Why lag_seconds is unknown: the first unconsumed record cannot be read (model.UnreadableRecord).
     lag_seconds_unknown: Mapped[str | None] = mapped_column(String(500))
-    #: Records a read_committed consumer still reads up to the LSO (model.GroupLag.lag_records); null when
+    #: Records a read_committed consumer still reads up to the LSO (core.findings.GroupLag.lag_records); null when
     #: not counted at that poll, and on rows written before migration 0009.
     lag_records: Mapped[int | None]
 
@@ -478,15 +479,23 @@ class OutboxEvent(Base):
 
 
 class AdminAudit(Base):
-    """Every admin action (e.g. aborting a hanging transaction), dry runs included."""
+    """Every admin action (e.g. aborting a hanging transaction), dry runs and refused attempts included.
+
+    Written ahead (txnwatch.remedy.audit): the intent (``at``, ``actor``, ``client``, what) is committed before
+    Kafka is asked anything, the outcome (``outcome``, ``finished_at``) after; a NULL outcome is an action whose
+    outcome is unknown (the process or the database failed between the two)."""
 
     __tablename__ = "admin_audit"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     at: Mapped[datetime]
     actor: Mapped[str] = mapped_column(String(255))
+    #: Where the request came from: the API's client (behind a trusted proxy, the X-Forwarded-For client), the
+    #: CLI's user@host.
+    client: Mapped[str | None] = mapped_column(String(255))
     action: Mapped[str] = mapped_column(String(64))
     cluster: Mapped[str] = mapped_column(String(63))
     target: Mapped[dict[str, Any]] = mapped_column(JSON)
     dry_run: Mapped[bool] = mapped_column(Boolean)
-    outcome: Mapped[str] = mapped_column(Text)
+    outcome: Mapped[str | None] = mapped_column(Text)
+    finished_at: Mapped[datetime | None]

@@ -36,6 +36,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from txnwatch.core.epoch import from_ms, to_ms
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import ClusterSnapshot
 from txnwatch.store import models as m
 from txnwatch.store.clusters import register_clusters
@@ -134,11 +135,11 @@ class Recorder:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None, now_ms: int) -> None:
+    def on_poll(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None, now_ms: int) -> None:
         self.enqueue(self.build(cluster, snapshot, findings, error, now_ms))
         self.flush()
 
-    def build(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Any, error: str | None,
+    def build(self, cluster: str, snapshot: ClusterSnapshot | None, findings: Findings | None, error: str | None,
               now_ms: int) -> PollRecord:
         at = from_ms(snapshot.taken_at_ms if snapshot else now_ms)
         assert at is not None

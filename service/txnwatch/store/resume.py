@@ -11,7 +11,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import to_ms
-from txnwatch.core.model import LsoStall, TopicPartition, TxnState
+from txnwatch.core.findings import LsoStall
+from txnwatch.core.model import TopicPartition, TxnState
 from txnwatch.detect.hanging import PrepareKey
 from txnwatch.detect.verification import OpenKey
 from txnwatch.store import models as m

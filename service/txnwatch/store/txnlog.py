@@ -22,16 +22,10 @@ from sqlalchemy.orm import Session
 
 from txnwatch.core.epoch import from_ms, to_ms
 from txnwatch.core.extras import say_uncompiled
+from txnwatch.core.findings import Transition
 from txnwatch.core.model import TxnState, split_topic_partition
-from txnwatch.detect.txnlog import (
-    ANOMALIES,
-    LONG_TRANSACTION,
-    STUCK_PREPARE,
-    IdState,
-    LogTransition,
-    TxnLogFindings,
-    TxnLogState,
-)
+from txnwatch.core.vocabulary import LONG_TRANSACTION, STUCK_PREPARE
+from txnwatch.detect.txnlog import ANOMALIES, IdState, TxnLogFindings, TxnLogState
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.db import Target, connection_of
@@ -67,8 +61,9 @@ class Resumed:
     counters: dict[str, int]
 
 
-#: In LogTransition's field order after the three the tail adds, so a row is the transition's own slices (C-level
-#: copies) around its two joined lists: :func:`stream_rows` runs once per record of the log.
+#: In Transition's field order after the three the tail adds, so a row is the transition's own slices (C-level
+#: copies) around its two joined lists: :func:`stream_rows` runs once per record of the log.  Its last field,
+#: ``source``, is the constant one (the stream is the log's).
 STREAM_COLUMNS = ("cluster_id", "source", "staged_at_ms", "transactional_id", "at_ms", "log_partition", "log_offset",
                   "from_state", "to_state", "producer_id", "producer_epoch", "prev_producer_id", "prev_producer_epoch",
                   "timeout_ms", "start_ms", "partitions", "events", "duration_ms", "client_transaction_version",
@@ -92,19 +87,19 @@ def _partitions_text(partitions: tuple[tuple[str, int], ...]) -> str:
     return text
 
 
-def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[LogTransition]) -> list[tuple[Any, ...]]:
+def stream_rows(cluster_id: int, staged_at_ms: int, transitions: Iterable[Transition]) -> list[tuple[Any, ...]]:
     """Plain tuples in STREAM_COLUMNS order: the hot path, so no per-value type processing, and each row built from
-    the transition's slices in one expression (tests/store/test_txnlog_insert_many.py pins LogTransition's field
+    the transition's slices in one expression (tests/store/test_txnlog_insert_many.py pins Transition's field
     order against STREAM_COLUMNS)."""
     joined = _joined_partitions
     log = _LOG
     return [(cluster_id, log, staged_at_ms, *x[:12],
-             text if (text := joined.get(x[12])) is not None else _partitions_text(x[12]), ",".join(x[13]), *x[14:])
-            for x in transitions]
+             text if (text := joined.get(x[12])) is not None else _partitions_text(x[12]), ",".join(x[13]),
+             *x[14:17]) for x in transitions]
 
 
 def stage_transitions_of(session: Target, cluster_id: int, staged_at_ms: int,
-                         transitions: Sequence[LogTransition]) -> None:
+                         transitions: Sequence[Transition]) -> None:
     """The transitions as stream rows (STREAM_COLUMNS), inside the session's transaction: on SQLite with the
     compiled parameters (:func:`_stage_sqlite`), else :func:`stream_rows` through :func:`_stage`."""
     params = STREAM_PARAMS
@@ -118,7 +113,7 @@ def stage_transitions_of(session: Target, cluster_id: int, staged_at_ms: int,
     _stage(connection, stream_rows(cluster_id, staged_at_ms, transitions))
 
 
-#: The transition's own columns, in LogTransition's order (the stream row's after its three constant ones).
+#: The transition's own columns, in Transition's order (the stream row's after its three constant ones).
 _STREAM_FIELDS = STREAM_COLUMNS[3:]
 #: SQLite's multi-row INSERT of n stream rows, by n (a few powers of two: store/statement_shapes.py).
 _STREAM_SQL: dict[int, str] = {}
@@ -136,7 +131,7 @@ def _stream_sql(rows: int) -> str:
     return sql
 
 
-def _stage_sqlite(connection: Connection, cluster_id: int, staged_at_ms: int, transitions: Sequence[LogTransition],
+def _stage_sqlite(connection: Connection, cluster_id: int, staged_at_ms: int, transitions: Sequence[Transition],
                   params: Callable[..., tuple[Any, ...]]) -> None:
     """The stream rows of ``transitions`` on SQLite, in order, in the multi-row INSERTs of :func:`_insert_many`,
     each statement's parameters built in one compiled pass (``_stream_params.c``): no row tuple, no flattening,
@@ -210,11 +205,12 @@ def _insert_plain(session: Target, columns: tuple[str, ...], rows: list[tuple[An
                                f"VALUES ({', '.join([mark] * len(columns))})", rows)
 
 
-def anomaly_kind(x: LogTransition) -> str:
+def anomaly_kind(x: Transition) -> str:
+    """The anomaly a transition shows (its first event of ANOMALIES), as the ``anomaly`` column holds it."""
     return next((e for e in x.events if e in ANOMALIES), x.events[0] if x.events else "unknown")
 
 
-def anomaly_rows(cluster_id: int, staged_at_ms: int, anomalies: Iterable[LogTransition]) -> list[tuple[Any, ...]]:
+def anomaly_rows(cluster_id: int, staged_at_ms: int, anomalies: Iterable[Transition]) -> list[tuple[Any, ...]]:
     """Plain tuples in ANOMALY_COLUMNS order."""
     anomalies = list(anomalies)
     return [(*row, anomaly_kind(x)) for row, x in zip(stream_rows(cluster_id, staged_at_ms, anomalies), anomalies,
@@ -262,7 +258,7 @@ _NAMES = {state: state.value for state in TxnState}
 
 
 def write_batch(session: Target, cluster_id: int, positions: Mapping[int, int], findings: TxnLogFindings,
-                extra_anomalies: Iterable[LogTransition] = (), *, stage_transitions: bool = True) -> None:
+                extra_anomalies: Iterable[Transition] = (), *, stage_transitions: bool = True) -> None:
     """Everything one applied batch produced, with the positions it reached; the caller commits once.
 
     ``session``: the caller's Session, or a Core connection in a transaction (the tail's writer thread: a Session's
@@ -308,7 +304,7 @@ def _only(findings: TxnLogFindings, ids: frozenset[str]) -> TxnLogFindings:
                           changed={tid: s for tid, s in findings.changed.items() if tid in ids})
 
 
-def write_anomalies(session: Target, cluster_id: int, anomalies: Iterable[LogTransition]) -> None:
+def write_anomalies(session: Target, cluster_id: int, anomalies: Iterable[Transition]) -> None:
     rows = anomaly_rows(cluster_id, to_ms(datetime.now(_UTC)), anomalies)
     if rows:
         _insert_plain(session, ANOMALY_COLUMNS, rows)

@@ -15,17 +15,17 @@ from typing import Any, cast
 from sqlalchemy import Table, case
 
 from txnwatch.core.epoch import from_ms
-from txnwatch.detect.txnlog import (
+from txnwatch.core.vocabulary import (
     ABORT,
     COMMIT,
     EPOCH_BUMP,
     EXPIRED,
     FENCED,
-    ILLEGAL,
+    ILLEGAL_TRANSITION,
     PRODUCER_ID_CHANGE,
     TIMEOUT_ABORT,
-    TxnLogFindings,
 )
+from txnwatch.detect.txnlog import TxnLogFindings
 from txnwatch.store import models as m
 from txnwatch.store import txnlog_models as t
 from txnwatch.store.db import Target, connection_of
@@ -36,7 +36,7 @@ _UTC = UTC
 
 _AGGREGATE_COLUMNS = {COMMIT: "commits", ABORT: "aborts", TIMEOUT_ABORT: "timeout_aborts", FENCED: "fences",
                       EPOCH_BUMP: "epoch_bumps", PRODUCER_ID_CHANGE: "producer_id_changes", EXPIRED: "expirations",
-                      ILLEGAL: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
+                      ILLEGAL_TRANSITION: "illegal_transitions", "duration_ms_sum": "duration_ms_sum",
                       "duration_count": "duration_count", "duration_ms_max": "duration_ms_max"}
 
 

@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.detect.builders import MAX_TIMEOUT, TP, TP1, partition, producer, snapshot, txn
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import GroupSnapshot, HangingReason, TxnState
-from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate, event_counts
+from txnwatch.detect import INITIAL, DetectionSettings, evaluate, event_counts
 from txnwatch.detect import lso as lso_detect
 
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000, verification_grace_ms=10_000)

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fixtures.lanes import examples
+from txnwatch.core.findings import Findings
 from txnwatch.core.model import (
     ClusterSnapshot,
     GroupSnapshot,
@@ -17,7 +18,7 @@ from txnwatch.core.model import (
     TransactionDescription,
     TxnState,
 )
-from txnwatch.detect import INITIAL, DetectionSettings, Findings, evaluate
+from txnwatch.detect import INITIAL, DetectionSettings, evaluate
 
 TPS = [TopicPartition("t", i) for i in range(3)]
 PIDS = [1, 2, 3]

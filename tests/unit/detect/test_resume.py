@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from tests.fixtures.lanes import examples
 from tests.unit.detect.builders import TP, partition, producer, snapshot, txn
 from txnwatch import detect
-from txnwatch.core.model import ClusterSnapshot, LsoStall, TransactionDescription, TxnState
+from txnwatch.core.findings import LsoStall
+from txnwatch.core.model import ClusterSnapshot, TransactionDescription, TxnState
 from txnwatch.detect.settings import DetectionSettings
 
 S = DetectionSettings(lso_stall_ms=30_000, prepare_stuck_ms=30_000)

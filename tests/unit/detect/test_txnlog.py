@@ -50,8 +50,8 @@ def test_kafka_411_tv1_client_sequence() -> None:
     assert counts["epoch_bump"] == 3 and counts["illegal_transition"] == 0
     assert counts["records"] == len(KAFKA_411_TV1_CLIENT)
     fence = next(t for t in findings.transitions if "fenced" in t.events)
-    assert (fence.offset, fence.to_state) == (8, "PrepareAbort")
-    assert {t.offset for t in findings.anomalies} == {8, 12}
+    assert (fence.log_offset, fence.to_state) == (8, "PrepareAbort")
+    assert {t.log_offset for t in findings.anomalies} == {8, 12}
     durations = [t.duration_ms for t in findings.transitions if t.duration_ms is not None]
     assert durations[0] == 378 - 354
 
@@ -188,8 +188,9 @@ def test_any_sequence_applies_without_error_and_counts_every_record(steps: list[
 
 def test_polling_counts_the_epoch_rise_between_two_polls() -> None:
     """Fallback mode: under TV2 the epoch rose by one per transaction that ended between the polls."""
+    from txnwatch.core.findings import Findings
     from txnwatch.core.model import ClusterSnapshot, TransactionDescription
-    from txnwatch.detect import Findings, event_counts
+    from txnwatch.detect import event_counts
     from txnwatch.detect import transitions as poll_transitions
 
     def snap(epoch: int, start: int) -> ClusterSnapshot:

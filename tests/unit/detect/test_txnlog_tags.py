@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.detect.test_txnlog import CA, CC, KAFKA_411_TV1_CLIENT, ON, PA, PC, E, rec, seq, tv2_commits
+from txnwatch.core.findings import Transition
 from txnwatch.core.model import TxnLogRecord
 from txnwatch.detect import txnlog as d
 
@@ -28,7 +29,7 @@ def tagged(records: list[TxnLogRecord], next_ids: dict[int, int] | None = None) 
     return out
 
 
-def history(records: list[TxnLogRecord]) -> tuple[d.TxnLogState, list[d.LogTransition], dict[str, int]]:
+def history(records: list[TxnLogRecord]) -> tuple[d.TxnLogState, list[Transition], dict[str, int]]:
     """The ids' states, each transition without its free-text detail, and the counters."""
     state, found = d.apply(d.TxnLogState(), records)
     return state, [t._replace(detail=None) for t in found.transitions], dict(found.counts)

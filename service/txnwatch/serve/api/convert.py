@@ -8,6 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from txnwatch.core.epoch import from_ms
+from txnwatch.core.findings import Transition
+from txnwatch.core.frameworks import recognise
+
 
 @cache
 def _field_names(model: type[BaseModel]) -> tuple[str, ...]:
@@ -36,3 +40,23 @@ def seconds_between(start: datetime, end: datetime) -> float:
 def gap(hwm: int | None, lso: int | None) -> int | None:
     """HWM − LSO: what read_committed consumers cannot see yet."""
     return None if hwm is None or lso is None else max(0, hwm - lso)
+
+
+def framework_of(transactional_id: str | None) -> dict[str, Any] | None:
+    """What the id's name says of its framework (``FrameworkOut``'s data), or None when no naming rule reads it."""
+    found = recognise(transactional_id) if transactional_id else None
+    return found._asdict() if found is not None else None
+
+
+def transition_view(t: Transition) -> dict[str, object]:
+    """A transition as the API's ``TransitionOut`` serves it and the console's timeline shows it, built here only:
+    its times as datetimes, its partitions as topic-partition text (a stored text that named no partition as it
+    was), the rest as the one transition type holds it."""
+    return {
+        "observed_at": from_ms(t.at_ms), "from_state": t.from_state, "to_state": t.to_state,
+        "producer_id": t.producer_id, "producer_epoch": t.producer_epoch, "prev_producer_id": t.prev_producer_id,
+        "prev_producer_epoch": t.prev_producer_epoch, "timeout_ms": t.timeout_ms,
+        "txn_started_at": from_ms(t.start_ms),
+        "partitions": [f"{topic}-{p}" if p >= 0 else topic for topic, p in t.partitions], "events": list(t.events),
+        "duration_ms": t.duration_ms, "log_partition": t.log_partition, "log_offset": t.log_offset,
+        "client_transaction_version": t.client_transaction_version, "detail": t.detail, "source": t.source.value}

@@ -1,4 +1,4 @@
-"""Hanging transactions and LSO stalls as on-call needs them: the abort command, who is blocked, what is hidden.
+"""Hanging transactions, LSO stalls and lingering Flink transactions as on-call needs them: the abort command, who is blocked, what is hidden.
 
 One builder for the REST endpoints, the console and the CLI, so all three show the same
 command and the same ages.  Ages are measured one way everywhere: ``open_seconds`` from
@@ -21,8 +21,12 @@ from sqlalchemy.orm import Session
 from txnwatch.alerting.conditions import abort_at_offset_command
 from txnwatch.core import commands
 from txnwatch.core.config import Settings
+from txnwatch.core.epoch import from_ms
+from txnwatch.core.findings import LingeringTransaction
 from txnwatch.core.lso_position import LsoPosition, isolation_from_position, lso_position
-from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, HangingReason
+from txnwatch.core.views import LatestState, lowest_release
+from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LINGERING_REASONS, LSO_STALL, REASONS, HangingReason
+from txnwatch.serve.api.convert import framework_of
 from txnwatch.store import context
 from txnwatch.store import models as m
 
@@ -68,6 +72,17 @@ class IncidentBuilder:
     session: Session
     settings: Settings
     now: datetime
+    #: The live views, for what a cluster's brokers can do (the abort by id needs 4.1); None: not known.
+    state: LatestState | None = None
+
+    def abort_by_id_command(self, cluster: str, transactional_id: str | None) -> str | None:
+        """The abort by transactional id where the cluster's oldest broker takes it (Kafka 4.1+), else None."""
+        if transactional_id is None or cluster not in self._bootstrap or self.state is None:
+            return None
+        oldest = lowest_release(self.state.get(cluster))
+        if not commands.supports_abort_by_id(oldest.release if oldest is not None else None):
+            return None
+        return commands.abort_by_id_line(self.settings.console.cli_command, self._bootstrap[cluster], transactional_id)
 
     @cached_property
     def _bootstrap(self) -> Mapping[str, str]:  # asked twice per item of a page
@@ -97,6 +112,32 @@ class IncidentBuilder:
                     last_stable_offset=lso,
                     invisible_records=_gap(hwm, lso), blocked_groups=groups,
                     runbook=runbook_href(self.settings, rule))
+
+    def lingering_all(self, clusters: Sequence[str]) -> list[dict[str, Any]]:
+        """The lingering Flink transactions of ``clusters`` at their latest polls (the views' findings: no table
+        holds them), oldest first, with the abort by id where the cluster takes it."""
+        found: list[tuple[LingeringTransaction, int]] = []
+        for name in clusters:
+            view = self.state.get(name) if self.state is not None else None
+            findings = view.findings if view is not None else None  # detect.Findings: serve/ never imports detect/
+            if findings is not None:
+                at_ms: int = findings.now_ms
+                found += [(f, at_ms) for f in findings.lingering]
+        found.sort(key=lambda pair: (-pair[0].age_ms, pair[0].cluster, pair[0].transactional_id))
+        return [self._lingering(f, at_ms) for f, at_ms in found]
+
+    def _lingering(self, found: LingeringTransaction, detected_ms: int) -> dict[str, Any]:
+        term = LINGERING_REASONS[found.reason]
+        return dict(
+            cluster=found.cluster, transactional_id=found.transactional_id,
+            framework=framework_of(found.transactional_id), prefix=found.prefix, subtask=found.subtask,
+            checkpoint=found.checkpoint, reason=found.reason, reason_explanation=term.explanation, fix=term.fix,
+            superseded_by=found.superseded_by, superseded_checkpoint=found.superseded_checkpoint,
+            producer_id=found.producer_id, producer_epoch=found.producer_epoch,
+            txn_started_at=from_ms(found.start_time_ms), age_seconds=found.age_ms / 1000,
+            timeout_ms=found.timeout_ms, partitions=sorted(str(tp) for tp in found.partitions),
+            abort_by_id_command=self.abort_by_id_command(found.cluster, found.transactional_id),
+            detected_at=from_ms(detected_ms))
 
     def hanging_all(self, episodes: Sequence[tuple[m.HangingEpisode | Any, str]]) -> list[dict[str, Any]]:
         """Hanging episodes with their cluster names, as the API shows them; a handful of queries per page."""
@@ -128,7 +169,8 @@ class IncidentBuilder:
             first_seen_at=episode.first_seen_at, last_seen_at=episode.last_seen_at, resolved_at=episode.resolved_at,
             open_seconds=_seconds(first_write or episode.first_seen_at, end),
             last_write_age_seconds=_seconds(last_write, end),
-            hanging_seconds=_seconds(episode.first_seen_at, end))
+            hanging_seconds=_seconds(episode.first_seen_at, end),
+            framework=framework_of(episode.transactional_id))
 
     def _stall(self, found: _Lookups, episode: m.LsoStallEpisode | Any, cluster: str) -> dict[str, Any]:
         key = _key(episode)
@@ -147,4 +189,9 @@ class IncidentBuilder:
             blocking_last_write_at=last_write,
             hanging_reason=HangingReason(hanging.reason) if hanging is not None else None,
             duration_seconds=_seconds(episode.started_at, end) or 0.0,
-            last_write_age_seconds=_seconds(last_write, end))
+            last_write_age_seconds=_seconds(last_write, end),
+            # A hanging transaction is not on its coordinator's books for this partition: only the partition abort
+            # ends it.  An open one that is: its coordinator aborts it everywhere and fences its producer.
+            abort_by_id_command=(self.abort_by_id_command(cluster, episode.blocking_transactional_id)
+                                 if hanging is None and episode.ended_at is None else None),
+            blocking_framework=framework_of(episode.blocking_transactional_id))

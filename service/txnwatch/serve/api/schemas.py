@@ -8,7 +8,17 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from txnwatch.core.lso_position import LsoPosition
-from txnwatch.core.vocabulary import OPEN_STATES, HangingReason, Severity, TxnEvent, TxnState
+from txnwatch.core.vocabulary import (
+    OPEN_STATES,
+    Framework,
+    HangingReason,
+    KnownHazard,
+    LingeringReason,
+    Severity,
+    TransitionSource,
+    TxnEvent,
+    TxnState,
+)
 
 T = TypeVar("T")
 
@@ -76,6 +86,28 @@ class OmittedOut(_Out):
     count: int
 
 
+class BrokerReleaseOut(_Out):
+    broker: int
+    release: str = Field(description="The broker's Kafka release line as its ApiVersions answer shows it "
+                                     "(`4.4+`: that line or newer).")
+    transaction_version: int | None = Field(description="The finalized transaction.version it reports (None: none).")
+
+
+class KnownHazardOut(_Out):
+    hazard: KnownHazard
+    title: str
+    explanation: str
+    affected: str = Field(description="Which releases carry it, and the evidence for that.")
+    fix: str
+
+
+class EpochHeadroomOut(_Out):
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    headroom: int = Field(description="Epoch bumps left before the producer id must rotate (32767 - epoch).")
+
+
 class ClusterDetail(ClusterSummary):
     open_transactions: int = Field(description="Transactional ids the coordinators report in an open state "
                                                "(Ongoing, Prepare*): each pins the LSO of its partitions.")
@@ -88,6 +120,73 @@ class ClusterDetail(ClusterSummary):
     omitted: list[OmittedOut] = Field(default_factory=list, description=(
         "What the cluster's group filters and caps left out of the consumer-group lists, lag rows and series "
         "at this replica's latest poll (the groups' counts of txnwatch_cardinality_omitted); empty when none."))
+    brokers_release: list[BrokerReleaseOut] = Field(default_factory=list, description=(
+        "Each broker's release line and finalized transaction.version at this replica's latest poll."))
+    known_hazards: list[KnownHazardOut] = Field(default_factory=list, description=(
+        "Known Kafka transaction bugs the brokers' releases and transaction.version expose the cluster to "
+        "(txnwatch_known_hazard); empty when none or when no broker answered ApiVersions."))
+    epoch_headroom: list[EpochHeadroomOut] = Field(default_factory=list, description=(
+        "The 5 transactional ids nearest epoch exhaustion (txnwatch_producer_epoch_headroom), lowest first."))
+
+
+# --- frameworks --------------------------------------------------------------------------------------------
+
+
+class FrameworkOut(_Out):
+    """What a transactional id's name says about the application behind it (txnwatch.core.frameworks)."""
+
+    framework: Framework = Field(description="kafka_streams_eos_v2 (`<application.id>-<process UUID>-<thread>`), "
+                                             "kafka_streams_eos_v1 (`<application.id>-<topicGroupId>_<partition>`) "
+                                             "or flink_kafka_sink (`<transactionalIdPrefix>-<subtask>-<checkpoint>`).")
+    application: str = Field(description="The Kafka Streams application.id, or the Flink sink's transactional id "
+                                         "prefix (one per sink, usually named after its job).")
+    process: str | None = Field(default=None, description="Kafka Streams EOS v2: the instance's process UUID.")
+    thread: int | None = Field(default=None, description="Kafka Streams EOS v2: the stream thread's index (1 for "
+                                                         "StreamThread-1).")
+    task: str | None = Field(default=None, description="Kafka Streams EOS v1: the task, `<topicGroupId>_<partition>`.")
+    subtask: int | None = Field(default=None, description="Flink: the sink's subtask index (0-based).")
+    checkpoint: int | None = Field(default=None, description="Flink: the checkpoint id (INCREMENTING naming, the "
+                                                             "default) or the pool slot (POOLING naming, connector "
+                                                             "4.x+): the name cannot tell which.")
+
+
+_FRAMEWORK = ("The framework, application or job, subtask and checkpoint the transactional id's name says; null "
+              "when no framework's naming rule reads it.")
+
+
+class LingeringOut(_Out):
+    cluster: str
+    transactional_id: str
+    framework: FrameworkOut
+    prefix: str = Field(description="The Flink sink's transactional id prefix (its job's sink).")
+    subtask: int
+    checkpoint: int = Field(description="Checkpoint id (INCREMENTING naming) or pool slot (POOLING).")
+    reason: LingeringReason = Field(description="superseded: a transaction of the same prefix and subtask that "
+                                                "started later has committed, so Flink will never commit this one; "
+                                                "job_gone: past its transaction.timeout.ms and nothing of the "
+                                                "prefix started within a timeout.")
+    reason_explanation: str
+    fix: str
+    superseded_by: str | None = Field(description="The newer committed transactional id that proves it "
+                                                  "(superseded); null for job_gone.")
+    superseded_checkpoint: int | None
+    producer_id: int
+    producer_epoch: int
+    txn_started_at: datetime
+    age_seconds: float
+    timeout_ms: int
+    partitions: list[str] = Field(description="Partitions whose LSO it pins, as topic-partition.")
+    abort_by_id_command: str | None = Field(description=(
+        "The `txnwatch abort --transactional-id … --execute` line that ends it (its coordinator aborts it on "
+        "every partition and fences its producer, Kafka 4.1+); null on clusters whose oldest broker is older "
+        "than 4.1, where the partition abort at the start offset of each LSO stall it causes is the way (GET "
+        "/api/v1/lso-stalls: `abort_command`)."))
+    detected_at: datetime = Field(description="The poll that found it.")
+
+
+class LingeringReport(_Out):
+    items: list[LingeringOut] = Field(description="Every cluster's lingering Flink transactions at its latest "
+                                                  "poll, oldest first.")
 
 
 # --- transactions ------------------------------------------------------------------------------------------
@@ -117,6 +216,7 @@ class TransactionSummary(_Out):
     source: Literal["transaction_log", "poll"] = Field(
         description="Where the state comes from: the coordinators' own log (exact mode: it wins wherever it "
                     "speaks) or polling (the log is not read, or has not spoken of this id).")
+    framework: FrameworkOut | None = Field(default=None, description=_FRAMEWORK)
 
 
 class TransactionPage(Page[TransactionSummary]):
@@ -124,6 +224,9 @@ class TransactionPage(Page[TransactionSummary]):
 
 
 class TransitionOut(_Out):
+    """One transition of an id (core.findings.Transition, whichever source saw it), as convert.transition_view
+    builds it."""
+
     observed_at: datetime
     from_state: str | None
     to_state: str
@@ -144,6 +247,8 @@ class TransitionOut(_Out):
     detail: str | None = Field(default=None, description="What the record said beyond these fields: the producer id "
                                                           "a Prepare* announces the id moves to (NextProducerId, "
                                                           "Kafka 4.3+), or what txnwatch does not know (raw).")
+    source: TransitionSource = Field(description="Who saw the change: the coordinators' own log (exact) or a poll "
+                                                 "(inferred between two answers).")
 
 
 class TxnPartition(_Out):
@@ -221,6 +326,7 @@ class HangingEpisodeOut(IncidentContext):
                                             "than `last_write_age_seconds`.")
     last_write_age_seconds: float | None = Field(description="Since the producer's last write to the partition.")
     hanging_seconds: float = Field(description="How long txnwatch has called it hanging (since `first_seen_at`).")
+    framework: FrameworkOut | None = Field(default=None, description=_FRAMEWORK)
 
 
 class HangingPage(Page[HangingEpisodeOut]):
@@ -278,6 +384,14 @@ class LsoStallOut(IncidentContext):
     duration_seconds: float = Field(description="How long the stall lasted, or has lasted so far: the age of the "
                                                 "blocking transaction since its first write.")
     last_write_age_seconds: float | None = Field(description="Since the blocking producer's last write, when known.")
+    abort_by_id_command: str | None = Field(default=None, description=(
+        "While the stall lasts and its blocking transaction is one its coordinator holds open (not hanging): the "
+        "`txnwatch abort --transactional-id … --execute` line that ends it on every partition it spans and fences "
+        "its producer, as Kafka 4.1's `kafka-transactions.sh forceTerminateTransaction` does. Null on clusters "
+        "whose oldest broker is older than 4.1 (`abort_command`, the partition abort, is the way there)."))
+    blocking_framework: FrameworkOut | None = Field(default=None, description=(
+        "What the blocking transactional id's name says: framework, application or job, subtask, checkpoint; null "
+        "when no framework's naming rule reads it."))
 
 
 class LsoStallPage(Page[LsoStallOut]):
@@ -313,7 +427,9 @@ class PartitionPage(Page[PartitionOut]):
 class ConsumerGroupSummary(_Out):
     cluster: str
     group_id: str
-    sampled_at: datetime
+    sampled_at: datetime = Field(description="When the lag was measured: the collector's latest poll, or the "
+                                             "stored lag sample where that is newer (a cluster this replica does "
+                                             "not poll; a group the poll no longer finds).")
     partitions: int = Field(description="Partitions with a committed offset.")
     topics: list[str]
     lag_lso: int | None = Field(description="Total lag against the LSO: what a read_committed consumer can "
@@ -345,9 +461,9 @@ class GroupPartitionLag(_Out):
                                   "record_unreadable (a damaged batch), then which record and batch.")
     lag_records: int | None = Field(
         default=None, description="Records a read_committed consumer still reads before the LSO: lag_lso without "
-                                  "control markers and aborted transactions' records. Stored with the sample; "
-                                  "for samples stored without it, from the collector's latest poll when its "
-                                  "committed offset is this sample's; null until counted.")
+                                  "control markers and aborted transactions' records, as the poll counted it "
+                                  "(a stored sample's own count, else the latest poll's at the same committed "
+                                  "offset); null until counted.")
 
 
 class ConsumerGroupDetail(ConsumerGroupSummary):

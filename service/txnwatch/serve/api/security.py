@@ -9,14 +9,17 @@ admin action, which has its own token) pass without it.
 
 The token is accepted as ``Authorization: Bearer <token>`` (API clients, Prometheus'
 ``bearer_token``/ServiceMonitor ``bearerTokenSecret``) or as the session :data:`COOKIE` a browser
-gets from the login page (txnwatch.serve.api.sessions: signed, expiring, never the token itself).  Tokens
+gets from the login page (txnwatch.serve.api.sessions: signed, expiring, never the token itself), while
+the session's row on the server (txnwatch.store.console_sessions) says it was not ended: one read of the
+database per request that comes with a cookie, in a worker thread; bearer requests never touch it.  Tokens
 are compared as bytes in constant time (the header's bytes as sent, the configured token's as
 configured: txnwatch.core.config.token_problem keeps it visible ASCII), so a token cannot be guessed
 byte by byte from response times; an empty configured token matches nothing.  Each wrong credential
 is counted against its client (txnwatch.serve.api.throttle), which is answered 429 after too many.
 
 :func:`require_reader` is the same check as a FastAPI dependency: routers declare it so
-the OpenAPI document shows the bearer scheme; it never disagrees with the middleware.
+the OpenAPI document shows the bearer scheme; it never disagrees with the middleware (it trusts the
+guard's mark on the request rather than reading the session's row a second time).
 """
 
 from __future__ import annotations
@@ -27,22 +30,30 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from http.cookies import SimpleCookie
-from typing import Annotated
+from typing import Annotated, NamedTuple
 from urllib.parse import quote
 
 from fastapi import HTTPException, Request, Security, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from txnwatch.core.epoch import from_ms
+from txnwatch.runtime.lifecycle import Runtime
 from txnwatch.serve.api import sessions
-from txnwatch.serve.api.sessions import COOKIE
+from txnwatch.serve.api.sessions import COOKIE, SESSION_TTL_S
 from txnwatch.serve.api.throttle import AuthThrottle, client_key
+from txnwatch.store import console_sessions
 
 OPEN_PATHS: frozenset[str] = frozenset({"/healthz", "/readyz"})
 OWN_AUTH_PREFIXES: tuple[str, ...] = ("/api/v1/admin/",)
 DENIED = "read token missing or wrong: send 'Authorization: Bearer <api.read_token>'"
 CHALLENGE = 'Bearer realm="txnwatch"'
+#: The guard's mark on a request it let through with a read credential (in the ASGI scope's ``state``).
+READER_CHECKED = "txnwatch_reader_checked"
+SESSION_UNCHECKED = "the console session cannot be checked: database unreachable; retry shortly (a bearer token works)"
 
 bearer = HTTPBearer(auto_error=False, scheme_name="readToken",
                     description="Needed only when `api.read_token` is configured.")
@@ -70,15 +81,47 @@ class Check(enum.Enum):
     FORGED_COOKIE = "session cookie not signed with the current token"
 
 
-def check_reader(expected: SecretStr, authorization: bytes | None, cookie: str | None, now_s: float) -> Check:
-    """The bearer header if there is one, else the session cookie."""
+class Credential(NamedTuple):
+    """A request's read credential as its bytes say; ``session_id`` is set for a signed, unexpired cookie,
+    which is good only while the server's row of that session is live (:func:`session_live`)."""
+
+    check: Check
+    session_id: str | None = None
+
+
+def read_credential(expected: SecretStr, authorization: bytes | None, cookie: str | None, now_s: float,
+                    lifetime_s: int = SESSION_TTL_S) -> Credential:
+    """The bearer header if there is one, else the session cookie (its signature and expiry)."""
     offered = bearer_token(authorization)
     if offered is not None:
-        return Check.OK if token_matches(expected, offered) else Check.WRONG_BEARER
+        return Credential(Check.OK if token_matches(expected, offered) else Check.WRONG_BEARER)
     if not cookie:
-        return Check.ABSENT
-    verdict = sessions.verify(sessions.session_key(expected), cookie, now_s)
-    return Check.OK if verdict.valid else Check.FORGED_COOKIE if verdict.forged else Check.ABSENT
+        return Credential(Check.ABSENT)
+    verdict = sessions.verify(sessions.session_key(expected), cookie, now_s, lifetime_s)
+    if verdict.valid:
+        return Credential(Check.OK, verdict.session_id)
+    return Credential(Check.FORGED_COOKIE if verdict.forged else Check.ABSENT)
+
+
+def check_reader(expected: SecretStr, authorization: bytes | None, cookie: str | None, now_s: float,
+                 lifetime_s: int = SESSION_TTL_S) -> Check:
+    """:func:`read_credential`'s verdict on the bytes alone (a cookie's row not asked)."""
+    return read_credential(expected, authorization, cookie, now_s, lifetime_s).check
+
+
+def session_live(runtime: Runtime, session_id: str, now_s: float) -> bool:
+    """The session's row says it may be used (blocking: one indexed read)."""
+    with runtime.read_sessions() as session:
+        return console_sessions.is_live(session, session_id, now=from_ms(now_s * 1000))
+
+
+async def checked(runtime: Runtime, credential: Credential, now_s: float) -> Check:
+    """The credential's check, with a cookie's session asked of the server: an ended or unknown session is no
+    credential (the browser goes to the login page; nobody guessed).  Raises SQLAlchemyError."""
+    if credential.session_id is None:
+        return credential.check
+    live = await run_in_threadpool(session_live, runtime, credential.session_id, now_s)
+    return Check.OK if live else Check.ABSENT
 
 
 def is_open(path: str, open_paths: Iterable[str] = OPEN_PATHS,
@@ -104,6 +147,8 @@ class ReadTokenGuard:
     def __init__(self, app: ASGIApp, *, open_paths: Iterable[str] = OPEN_PATHS,
                  open_prefixes: Iterable[str] = (), own_auth: Iterable[str] = OWN_AUTH_PREFIXES,
                  login_path: str | None = None, clock: Callable[[], float] = time.time) -> None:
+        """``clock`` (Unix seconds) is the one a session's expiry is checked against: create_app passes the
+        app's, which the login signs with."""
         self.app = app
         self.open_paths = frozenset(open_paths)
         self.open_prefixes = tuple(open_prefixes)
@@ -140,8 +185,19 @@ class ReadTokenGuard:
             await _answer(send, *too_many(retry_after))
             return
         headers = _headers(scope)
-        check = check_reader(expected, headers.get(b"authorization"), _cookie(headers.get(b"cookie")), self.clock())
+        now_s = self.clock()
+        runtime: Runtime = state.runtime
+        credential = read_credential(expected, headers.get(b"authorization"), _cookie(headers.get(b"cookie")), now_s,
+                                     runtime.settings.console.session_lifetime_seconds)
+        try:
+            check = await checked(runtime, credential, now_s)
+        except SQLAlchemyError:  # fail closed: a session that cannot be checked is not accepted
+            body = json.dumps({"detail": SESSION_UNCHECKED}).encode()
+            await _answer(send, 503, [(b"content-type", b"application/json"), (b"retry-after", b"5"),
+                                      (b"content-length", str(len(body)).encode())], body)
+            return
         if check is Check.OK:
+            scope.setdefault("state", {})[READER_CHECKED] = True
             await self.app(scope, receive, send)
             return
         if check is not Check.ABSENT:
@@ -182,12 +238,16 @@ async def require_reader(request: Request,
                          credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]) -> None:
     """The guard's check as a dependency (async, no thread hop); documents the scheme in OpenAPI.
 
-    Counts nothing: the guard in front of every route already counted this request's failure."""
-    token = request.app.state.runtime.settings.api.read_token
-    if token is None:
+    Counts nothing: the guard in front of every route already counted this request's failure.  A request the
+    guard let through with a credential carries its mark; one without (an app built without the guard) is
+    checked here in full, a cookie's session row included."""
+    runtime: Runtime = request.app.state.runtime
+    token = runtime.settings.api.read_token
+    if token is None or request.scope.get("state", {}).get(READER_CHECKED):
         return
     authorization = request.headers.get("authorization")
-    check = check_reader(token, authorization.encode("latin-1") if authorization is not None else None,
-                         request.cookies.get(COOKIE), time.time())
-    if check is not Check.OK:
+    now_s = request.app.state.clock()
+    credential = read_credential(token, authorization.encode("latin-1") if authorization is not None else None,
+                                 request.cookies.get(COOKIE), now_s, runtime.settings.console.session_lifetime_seconds)
+    if await checked(runtime, credential, now_s) is not Check.OK:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, DENIED, headers={"WWW-Authenticate": CHALLENGE})

@@ -71,9 +71,11 @@ def register(app: FastAPI, *, console_enabled: bool = True) -> None:
     from starlette.requests import Request
     from starlette.responses import Response
 
+    from txnwatch.serve.console import signin
     from txnwatch.serve.console.router import error_page, router
 
     app.include_router(router)
+    app.include_router(signin.router)
 
     def _for_a_browser(request: Request) -> bool:
         """A console address asked by a browser gets a page; the API and scripts keep the one JSON shape."""

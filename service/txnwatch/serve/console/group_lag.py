@@ -1,11 +1,12 @@
-"""The console's consumer group rows: offset lag and record lag from the stored samples.
+"""The console's consumer group rows: offset lag and record lag, as the API answers them.
 
-Offset lag (against the LSO and the high watermark) and, since migration 0009, lag in records (what a
-read_committed consumer still receives: no commit/abort markers, no aborted transaction's records, counted by the
-collector's bounded read, ``kafka/record_count.py``) are what the lag samples store. A sample stored without a
-record count falls back, as the API's ``lag_records`` does, to the collector's latest count for the same
-committed offset. A group's total shows only when every partition's is known, so a half-counted group never shows
-a low number.
+Offset lag (against the LSO and the high watermark) and lag in records (what a read_committed consumer still
+receives: no commit/abort markers, no aborted transaction's records, counted by the collector's bounded read,
+``kafka/record_count.py``) come from the collector's latest poll, and from the stored samples where those are
+newer (serve/api/current_lag.py, the API's source too); the group page's chart is the stored history. A stored
+sample without a record count falls back, as the API's ``lag_records`` does, to the collector's latest count for
+the same committed offset. A group's total shows only when every partition's is known, so a half-counted group
+never shows a low number.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from txnwatch.core.views import LatestState
+from txnwatch.serve.api import current_lag
 from txnwatch.store import queries
 
 #: (group id, topic, partition, committed offset) -> records a read_committed consumer still reads.
@@ -67,14 +69,19 @@ def _group_total(counted: RecordLags, group_id: str, partitions: int) -> int | N
 
 
 def groups(session: Session, state: LatestState, clusters: list[str]) -> list[GroupRow]:
-    """Each group of the clusters' latest lag samples, by cluster and group id."""
-    counted = {name: record_lags(state, name) for name in clusters}
-    stored = queries.group_record_lags(session, clusters)
+    """Each group of the clusters (the latest poll's, or the latest stored sample's), by cluster and group id."""
+    listed = current_lag.list_groups(session, state, clusters, after=None, limit=LIST_LIMIT)
+    from_store = sorted({g.cluster for g, polled in listed if polled is None})
+    counted = {name: record_lags(state, name) for name in from_store}
+    stored = queries.group_record_lags(session, from_store) if from_store else {}
     rows = []
-    for g in queries.list_groups(session, clusters, after=None, limit=LIST_LIMIT):
-        records = stored.get((g.cluster_id, g.group_id))
-        if records is None:
-            records = _group_total(counted.get(g.cluster, {}), g.group_id, g.partitions)
+    for g, polled in listed:
+        if polled is not None:
+            records = polled.lag_records
+        else:
+            records = stored.get((g.cluster_id, g.group_id))
+            if records is None:
+                records = _group_total(counted.get(g.cluster, {}), g.group_id, g.partitions)
         rows.append(GroupRow(g.cluster, g.group_id, g.topics, g.partitions, g.sampled_at, g.lag_lso, g.lag_hwm,
                              records, g.max_lag_seconds))
     return rows
@@ -82,7 +89,12 @@ def groups(session: Session, state: LatestState, clusters: list[str]) -> list[Gr
 
 def partitions(session: Session, state: LatestState, cluster_id: int, cluster: str,
                group_id: str) -> list[PartitionRow]:
-    """The group's latest sample, partition by partition, with the record lag counted at that committed offset."""
+    """The group at the latest poll (or its latest stored sample where that is newer), partition by partition,
+    with the record lag counted at that committed offset."""
+    polled = current_lag.polled_group(session, state, cluster, cluster_id, group_id)
+    if polled is not None:
+        return [PartitionRow(g.tp.topic, g.tp.partition, g.committed, g.lag_lso, g.lag_hwm, g.lag_records,
+                             g.lag_seconds, polled.sampled_at) for g in polled.lags]
     counted = record_lags(state, cluster)
     return [PartitionRow(r.topic, r.partition, r.committed_offset, r.lag_lso, r.lag_hwm,
                          r.lag_records if r.lag_records is not None

@@ -3,41 +3,40 @@
 Now (per cluster: what hangs, what stalls, which alerts fire, with the abort command),
 Transaction (one transactional id's states over time, epochs and fences) and Partition
 (HWM vs LSO with the stall episodes and the blocking producer).  Same read token as the
-API: a bearer header, or the cookie /console/login sets for browsers.  Nothing is loaded
+API: a bearer header, or the cookie /console/login sets for browsers (until its Sign out).  Nothing is loaded
 from outside the daemon: the chart library is served from static/vendor/.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Annotated, Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from txnwatch.core import humanize
 from txnwatch.core.epoch import from_ms
-from txnwatch.core.model import BrokerTxnSignals
+from txnwatch.core.hazards import cluster_hazards, epoch_headroom
+from txnwatch.core.model import BrokerTxnSignals, TxnState
 from txnwatch.core.redact import redact_optional
 from txnwatch.core.views import ClusterView
-from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, LSO_STALL, REASONS, TxnEvent
+from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, HAZARDS, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
-from txnwatch.serve.api import sessions
+from txnwatch.serve.api.convert import framework_of, transition_view
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
 from txnwatch.serve.api.routers.alerts import alert_view
-from txnwatch.serve.api.security import require_reader, token_matches, too_many
+from txnwatch.serve.api.security import require_reader
 from txnwatch.serve.api.sessions import COOKIE
-from txnwatch.serve.api.throttle import AuthThrottle, client_key
 from txnwatch.serve.console import assets, cards, charts, group_lag, runbooks
 from txnwatch.store import context, queries, txnlog_queries
 
@@ -85,11 +84,12 @@ Reader = Annotated[None, Depends(require_reader)]
 ReadSession = Annotated[Session, Depends(read_session)]
 
 
-def _page(request: Request, template: str, **data: Any) -> HTMLResponse:
+def page(request: Request, template: str, **data: Any) -> HTMLResponse:
     runtime = runtime_of(request)
     html = _env.get_template(template).render(
         assets_ok=assets.present(), grafana=runtime.settings.console.grafana_url, clusters=runtime.settings.clusters,
         runbook=lambda rule: runbook_href(runtime.settings, rule),
+        signed_in=runtime.settings.api.read_token is not None and COOKIE in request.cookies,
         generated_at=now(), **data)
     return HTMLResponse(html)
 
@@ -136,7 +136,7 @@ _env.globals["grafana_link"] = grafana_link
 def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
     runtime = runtime_of(request)
     at = now()
-    incidents = IncidentBuilder(session, runtime.settings, at)
+    incidents = IncidentBuilder(session, runtime.settings, at, runtime.state)
     names = [c.name for c in runtime.settings.clusters]
     records = queries.cluster_records(session, names)
     hanging = incidents.hanging_all([(r, r.cluster_name) for r in queries.list_hanging(
@@ -146,6 +146,9 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
     alerts = [SimpleNamespace(**r._mapping, **alert_view(r)) for r in queries.list_alerts(
         session, clusters=names, with_unscoped=True, states=["firing", "pending"], after=None, limit=200)]
     incident_cards, other_alerts = cards.build(hanging, stalls, alerts)
+    lingering: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for item in incidents.lingering_all(names):
+        lingering[item["cluster"]].append(item)
     clusters = []
     for name in names:
         view = runtime.state.get(name)
@@ -157,15 +160,19 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
             up, error = bool(record and record.up), redact_optional(record.last_error if record else None)
             last = record.last_success_at if record else None
         gaps = view.history.gaps if view is not None else ()
+        snapshot = view.snapshot if view is not None else None
         clusters.append(dict(
             name=name, up=up, last_success_at=last, last_error=error,
             history_gaps=[dict(partition=g.log_partition, first=g.first_offset, last=g.last_offset, records=g.records,
                                after=from_ms(g.after_ms), before=from_ms(g.before_ms))
                           for g in reversed(gaps)],
             cards=[card for card in incident_cards if card.cluster == name],
-            alerts=[a for a in other_alerts if a.cluster_name == name], brokers=_broker_signals(view)))
+            alerts=[a for a in other_alerts if a.cluster_name == name], brokers=_broker_signals(view),
+            hazards=[HAZARDS[h] for h in cluster_hazards(snapshot.broker_releases if snapshot else ())],
+            headroom=epoch_headroom(snapshot.transactions.values()) if snapshot else (),
+            lingering=lingering[name]))
     unscoped = [a for a in other_alerts if a.cluster_name is None]
-    return _page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
+    return page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
                  reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),
                  stall_runbook=runbook_href(runtime.settings, LSO_STALL))
 
@@ -212,15 +219,19 @@ def transaction_page(request: Request, _: Reader, session: ReadSession, cluster:
     # The timeline the API serves: the coordinators' own log (exact) and polled transitions, newest first.
     newest_first = txnlog_queries.timeline(session, cid, cluster, transactional_id, limit,
                                            runtime.settings.retention.archive_dir)
-    points = [charts.StatePoint(t.observed_at, t.to_state, t.producer_id, t.producer_epoch, t.events or [])
+    points = [charts.StatePoint(from_ms(t.at_ms), t.to_state, t.producer_id, t.producer_epoch, t.events)
               for t in reversed(newest_first)]
     # The log and a poll may both report one fence: count each new (producer id, epoch) once.
     fences = len({(p.producer_id, p.producer_epoch) for p in points if TxnEvent.FENCED in p.events})
-    incidents = IncidentBuilder(session, runtime.settings, at)
+    incidents = IncidentBuilder(session, runtime.settings, at, runtime.state)
     hanging = incidents.hanging_all([(e, cluster) for e in queries.open_hanging_of(session, cid, transactional_id)])
-    return _page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
-                 txn=row.txn, hanging=hanging, transitions=newest_first, truncated=len(newest_first) >= limit,
-                 option=charts.transaction_timeline(points, at), fences=fences)
+    # An Ongoing transaction its coordinator holds: the abort by id ends it everywhere (Kafka 4.1+).
+    by_id = (incidents.abort_by_id_command(cluster, transactional_id)
+             if row.txn.state == TxnState.ONGOING.value else None)
+    return page(request, "transaction.html", title=f"Transaction {transactional_id}", now=at, cluster=cluster,
+                 txn=row.txn, hanging=hanging, transitions=[transition_view(t) for t in newest_first],
+                 truncated=len(newest_first) >= limit, option=charts.transaction_timeline(points, at),
+                 fences=fences, abort_by_id_command=by_id, txn_framework=framework_of(transactional_id))
 
 
 @router.get("/partitions/{cluster}/{topic}/{partition}", response_class=HTMLResponse)
@@ -236,7 +247,7 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     if not samples and not stall_rows and not hanging_rows and key not in context.latest_samples(session, [key]):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no offsets are recorded for partition {topic}-{partition} "
                                                        f"on cluster {cluster!r}: check the topic and partition")
-    incidents = IncidentBuilder(session, runtime.settings, at)
+    incidents = IncidentBuilder(session, runtime.settings, at, runtime.state)
     stalls = incidents.stall_all([(s, cluster) for s in stall_rows])
     hanging = incidents.hanging_all([(h, cluster) for h in hanging_rows])
     option = charts.partition_offsets(
@@ -253,7 +264,7 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
     open_cards, _elsewhere = cards.build([h for h in hanging if h["resolved_at"] is None],
                                         [s for s in stalls if s["ended_at"] is None], alerts)
     incident = open_cards[0] if open_cards else None
-    return _page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
+    return page(request, "partition.html", title=f"Partition {topic}-{partition}", now=at, cluster=cluster,
                  topic=topic, partition=partition, hours=hours, latest=latest, stalls=stalls, hanging=hanging,
                  option=option, incident=incident)
 
@@ -262,7 +273,7 @@ def partition_page(request: Request, _: Reader, session: ReadSession, cluster: s
 def groups_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
     runtime = runtime_of(request)
     rows = group_lag.groups(session, runtime.state, [c.name for c in runtime.settings.clusters])
-    return _page(request, "groups.html", title="Consumer groups", now=now(), groups=rows,
+    return page(request, "groups.html", title="Consumer groups", now=now(), groups=rows,
                  truncated=len(rows) >= group_lag.LIST_LIMIT)
 
 
@@ -282,7 +293,7 @@ def group_page(request: Request, _: Reader, session: ReadSession, cluster: str, 
     history = queries.group_lag_history(session, cid, group_id, since)
     option = charts.group_lag([(p.sampled_at, p.lag_lso, p.lag_hwm, p.lag_records) for p in history],
                               window=(since, at))
-    return _page(request, "group.html", title=f"Group {group_id}", now=at, cluster=cluster, group_id=group_id,
+    return page(request, "group.html", title=f"Group {group_id}", now=at, cluster=cluster, group_id=group_id,
                  rows=rows, lag_lso=sum(lso) if lso else None, lag_hwm=sum(hwm) if hwm else None,
                  lag_records=group_lag.total(rows), hours=hours, option=option)
 
@@ -297,52 +308,7 @@ def _blocker(stall: dict[str, Any]) -> str:
 
 @router.get("/runbooks", response_class=HTMLResponse)
 def runbooks_page(request: Request, _: Reader) -> HTMLResponse:
-    return _page(request, "runbooks.html", title="Runbooks", sections=runbooks.sections())
-
-
-@router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, error: bool = False, next: str = "/console") -> HTMLResponse:
-    return _page(request, "login.html", title="Sign in", error=error, next=_local(next))
-
-
-def _local(target: str) -> str:
-    """Only a path on this server: a login link must not send the browser elsewhere afterwards."""
-    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/console"
-
-
-@router.post("/login")
-async def login(request: Request) -> Response:
-    """Exchanges the read token for a signed session cookie (txnwatch.serve.api.sessions) the guard accepts, so
-    pages, /docs and the API can be opened by URL in a browser.  The token itself is never stored in the
-    browser; a wrong one counts against the client like a wrong bearer (429 after too many)."""
-    runtime = runtime_of(request)
-    client = client_key(request.client.host if request.client else None)
-    throttle: AuthThrottle = request.app.state.auth_throttle
-    retry_after = throttle.blocked(client, "login")
-    if retry_after is not None:
-        code, headers, body = too_many(retry_after)
-        return Response(body, code, headers={k.decode(): v.decode() for k, v in headers})
-    form = parse_qs((await request.body()).decode("utf-8", "replace"))
-    offered = (form.get("token") or [""])[0]
-    target = _local((form.get("next") or ["/console"])[0])
-    token = runtime.settings.api.read_token
-    if token is None:
-        return RedirectResponse(target, status.HTTP_303_SEE_OTHER)  # nothing to sign in to
-    if not token_matches(token, offered.encode("utf-8")):
-        throttle.failed(client, "login", "wrong token on the console login")
-        return RedirectResponse(f"{LOGIN}?error=true&next={quote(target)}", status.HTTP_303_SEE_OTHER)
-    response = RedirectResponse(target, status.HTTP_303_SEE_OTHER)
-    response.set_cookie(COOKIE, sessions.issue(sessions.session_key(token), time.time()), httponly=True,
-                        samesite="strict", path="/", secure=_secure(runtime, request), max_age=sessions.SESSION_TTL_S)
-    response.delete_cookie(sessions.LEGACY_COOKIE, path="/")  # it held the token itself (before sessions)
-    return response
-
-
-def _secure(runtime: Runtime, request: Request) -> bool:
-    """Secure when browsers reach us over https: the public URL says so, or the request came over https, which
-    uvicorn learns from X-Forwarded-Proto when a trusted proxy (api.trusted_proxies) sends it."""
-    public_url = runtime.settings.public_url or ""
-    return public_url.startswith("https://") or request.url.scheme == "https"
+    return page(request, "runbooks.html", title="Runbooks", sections=runbooks.sections())
 
 
 def since_text(at: datetime | None, reference: datetime) -> str:

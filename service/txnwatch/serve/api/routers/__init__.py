@@ -10,6 +10,7 @@ from txnwatch.serve.api.routers import (
     clusters,
     consumer_groups,
     hanging,
+    lingering,
     lso_stalls,
     partitions,
     reports,
@@ -21,7 +22,7 @@ from txnwatch.serve.api.security import require_reader
 
 API_PREFIX = "/api/v1"
 
-_READ_ROUTERS = (clusters, transactions, hanging, lso_stalls, partitions, consumer_groups, verification, alerts,
+_READ_ROUTERS = (clusters, transactions, hanging, lingering, lso_stalls, partitions, consumer_groups, verification, alerts,
                  reports)
 
 

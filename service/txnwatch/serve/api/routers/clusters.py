@@ -8,8 +8,10 @@ from fastapi import APIRouter, Response
 
 from txnwatch.core.config import ClusterConfig
 from txnwatch.core.epoch import from_ms
+from txnwatch.core.hazards import cluster_hazards, epoch_headroom
 from txnwatch.core.redact import redact, redact_optional
 from txnwatch.core.views import ClusterView
+from txnwatch.core.vocabulary import HAZARDS
 from txnwatch.serve.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
 from txnwatch.serve.api.params import json_response
 from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut, HistoryGapOut
@@ -86,5 +88,13 @@ def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) ->
     findings = view.findings if view is not None else None
     omitted = [dict(kind=kind, reason=reason, count=count)
                for (kind, reason), count in sorted((findings.omitted if findings is not None else {}).items()) if count]
+    releases = snapshot.broker_releases if snapshot is not None else ()
+    hazards = [dict(hazard=h, title=HAZARDS[h].title, explanation=HAZARDS[h].explanation,
+                    affected=HAZARDS[h].affected, fix=HAZARDS[h].fix) for h in cluster_hazards(releases)]
+    headroom = [dict(transactional_id=r.transactional_id, producer_id=r.producer_id, producer_epoch=r.producer_epoch,
+                     headroom=r.headroom) for r in epoch_headroom(snapshot.transactions.values() if snapshot else ())]
     return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors,
-                                         "omitted": omitted})
+                                         "omitted": omitted, "known_hazards": hazards, "epoch_headroom": headroom,
+                                         "brokers_release": [dict(broker=r.node_id, release=r.label,
+                                                                  transaction_version=r.transaction_version)
+                                                             for r in releases]})

@@ -1,10 +1,16 @@
-"""Consumer lag measured the way read_committed consumers experience it: against the LSO."""
+"""Consumer lag measured the way read_committed consumers experience it: against the LSO.
+
+Current lag comes from the collector's latest poll, as /metrics and the console show it (serve/api/current_lag.py);
+the stored lag samples (every ``lag_sample_interval_seconds``) answer only where they are newer, and keep the
+history (the console's group page charts it).
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from txnwatch.core.views import LatestState
+from txnwatch.serve.api import current_lag
 from txnwatch.serve.api.convert import from_row
 from txnwatch.serve.api.deps import ClusterFilter, PathCluster, ReadSession, StateDep, cluster_ref, not_found
 from txnwatch.serve.api.params import CursorParam, Limit, decode_cursor, json_response, next_cursor
@@ -21,29 +27,37 @@ router = APIRouter(prefix="/consumer-groups", tags=["consumer groups"])
 
 
 @router.get("", response_model=ConsumerGroupPage, summary="Consumer groups with lag vs LSO and vs HWM",
-            description="Per group, from the latest poll: total lag against the LSO (what a read_committed "
-                        "consumer can still read) and against the high watermark (what classic lag exporters "
-                        "show). The difference is data held back by open transactions, not slow consumers. "
-                        "Ordered by cluster and group id.",
+            description="Per group, from the collector's latest poll (the lag /metrics exports, `sampled_at` the "
+                        "poll's time; a group is listed from the first poll after its first commit): total lag "
+                        "against the LSO (what a read_committed consumer can still read) and against the high "
+                        "watermark (what classic lag exporters show). The difference is data held back by open "
+                        "transactions, not slow consumers. Where this replica does not poll the cluster, or has "
+                        "not polled it since it started, the latest stored lag sample answers (written every "
+                        "`lag_sample_interval_seconds`). Ordered by cluster and group id.",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster."}})
-def list_groups(session: ReadSession, clusters: ClusterFilter, limit: Limit = 100,
+def list_groups(session: ReadSession, clusters: ClusterFilter, state: StateDep, limit: Limit = 100,
                 cursor: CursorParam = None) -> Response:
     kind = "groups"
     after = decode_cursor(cursor, kind, (int, str))
-    groups = queries.list_groups(session, clusters.names, after=after, limit=limit)
-    items = [from_row(ConsumerGroupSummary, g, topics=list(g.topics)) for g in groups]
-    cursor_out = next_cursor(kind, groups, limit, lambda g: (g.cluster_id, g.group_id))
+    rows = current_lag.list_groups(session, state, clusters.names, after=after, limit=limit)
+    items = [from_row(ConsumerGroupSummary, g, topics=list(g.topics)) for g, _ in rows]
+    cursor_out = next_cursor(kind, rows, limit, lambda r: (r[0].cluster_id, r[0].group_id))
     return json_response(ConsumerGroupPage, {"items": items, "next_cursor": cursor_out})
 
 
 @router.get("/{cluster}/{group_id:path}", response_model=ConsumerGroupDetail,
             summary="One consumer group: lag per partition",
-            description="The group's latest sample: committed offset, lag vs LSO, lag vs HWM and estimated lag "
-                        "in seconds for each partition. A group that stopped committing shows where it stopped "
-                        "(see `sampled_at`).",
+            description="The group at the collector's latest poll (as /metrics exports it; `sampled_at` the "
+                        "poll's time): committed offset, lag vs LSO, lag vs HWM, lag in records and estimated lag "
+                        "in seconds for each partition. A group the latest poll no longer finds (its offsets "
+                        "deleted or expired), or one of a cluster this replica does not poll, shows its latest "
+                        "stored sample (see `sampled_at`).",
             responses={404: {"model": ErrorOut, "description": "Unknown cluster or group."}})
 def get_group(name: PathCluster, group_id: str, session: ReadSession, state: StateDep) -> Response:
     cluster = cluster_ref(session, name)
+    polled = current_lag.polled_group(session, state, cluster.name, cluster.id, group_id)
+    if polled is not None:
+        return _polled_detail(polled)
     rows = []
     if cluster.id is not None and "\x00" not in group_id:
         rows = queries.group_partitions(session, cluster.id, group_id)
@@ -63,6 +77,17 @@ def get_group(name: PathCluster, group_id: str, session: ReadSession, state: Sta
         max_lag_seconds=max(secs, default=None),
         lag_seconds_unknown=sum(1 for r in rows if r.lag_seconds_unknown is not None),
         lag_records=None if None in records else sum(r for r in records if r is not None),
+        partition_lags=partition_lags))
+
+
+def _polled_detail(group: current_lag.PolledGroup) -> Response:
+    partition_lags = [dict(topic=g.tp.topic, partition=g.tp.partition, committed_offset=g.committed,
+                           lag_lso=g.lag_lso, lag_hwm=g.lag_hwm, lag_seconds=g.lag_seconds,
+                           lag_seconds_unknown=None if g.lag_seconds_unknown is None
+                           else str(g.lag_seconds_unknown)[:500], lag_records=g.lag_records) for g in group.lags]
+    summary = group.summary()
+    return json_response(ConsumerGroupDetail, dict(
+        from_row(ConsumerGroupSummary, summary, topics=list(summary.topics)), lag_records=group.lag_records,
         partition_lags=partition_lags))
 
 

@@ -37,7 +37,7 @@ def list_hanging(
     after = decode_cursor(cursor, kind, (datetime, int))
     rows = queries.list_hanging(session, clusters=clusters.names, include_resolved=include_resolved, after=after,
                                 limit=limit)
-    incidents = IncidentBuilder(session, runtime.settings, now())
+    incidents = IncidentBuilder(session, runtime.settings, now(), runtime.state)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.first_seen_at, r.id))
     return json_response(HangingPage, {"items": incidents.hanging_all([(r, r.cluster_name) for r in rows]),
                                        "next_cursor": cursor_out})

@@ -50,6 +50,6 @@ def list_lso_stalls(
     after = decode_cursor(cursor, kind, (datetime, int))
     rows = queries.list_lso_stalls(session, clusters=clusters.names, since=since, after=after, limit=limit)
     cursor_out = next_cursor(kind, rows, limit, lambda r: (r.started_at, r.id))
-    incidents = IncidentBuilder(session, runtime.settings, at)
+    incidents = IncidentBuilder(session, runtime.settings, at, runtime.state)
     return json_response(LsoStallPage, {"items": incidents.stall_all([(r, r.cluster_name) for r in rows]),
                                         "next_cursor": cursor_out})

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 
 from txnwatch.core.model import TxnState, split_topic_partition
-from txnwatch.serve.api.convert import from_row, gap
+from txnwatch.serve.api.convert import framework_of, from_row, gap, transition_view
 from txnwatch.serve.api.deps import ClusterFilter, PathCluster, ReadSession, RuntimeDep, cluster_ref, not_found
 from txnwatch.serve.api.incidents import IncidentBuilder
 from txnwatch.serve.api.params import (
@@ -22,7 +22,7 @@ from txnwatch.serve.api.params import (
     next_cursor,
     now,
 )
-from txnwatch.serve.api.schemas import ErrorOut, TransactionDetail, TransactionPage, TransitionOut, TxnLogHistory
+from txnwatch.serve.api.schemas import ErrorOut, TransactionDetail, TransactionPage, TxnLogHistory
 from txnwatch.store import queries, txnlog_queries
 from txnwatch.store.queries import TxnSort
 
@@ -43,7 +43,7 @@ def summary(row: queries.TxnRow, at: datetime) -> dict[str, Any]:
         producer_epoch=t.producer_epoch, coordinator_id=t.coordinator_id, timeout_ms=t.timeout_ms,
         txn_started_at=t.txn_started_at, age_seconds=row.age_seconds(at), partitions=list(t.partitions or []),
         hanging=row.hanging, first_seen_at=t.first_seen_at, last_seen_at=t.last_seen_at, gone_at=t.gone_at,
-        source=t.source)
+        source=t.source, framework=framework_of(t.transactional_id))
 
 
 @router.get("", response_model=TransactionPage, summary="Transactions, filtered and paginated",
@@ -124,9 +124,9 @@ def get_transaction(
     return json_response(TransactionDetail, dict(
         **summary(row, at),
         partition_offsets=partitions,
-        hanging_episodes=IncidentBuilder(session, runtime.settings, at).hanging_all(
+        hanging_episodes=IncidentBuilder(session, runtime.settings, at, runtime.state).hanging_all(
             [(e, cluster.name) for e in queries.open_hanging_of(session, cluster.id, transactional_id)]),
-        timeline=[from_row(TransitionOut, t) for t in timeline[:timeline_limit]],
+        timeline=[transition_view(t) for t in timeline[:timeline_limit]],
         history=None if logged is None else from_row(TxnLogHistory, logged, source="transaction_log"),
         timeline_truncated=len(timeline) > timeline_limit,
     ))
