@@ -174,3 +174,47 @@ def test_the_cluster_view_names_its_known_hazards_and_the_ids_nearest_epoch_exha
     assert f'txnwatch_known_hazard{{cluster="{PROD}",hazard="kafka_20310"}} 1.0' in metrics
     assert metrics.count("txnwatch_producer_epoch_headroom{") == 5
     assert f'txnwatch_producer_epoch_headroom{{cluster="{PROD}",transactional_id="app-7"}} 760.0' in metrics
+
+
+def test_the_cluster_view_and_the_console_show_the_canary_healthy_then_blaming_its_coordinator(
+        seeded: Seeded) -> None:
+    """The canary's rounds reach GET /api/v1/clusters/{name} and the Now page: latencies per partition while it
+    commits, then the finding with the broker to blame once its coordinator is lost; a cluster without a canary
+    has none."""
+    from tests.unit.test_canary_probe import NOT_AVAILABLE, SETTINGS, Clock, FakeKafka
+    from txnwatch.canary.probe import ClusterCanary
+    from txnwatch.core.canary import CoordinatorLocation
+
+    runtime = build_runtime(make_settings(seeded.url), collect=False)
+    clock = Clock()
+    kafka = FakeKafka(clock)
+    probe = ClusterCanary(PROD, SETTINGS, lambda: kafka, publish=lambda view: runtime.state.update(PROD, canary=view),
+                          wall_ms=clock, mono_ms=clock)
+    try:
+        with make_client(runtime) as client:
+            first = probe.run_round()
+            healthy = ok(client, f"{URL}/{PROD}")["canary"]
+            healthy_html = client.get("/console").text
+            kafka.coordinator = CoordinatorLocation(None, 7, None, (2,), NOT_AVAILABLE)
+            probe.run_round()
+            probe.run_round()
+            failing = ok(client, f"{URL}/{PROD}")["canary"]
+            failing_html = client.get("/console").text
+            staging = ok(client, f"{URL}/{STAGING}")
+    finally:
+        runtime.engine.dispose()
+    assert healthy["ok"] is True and healthy["failing"] is None and healthy["coordinator"] == 2
+    assert healthy["transactional_id"] == SETTINGS.transactional_id and healthy["topic"] == SETTINGS.topic
+    assert first is not None and all(a.visible_ms for a in first.attempts)
+    assert [(a["partition"], a["leader"], a["ok"], a["commit_ms"], a["visible_ms"]) for a in healthy["attempts"]] == [
+        (p, leader, True, 15, a.visible_ms) for (p, leader), a in zip([(0, 1), (1, 2), (2, 3)], first.attempts, strict=True)]
+    assert 'data-testid="canary" data-ok="true"' in healthy_html and "canary commits" in healthy_html
+    assert failing["ok"] is False and failing["failing"]["failed_rounds"] == 2
+    assert failing["failing"]["blame"] == "transaction_state_partition" and failing["failing"]["broker_id"] == 2
+    assert failing["failing"]["error"] == "COORDINATOR_NOT_AVAILABLE"
+    # The round ends at its first partition: without a coordinator no other can commit.
+    assert failing["attempts"] == [{"partition": 0, "leader": 1, "ok": False, "commit_ms": None, "visible_ms": None,
+                                    "stage": "init", "error": "REQUEST_TIMED_OUT", "error_class": "retriable",
+                                    "message": ""}]
+    assert "transactions cannot commit" in failing_html and "__transaction_state-7 has no leader" in failing_html
+    assert staging["canary"] is None

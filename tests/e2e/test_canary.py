@@ -101,6 +101,12 @@ def test_canary_commits_then_alerts_on_its_coordinator_and_resolves(daemon: Daem
     (gauge,) = samples(daemon, "txnwatch_canary_coordinator_broker")
     assert gauge[1] == coordinator
     assert canary_alerts(daemon) == [] and pagerduty.actions() == []
+    # The cluster's view says the same: every partition committed and was seen, by the coordinator Kafka names.
+    view = wait_for(lambda: (c := daemon.get("/api/v1/clusters/lab").json()["canary"]) and c["ok"] and c, 30,
+                    what="the canary in the cluster view")
+    assert view["coordinator"] == coordinator and view["failing"] is None
+    assert sorted((a["partition"], a["leader"]) for a in view["attempts"]) == sorted(leaders.items())
+    assert all(a["commit_ms"] is not None and a["visible_ms"] is not None for a in view["attempts"])
 
     # The coordinator killed: its __transaction_state partition (one replica) goes with it.
     admin = lab.admin()
@@ -126,6 +132,9 @@ def test_canary_commits_then_alerts_on_its_coordinator_and_resolves(daemon: Daem
             raise AssertionError(f"{exc}; alerts: {canary_alerts(daemon)}; cluster: "
                                  f"{daemon.get('/api/v1/clusters/lab').json()}") from None
         assert named[0]["details"]["transaction_state_partition"] == state_partition
+        failing = daemon.get("/api/v1/clusters/lab").json()["canary"]["failing"]
+        assert failing is not None and failing["broker_id"] == coordinator, failing
+        assert 'data-testid="canary" data-ok="false"' in daemon.get("/console").text
         assert f"{TRANSACTION_STATE_TOPIC}-{state_partition} has no leader" in named[0]["details"]["blame_text"]
         wait_for(lambda: ("trigger", firing["incident_key"]) in pagerduty.actions(), 30, what="the page")
         failures = samples(daemon, "txnwatch_canary_failures_total")

@@ -13,7 +13,7 @@ from prometheus_client.registry import CollectorRegistry
 from txnwatch.alerting.conditions import TRANSACTIONS_CANNOT_COMMIT, cluster_incident_key
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.canary.probe import ClusterCanary, ProbeSettings
-from txnwatch.core.canary import BlameKind, CanaryStage, CoordinatorLocation, StepError
+from txnwatch.core.canary import BlameKind, CanaryStage, CanaryView, CoordinatorLocation, StepError
 from txnwatch.core.model import ErrorClass
 from txnwatch.metrics.canary import CanaryMetrics
 
@@ -153,6 +153,29 @@ def test_a_replica_that_does_not_lead_runs_no_round_and_closes_its_connections()
     assert probe.run_round() is not None
     leading[0] = False
     assert probe.run_round() is None and kafka.closed == 1
+
+
+def test_each_round_publishes_its_view_and_a_replica_that_stands_down_withdraws_it() -> None:
+    """The view the API and the console read: the latest round, the open finding, the last error; None once
+    another replica leads (its own canary shows then)."""
+    clock = Clock()
+    kafka = FakeKafka(clock)
+    leading = [True]
+    views: list[CanaryView | None] = []
+    probe = ClusterCanary("lab", SETTINGS, lambda: kafka, leading=lambda: leading[0], publish=views.append,
+                          wall_ms=clock, mono_ms=clock)
+    healthy = probe.run_round()
+    assert views == [CanaryView(SETTINGS.transactional_id, SETTINGS.topic, SETTINGS.interval_s, healthy, None, None)]
+    kafka.coordinator = CoordinatorLocation(None, 7, None, (2,), NOT_AVAILABLE)
+    probe.run_round()
+    probe.run_round()
+    latest = views[-1]
+    assert latest is not None and latest.last_round is not None and not latest.last_round.ok
+    assert latest.finding is not None and latest.finding is probe.finding and latest.finding.failed_rounds == 2
+    leading[0] = False
+    probe.run_round()
+    probe.run_round()
+    assert views[-1] is None and len(views) == 4  # withdrawn once, not again every round
 
 
 def test_the_service_keeps_running_rounds_through_failures_and_stops_promptly() -> None:

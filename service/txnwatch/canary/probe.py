@@ -5,7 +5,8 @@ A round, in order: the topic (every broker leads a partition), the coordinator (
 latency) and the reader handed the record (the visibility latency: the LSO passed it).  Partitions go one after
 the other, so each latency is that partition's alone.  The round becomes a
 :class:`~txnwatch.core.canary.CanaryRound`, the pure rules (txnwatch.detect.canary) decide the finding, and the
-round goes to the sinks (the metrics).
+round goes to the sinks (the metrics) and, as a :class:`~txnwatch.core.canary.CanaryView`, to ``publish`` (the
+cluster's view, which the API and the console read).
 
 A round never raises: a Kafka failure is a failed step (data); anything else (a bug, a client that cannot be
 built) is logged, kept as ``last_error`` until a round succeeds, the calls are closed and made anew next round.
@@ -26,6 +27,7 @@ from txnwatch.core.canary import (
     CanaryFailure,
     CanaryRound,
     CanaryStage,
+    CanaryView,
     CoordinatorLocation,
     StepError,
 )
@@ -71,12 +73,14 @@ class ClusterCanary:
 
     def __init__(self, cluster: str, settings: ProbeSettings, connect: Callable[[], CanaryCalls],
                  sinks: Sequence[RoundSink] = (), *, leading: Callable[[], bool] = lambda: True,
+                 publish: Callable[[CanaryView | None], None] = lambda view: None,
                  wall_ms: Callable[[], int] = _wall_ms, mono_ms: Callable[[], int] = _mono_ms) -> None:
         self.cluster = cluster
         self.settings = settings
         self._connect = connect
         self._sinks = tuple(sinks)
         self._leading = leading
+        self._publish = publish
         self._wall_ms = wall_ms
         self._mono_ms = mono_ms
         self._calls: CanaryCalls | None = None
@@ -107,12 +111,14 @@ class ClusterCanary:
                 log.warning("canary of %s: the round failed (%s); its connections are made anew next round",
                             self.cluster, self.last_error)
                 self._close()
+                self._publish_view()
                 return None
             self._state = rules.advance(self._state, round_, self._wall_ms(), topic=self.settings.topic,
                                         failures_to_alert=self.settings.failures_to_alert)
             self.last_round = round_
             if round_.ok:
                 self.last_error = None
+            self._publish_view()
             for sink in self._sinks:
                 try:
                     sink.on_round(self.cluster, round_)
@@ -127,7 +133,17 @@ class ClusterCanary:
     def _stand_down(self) -> None:
         """Another replica leads the cluster: its canary fences ours; ours closes and forgets its finding."""
         self._close()
+        if self._state is not rules.INITIAL or self.last_round is not None:
+            self._publish(None)  # the replica that leads the cluster now shows its own
         self._state = rules.INITIAL
+        self.last_round = None
+
+    def _publish_view(self) -> None:
+        try:
+            self._publish(CanaryView(self.settings.transactional_id, self.settings.topic, self.settings.interval_s,
+                                     self.last_round, self._state.finding, self.last_error))
+        except Exception:
+            log.exception("canary of %s: its view could not be published", self.cluster)
 
     def _close(self) -> None:
         calls, self._calls = self._calls, None

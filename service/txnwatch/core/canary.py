@@ -139,6 +139,22 @@ class CanaryFailure:
     failing_partitions: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class CanaryView:
+    """What the API and the console show of one cluster's canary: its id and topic, its latest round, the open
+    finding and the last error a round could not turn into data (a client that could not be built).
+
+    Published into the cluster's view (txnwatch.core.views.ClusterView.canary) after every round by the replica
+    whose canary runs, so a request reads it as it reads the latest poll, and API workers get it with the views."""
+
+    transactional_id: str
+    topic: str
+    interval_s: float
+    last_round: CanaryRound | None = None
+    finding: CanaryFailure | None = None
+    last_error: str | None = None
+
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode`` (over UTF-16 code units, wrapping at 32 bits): Kafka hashes ids with it."""
     h = 0

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from txnwatch.core.canary import CanaryView
 from txnwatch.core.findings import Findings
 from txnwatch.core.model import BrokerRelease, ClusterSnapshot, TxnState
 
@@ -109,6 +110,8 @@ class ClusterView:
     findings: Findings | None = None
     counters: Mapping[str, int] = field(default_factory=dict)
     history: HistoryView = field(default_factory=HistoryView)
+    #: The transactional canary's latest round and finding, where this replica runs it (None otherwise).
+    canary: CanaryView | None = None
 
 
 class LatestState:

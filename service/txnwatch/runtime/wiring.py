@@ -45,7 +45,7 @@ from txnwatch.alerting.metrics import AlertingMetrics
 from txnwatch.canary.probe import ClusterCanary, ProbeSettings
 from txnwatch.canary.service import CanaryService
 from txnwatch.collect.poll_loop import ClusterPollLoop, Collector, Sink
-from txnwatch.core.canary import CanaryFailure
+from txnwatch.core.canary import CanaryFailure, CanaryView
 from txnwatch.core.config import ClusterConfig, Settings
 from txnwatch.core.model import AbortOutcome, TerminateOutcome, TopicPartition
 from txnwatch.core.views import HistoryView, LatestState
@@ -198,7 +198,7 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
                                       client_url=settings.public_url,
                                       metrics=AlertingMetrics(registry))
     canaries = canary_service(settings, leadership, CanaryMetrics(registry, [c.name for c in settings.clusters
-                                                                             if c.canary.enabled]))
+                                                                             if c.canary.enabled]), state)
     builders = {c.name: ConditionBuilder(c.name, ",".join(c.bootstrap_servers),
                                          settings.detection.verification_failure_ratio,
                                          canary=_finding_of(canaries, c.name)) for c in settings.clusters}
@@ -258,10 +258,11 @@ def _services(settings: Settings, engine: Engine, sessions: sessionmaker[Session
     )
 
 
-def canary_service(settings: Settings, leadership: Leadership, metrics: CanaryMetrics) -> CanaryService | None:
+def canary_service(settings: Settings, leadership: Leadership, metrics: CanaryMetrics,
+                   state: LatestState) -> CanaryService | None:
     """The transactional canary of every cluster that enables it (docs/canary.md), on threads of its own.  Its
     metric families are registered either way (without series when no cluster enables it), as docs/metrics.yaml
-    promises every family."""
+    promises every family.  Each round's view goes into the cluster's view in ``state`` (the API, the console)."""
     from txnwatch.kafka import ClusterConnectionSettings
     from txnwatch.kafka.canary import CanaryClient
 
@@ -278,8 +279,13 @@ def canary_service(settings: Settings, leadership: Leadership, metrics: CanaryMe
                           transactional_id=probe.transactional_id, replication_factor=config.replication_factor,
                           transaction_timeout_ms=config.transaction_timeout_ms, timeout_ms=config.timeout_ms)
         canaries.append(ClusterCanary(cluster.name, probe, connect, [metrics],
-                                      leading=partial(leadership.holds, cluster.name)))
+                                      leading=partial(leadership.holds, cluster.name),
+                                      publish=partial(_publish_canary, state, cluster.name)))
     return CanaryService(canaries)
+
+
+def _publish_canary(state: LatestState, cluster: str, view: CanaryView | None) -> None:
+    state.update(cluster, canary=view)
 
 
 def _finding_of(canaries: CanaryService | None, cluster: str) -> Callable[[], CanaryFailure | None] | None:

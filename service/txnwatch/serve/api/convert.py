@@ -8,9 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from txnwatch.core.canary import CanaryView
 from txnwatch.core.epoch import from_ms
 from txnwatch.core.findings import Transition
 from txnwatch.core.frameworks import recognise
+from txnwatch.core.redact import redact, redact_optional
 
 
 @cache
@@ -60,3 +62,31 @@ def transition_view(t: Transition) -> dict[str, object]:
         "partitions": [f"{topic}-{p}" if p >= 0 else topic for topic, p in t.partitions], "events": list(t.events),
         "duration_ms": t.duration_ms, "log_partition": t.log_partition, "log_offset": t.log_offset,
         "client_transaction_version": t.client_transaction_version, "detail": t.detail, "source": t.source.value}
+
+
+def canary_view(view: CanaryView) -> dict[str, Any]:
+    """The canary's latest round and finding as the API's ``CanaryOut`` serves them and the console shows them,
+    built here only; messages pass the redaction of every other answer."""
+    round_, failure = view.last_round, view.finding
+    location = round_.coordinator if round_ is not None else None
+    return {
+        "transactional_id": view.transactional_id, "topic": view.topic, "interval_seconds": view.interval_s,
+        "ok": round_.ok if round_ is not None else None,
+        "last_round_at": from_ms(round_.at_ms) if round_ is not None else None,
+        "coordinator": location.broker_id if location else None,
+        "transaction_state_partition": location.state_partition if location else None,
+        "transaction_state_leader": location.state_leader if location else None,
+        "attempts": [{"partition": a.partition, "leader": a.leader_id, "ok": a.ok, "commit_ms": a.commit_ms,
+                      "visible_ms": a.visible_ms,
+                      **({"stage": a.error.stage.value, "error": a.error.name,
+                          "error_class": a.error.error_class.value, "message": redact(a.error.message)}
+                         if a.error is not None else {})}
+                     for a in (round_.attempts if round_ is not None else ())],
+        "failing": None if failure is None else {
+            "since": from_ms(failure.since_ms), "last_failure_at": from_ms(failure.last_failure_ms),
+            "failed_rounds": failure.failed_rounds, "blame": failure.blame.kind.value,
+            "broker_id": failure.blame.broker_id, "transaction_state_partition": failure.blame.state_partition,
+            "blame_text": failure.blame.text, "error": failure.error.name,
+            "error_class": failure.error.error_class.value, "failing_partitions": list(failure.failing_partitions)},
+        "last_error": redact_optional(view.last_error),
+    }

@@ -108,6 +108,55 @@ class EpochHeadroomOut(_Out):
     headroom: int = Field(description="Epoch bumps left before the producer id must rotate (32767 - epoch).")
 
 
+class CanaryAttemptOut(_Out):
+    partition: int | None = Field(description="The canary topic's partition; null for a failure before any "
+                                              "partition was tried (the topic, the coordinator, InitProducerId).")
+    leader: int | None = Field(description="The broker leading that partition when the round began.")
+    ok: bool
+    commit_ms: int | None = Field(description="Begin to the commit acknowledged (txnwatch_canary_commit_latency_"
+                                              "seconds).")
+    visible_ms: int | None = Field(description="The commit acknowledged to a read_committed reader handed the "
+                                               "record: the LSO passed it (txnwatch_canary_visibility_latency_"
+                                               "seconds).")
+    stage: str | None = Field(default=None, description="Where it failed: topic, coordinator, init, begin, "
+                                                        "produce, end_txn or visibility.")
+    error: str | None = Field(default=None, description="Kafka's error name (or NOT_VISIBLE, a client timeout).")
+    error_class: str | None = Field(default=None, description="Its KIP-1050 class.")
+    message: str | None = None
+
+
+class CanaryFailingOut(_Out):
+    since: datetime = Field(description="The first failed round of the streak.")
+    last_failure_at: datetime
+    failed_rounds: int
+    blame: str = Field(description="coordinator, transaction_state_partition, partition_leader or unknown.")
+    broker_id: int | None = Field(description="The broker to blame, where one is.")
+    transaction_state_partition: int | None
+    blame_text: str = Field(description="The sentence the alert and the console say.")
+    error: str
+    error_class: str
+    failing_partitions: list[int]
+
+
+class CanaryOut(_Out):
+    """The transactional canary of the cluster (docs/canary.md), as this replica's latest round saw it."""
+
+    transactional_id: str
+    topic: str
+    interval_seconds: float
+    ok: bool | None = Field(description="Whether the latest round committed everywhere and every commit was seen; "
+                                        "null before the first round.")
+    last_round_at: datetime | None
+    coordinator: int | None = Field(description="The broker that coordinated the canary's id (FindCoordinator).")
+    transaction_state_partition: int | None = Field(description="The id's __transaction_state partition.")
+    transaction_state_leader: int | None = Field(description="That partition's leader; null while it has none.")
+    attempts: list[CanaryAttemptOut] = Field(description="The latest round's transactions, one per partition.")
+    failing: CanaryFailingOut | None = Field(description="The open finding \"transactions cannot commit\" "
+                                                         "(alert transactions_cannot_commit); null when none.")
+    last_error: str | None = Field(description="A round that failed outside Kafka's answers (a client that could "
+                                               "not be built), until a round succeeds.")
+
+
 class ClusterDetail(ClusterSummary):
     open_transactions: int = Field(description="Transactional ids the coordinators report in an open state "
                                                "(Ongoing, Prepare*): each pins the LSO of its partitions.")
@@ -127,6 +176,9 @@ class ClusterDetail(ClusterSummary):
         "(txnwatch_known_hazard); empty when none or when no broker answered ApiVersions."))
     epoch_headroom: list[EpochHeadroomOut] = Field(default_factory=list, description=(
         "The 5 transactional ids nearest epoch exhaustion (txnwatch_producer_epoch_headroom), lowest first."))
+    canary: CanaryOut | None = Field(default=None, description=(
+        "The transactional canary's latest round and finding where it is enabled and this replica runs it "
+        "(the one that polls the cluster); null otherwise."))
 
 
 # --- frameworks --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from txnwatch.core.redact import redact_optional
 from txnwatch.core.views import ClusterView
 from txnwatch.core.vocabulary import BY_RULE, HANGING_TRANSACTION, HAZARDS, LSO_STALL, REASONS, TxnEvent
 from txnwatch.runtime.lifecycle import Runtime
-from txnwatch.serve.api.convert import framework_of, transition_view
+from txnwatch.serve.api.convert import canary_view, framework_of, transition_view
 from txnwatch.serve.api.deps import read_session, runtime_of
 from txnwatch.serve.api.incidents import IncidentBuilder, runbook_href
 from txnwatch.serve.api.params import INT32_MAX, TOPIC_PATTERN, now
@@ -170,7 +170,8 @@ def now_page(request: Request, _: Reader, session: ReadSession) -> HTMLResponse:
             alerts=[a for a in other_alerts if a.cluster_name == name], brokers=_broker_signals(view),
             hazards=[HAZARDS[h] for h in cluster_hazards(snapshot.broker_releases if snapshot else ())],
             headroom=epoch_headroom(snapshot.transactions.values()) if snapshot else (),
-            lingering=lingering[name]))
+            lingering=lingering[name],
+            canary=canary_view(view.canary) if view is not None and view.canary is not None else None))
     unscoped = [a for a in other_alerts if a.cluster_name is None]
     return page(request, "now.html", title="Now", now=at, cluster_views=clusters, unscoped_alerts=unscoped,
                  reasons=REASONS, rules=BY_RULE, hanging_runbook=runbook_href(runtime.settings, HANGING_TRANSACTION),

@@ -12,6 +12,7 @@ from txnwatch.core.hazards import cluster_hazards, epoch_headroom
 from txnwatch.core.redact import redact, redact_optional
 from txnwatch.core.views import ClusterView
 from txnwatch.core.vocabulary import HAZARDS
+from txnwatch.serve.api.convert import canary_view
 from txnwatch.serve.api.deps import PathCluster, ReadSession, RuntimeDep, cluster_ref
 from txnwatch.serve.api.params import json_response
 from txnwatch.serve.api.schemas import ClusterDetail, ClusterSummary, ErrorOut, HistoryGapOut
@@ -20,8 +21,6 @@ from txnwatch.store import queries
 
 router = APIRouter(prefix="/clusters", tags=["clusters"])
 MAX_ERRORS_SHOWN = 50
-
-
 
 
 def _summary(config: ClusterConfig, record: m.Cluster | None, counts: queries.PollCounts,
@@ -95,6 +94,7 @@ def get_cluster(name: PathCluster, session: ReadSession, runtime: RuntimeDep) ->
                      headroom=r.headroom) for r in epoch_headroom(snapshot.transactions.values() if snapshot else ())]
     return json_response(ClusterDetail, {**summary.model_dump(), **activity.__dict__, "request_errors": errors,
                                          "omitted": omitted, "known_hazards": hazards, "epoch_headroom": headroom,
+                                         "canary": canary_view(view.canary) if view and view.canary else None,
                                          "brokers_release": [dict(broker=r.node_id, release=r.label,
                                                                   transaction_version=r.transaction_version)
                                                              for r in releases]})
