@@ -34,7 +34,6 @@ from txnwatch.cli import commands as cli
 from txnwatch.core import exitcodes
 from txnwatch.lab.faults import LsoStallFault, start_lso_stall
 from txnwatch.lab.reference import KafkaTransactionsTool
-from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS
 from txnwatch.remedy.commands import AdminCalls
 from txnwatch.runtime import wiring
 from txnwatch.runtime.lifecycle import Runtime
@@ -104,7 +103,7 @@ def test_the_cli_and_the_api_abort_by_transactional_id(tmp_path: Path, kafka4_la
     monkeypatch.setattr(wiring, "ADMIN_CALLS", AdminCalls(calls.abort_transaction,
                                                           audited_ahead(url, seen, calls.terminate_transaction)))
 
-    by_cli = start_lso_stall(kafka4_lab.bootstrap_servers, topic, 0, transaction_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS)
+    by_cli = start_lso_stall(kafka4_lab.bootstrap_servers, topic, 0, transaction_timeout_ms=kafka4_lab.transaction_max_timeout_ms)
     try:
         ongoing(kafka, by_cli)
         result = CliRunner().invoke(cli.app, ["abort", "--bootstrap-server", kafka4_lab.bootstrap_servers,
@@ -123,7 +122,7 @@ def test_the_cli_and_the_api_abort_by_transactional_id(tmp_path: Path, kafka4_la
         return dataclasses.replace(runtime, admin_calls=AdminCalls(
             real.abort_transaction, audited_ahead(url, seen, real.terminate_transaction)))
 
-    by_api = start_lso_stall(kafka4_lab.bootstrap_servers, topic, 1, transaction_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS)
+    by_api = start_lso_stall(kafka4_lab.bootstrap_servers, topic, 1, transaction_timeout_ms=kafka4_lab.transaction_max_timeout_ms)
     try:
         with serving(tmp_path, url=url, clusters=[{"name": "k4", "bootstrap_servers": kafka4_lab.bootstrap_servers}],
                      runtime_with=reading_audit) as (base, _, _), httpx.Client(base_url=base, timeout=60) as http:

@@ -73,7 +73,7 @@ class ClusterCanary:
 
     def __init__(self, cluster: str, settings: ProbeSettings, connect: Callable[[], CanaryCalls],
                  sinks: Sequence[RoundSink] = (), *, leading: Callable[[], bool] = lambda: True,
-                 publish: Callable[[CanaryView | None], None] = lambda view: None,
+                 publish: Callable[[CanaryView | None], object] = lambda view: None,
                  wall_ms: Callable[[], int] = _wall_ms, mono_ms: Callable[[], int] = _mono_ms) -> None:
         self.cluster = cluster
         self.settings = settings

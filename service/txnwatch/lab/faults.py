@@ -228,6 +228,82 @@ def start_lso_stall(bootstrap: str, topic: str, partition: int = 0, *, transacti
                     transaction_timeout_ms=transaction_timeout_ms)
 
 
+# -- a crash-looping Flink sink ---------------------------------------------------------------------
+
+
+@dataclass
+class LingeringSinkFault(Fault):
+    """A Flink KafkaSink subtask that keeps leaving a checkpoint's transaction open (``<prefix>-<subtask>-<n>``,
+    odd n) and commits the next one (n + 1, begun after it), as a job restarting from a checkpoint whose transactions
+    it no longer knows does: a lingering, superseded transaction is open at every moment, although the coordinator
+    aborts each at its ``transaction_timeout_ms`` (a new one is left every ``period_s``, under that timeout).
+
+    A test that needs one specific open transaction for longer than the lab's transaction.max.timeout.ms cannot
+    have it; one that needs *a* lingering transaction while it checks something slow (the dashboards' panels) can."""
+
+    prefix: str
+    subtask: int
+    thread: threading.Thread = field(repr=False)
+    stop: threading.Event = field(repr=False)
+    left: list[KafkaProducer] = field(default_factory=list, repr=False)
+    #: The checkpoints left open so far, oldest first (each one's transactional id ends with it).
+    checkpoints: list[int] = field(default_factory=list)
+
+    def _clear(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        for producer in self.left:
+            try:
+                producer.abort_transaction()
+            except Errors.KafkaError:
+                pass  # aborted by the coordinator's timeout: the producer is fenced
+            finally:
+                producer.close(timeout=5)
+
+
+def start_lingering_sink(bootstrap: str, topic: str, partition: int = 0, *, prefix: str, subtask: int = 0,
+                         transaction_timeout_ms: int = 15_000, period_s: float | None = None) -> LingeringSinkFault:
+    """Starts the loop and returns once the first superseded transaction is open and its successor committed."""
+    period = period_s if period_s is not None else transaction_timeout_ms / 1000 / 3
+    stop, ready, failed = threading.Event(), threading.Event(), []
+    fault = LingeringSinkFault(prefix=prefix, subtask=subtask, thread=threading.Thread(), stop=stop)
+
+    def checkpoint(n: int, commit: bool) -> KafkaProducer:
+        producer = transactional_producer(bootstrap, f"{prefix}-{subtask}-{n}", transaction_timeout_ms)
+        producer.begin_transaction()
+        producer.send(topic, key=b"sink", value=f"checkpoint-{n}".encode(), partition=partition)
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+            producer.close(timeout=5)
+        return producer
+
+    def loop() -> None:
+        n = 1
+        while not stop.is_set():
+            try:
+                fault.left.append(checkpoint(n, commit=False))
+                fault.checkpoints.append(n)
+                time.sleep(0.2)  # the successor begins strictly later: the start times decide
+                checkpoint(n + 1, commit=True)
+                ready.set()
+            except Exception as exc:  # a loaded lab: try again next period, say why if the first never came
+                failed.append(exc)
+            # Producers older than the timeout are fenced by now: close them, keep the list short.
+            while len(fault.left) > 1 + int(transaction_timeout_ms / 1000 / period):
+                old = fault.left.pop(0)
+                old.close(timeout=5)
+            n += 2
+            stop.wait(period)
+
+    fault.thread = threading.Thread(target=loop, name=f"lingering-{prefix}", daemon=True)
+    fault.thread.start()
+    if not ready.wait(60):
+        fault.clear()
+        raise LabError(f"the lingering sink {prefix} could not leave a checkpoint open: {failed[-1:] or 'timeout'}")
+    return fault
+
+
 # -- coordinator-timeout abort ----------------------------------------------------------------------
 
 

@@ -7,7 +7,8 @@ transaction.max.timeout.ms = LAB_TRANSACTION_MAX_TIMEOUT_MS (15 s), so producers
 in tests must use transaction.timeout.ms <= 15000.
 
 `kafka4_lab`: what a Kafka 4 user runs: one broker with Kafka's defaults
-(verification on, transaction.version 2 finalized on 4.x), same max timeout, with
+(verification on, transaction.version 2 finalized on 4.x), transaction.max.timeout.ms
+KAFKA4_LAB_TRANSACTION_MAX_TIMEOUT_MS (60 s: its tests abort ongoing transactions by id), with
 the Prometheus JMX exporter agent in the broker (`kafka4_lab.broker_metrics_urls()`).
 `java_producer` starts Kafka's own Java transactional producer against it.
 
@@ -61,11 +62,11 @@ def kafka4_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     a cheap cluster (~5-15 s to start) for what users run; faults that need verification off belong on
     `lab_cluster`.  The broker runs the Prometheus JMX exporter agent, as most operators' brokers do."""
     from txnwatch.lab.cluster import start_lab
-    from txnwatch.lab.settings import LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
+    from txnwatch.lab.settings import KAFKA4_LAB_TRANSACTION_MAX_TIMEOUT_MS, LabSettings, TransactionSettings
 
     settings = LabSettings(brokers=1, combined=True, proxy=False, jmx_exporter=True,
                            kafka_version=os.environ.get("TXNWATCH_LAB_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
-                           transactions=TransactionSettings(max_timeout_ms=LAB_TRANSACTION_MAX_TIMEOUT_MS))
+                           transactions=TransactionSettings(max_timeout_ms=KAFKA4_LAB_TRANSACTION_MAX_TIMEOUT_MS))
     lab = start_lab(settings, tmp_path_factory.mktemp("txnwatch-lab-kafka4"), die_with_parent=True)
     try:
         yield lab

@@ -25,6 +25,11 @@ from txnwatch.lab.jars import DEFAULT_KAFKA_VERSION, kafka_major
 #: `transaction.timeout.ms` <= it.
 LAB_TRANSACTION_MAX_TIMEOUT_MS = 15_000
 
+#: `transaction.max.timeout.ms` of the pytest Kafka 4 lab (`kafka4_lab`): what is found there is an ongoing
+#: transaction, aborted by id or compared with Kafka's tools (several JVM starts), never one left to the
+#: coordinator's timeout, so it must outlive those steps on a loaded machine; 15 s did not.
+KAFKA4_LAB_TRANSACTION_MAX_TIMEOUT_MS = 60_000
+
 #: Default for `txnwatch lab up` and the demo: long enough that an LSO stall
 #: outlives the demo's stall threshold and alert `for:` before the coordinator
 #: aborts it.
