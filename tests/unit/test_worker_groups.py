@@ -26,8 +26,8 @@ ROWS = [
     (("kafka4_lab", "tmp_path"), True, "kafka4_lab"),
     # 6. another heavy test (its own cluster of some version, PostgreSQL only): beside the rest of its module
     (("postgres_url", "tmp_path"), True, MODULE),
-    # 7. a heavy test of tests/deploy/ (podman builds): with every other image build, whatever its module
-    # (checked below with its own module name)
+    # 7. a heavy test of tests/deploy/ (podman builds): with every other image build and the image test that polls
+    # the 3-broker lab, whatever its module (checked below with its own module name)
     # 8. a light test: any worker
     (("tmp_path",), False, None),
 ]
@@ -39,6 +39,7 @@ def test_group(fixtures: tuple[str, ...], heavy: bool, group: str | None) -> Non
 
 
 def test_image_builds_share_one_worker() -> None:
-    assert xdist_group(("tmp_path",), True, "tests/deploy/test_image.py") == "images"
-    assert xdist_group(("tmp_path",), True, "tests/deploy/test_release.py") == "images"
+    assert xdist_group(("tmp_path",), True, "tests/deploy/test_image.py") == "lab_cluster"
+    assert xdist_group(("lab_cluster", "tmp_path"), True, "tests/deploy/test_image.py") == "lab_cluster"
+    assert xdist_group(("tmp_path",), True, "tests/deploy/test_release.py") == "lab_cluster"
     assert xdist_group(("tmp_path",), False, "tests/deploy/test_chart.py") is None
