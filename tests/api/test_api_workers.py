@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.api.conftest import make_client, make_settings
 from tests.api.factory import PROD, STAGING
+from txnwatch.core.canary import CanaryAttempt, CanaryRound, CanaryView, CoordinatorLocation
 from txnwatch.core.model import BrokerVerification, ClusterSnapshot, PartitionSnapshot, TopicPartition
 from txnwatch.core.views import ClusterView, HistoryView
 from txnwatch.metrics.exposition import Exposition
@@ -41,10 +42,18 @@ def _snapshot(now_ms: int) -> ClusterSnapshot:
                                                 time_ms_quantiles=((0.99, 12.5),)),))
 
 
+def _canary(now_ms: int) -> CanaryView:
+    """A canary round that committed on two partitions (its coordinator broker 2)."""
+    round_ = CanaryRound(now_ms, "txnwatch-canary-prod", CoordinatorLocation(2, 7, 2, (2,)),
+                         (CanaryAttempt(0, 1, commit_ms=12, visible_ms=30), CanaryAttempt(1, 2, commit_ms=9,
+                                                                                           visible_ms=25)))
+    return CanaryView("txnwatch-canary-prod", "_txnwatch_canary", 15.0, round_)
+
+
 def _publish(daemon, directory: Path, now_ms: int) -> bytes:
     daemon.state.update(PROD, up=True, polls=3, failed_polls=1, last_poll_at_ms=now_ms, last_success_at_ms=now_ms,
                         last_poll_duration_ms=7, snapshot=_snapshot(now_ms),
-                        history=HistoryView(mode="exact", reason="", ids=4))
+                        history=HistoryView(mode="exact", reason="", ids=4), canary=_canary(now_ms))
     daemon.state.update(STAGING, up=False, polls=2, failed_polls=2, last_poll_at_ms=now_ms,
                         last_error="ClusterUnreachable: refused")
     assert isinstance(daemon.exposition, Exposition)
@@ -69,6 +78,8 @@ def test_a_worker_answers_every_view_as_the_daemon_process_does(seeded, tmp_path
                 assert mine.status_code == theirs.status_code == 200, path
                 assert _timeless(mine.json()) == _timeless(theirs.json()), path
             assert here.get("/readyz").json() == there.get("/readyz").json()
+            canary = there.get(f"/api/v1/clusters/{PROD}").json()["canary"]  # equal to the daemon's, as above
+            assert canary["ok"] is True and [a["visible_ms"] for a in canary["attempts"]] == [30, 25]
             page = there.get("/console/")
             assert page.status_code == 200 and "ClusterUnreachable: refused" in page.text
             scraped = there.get("/metrics", headers={"Accept-Encoding": "gzip"})
