@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings as hypothesis_settings
 
@@ -45,6 +47,35 @@ def _process_secrets_restored() -> object:
     redact.restore(before)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # First: pytest-xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems (it
+    # appends the group to each node id, which --dist loadgroup schedules by).
     mark_heavy(items)
     group_for_workers(items)
+
+
+_LOST_GROUPS = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``--dist loadgroup``, note when the groups did not reach the node ids xdist schedules by: every shared
+    service (the 3-broker lab, Spark, the browser, the KDC) would start on every worker, and a module's fixtures
+    once per worker, silently (pytest 9.2 with pytest-xdist 3.8: constraints.txt).  Each grouped test then fails
+    saying so (an error raised here would only reach the controller as an INTERNALERROR without its text)."""
+    config = session.config
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not config.getvalue("loadgroup"):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
+    if lost:
+        config.stash[_LOST_GROUPS] = (
+            f"pytest-xdist's --dist loadgroup did not take the xdist_group markers of {len(lost)} tests with pytest "
+            f"{pytest.__version__}: install constraints.txt's versions (make test does)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    lost = item.config.stash.get(_LOST_GROUPS, None)
+    if lost is not None and item.get_closest_marker("xdist_group") is not None:
+        pytest.fail(lost, pytrace=False)
