@@ -3,46 +3,27 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kafka.errors import KafkaConnectionError
 
 from tests.kafka import answers as a
+from tests.kafka import scripted_wire
 from txnwatch.core.model import TopicPartition
 from txnwatch.kafka import AbortOutcome, ClusterUnreachable
 from txnwatch.kafka.abort import abort_transaction
 from txnwatch.kafka.batches import Call
-from txnwatch.kafka.wire import Reply
 
 TP = TopicPartition("orders", 0)
 
 
-class ScriptedWire:
-    """Answers each API with a scripted function; records every call."""
+class ScriptedWire(scripted_wire.ScriptedWire):
+    """Brokers 1 and 2, the partition led by 2, unless a test scripts Metadata itself."""
 
     def __init__(self, **answers: Callable[[Call], Any]) -> None:
-        self.answers = {"Metadata": lambda c: a.metadata([1, 2], {TP: 2}), **answers}
-        self.calls: list[Call] = []
-        self.round_trips = 0
-
-    async def exchange(self, calls: Sequence[Call]) -> list[Reply]:
-        self.round_trips += 1
-        replies = []
-        for call in calls:
-            self.calls.append(call)
-            try:
-                replies.append(Reply(call, response=self.answers[call.api](call)))
-            except Exception as exc:
-                replies.append(Reply(call, failure=exc))
-        return replies
-
-    def candidate_nodes(self) -> list[int]:
-        return [1, 2]
-
-    def learn_metadata(self, response: Any) -> None:
-        pass
+        super().__init__([1, 2], {"Metadata": lambda c: a.metadata([1, 2], {TP: 2}), **answers})
 
     def supports(self, request_class: Any, version: int) -> bool:
         return True

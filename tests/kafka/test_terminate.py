@@ -9,49 +9,32 @@ DescribeTransactions (Ongoing only: the same request would fence a live producer
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kafka.errors import ConcurrentTransactionsError, NotCoordinatorError, TransactionalIdAuthorizationFailedError
 
 from tests.kafka import answers as a
+from tests.kafka import scripted_wire
 from txnwatch.core.model import TerminateOutcome, TopicPartition
 from txnwatch.kafka.batches import Call
 from txnwatch.kafka.terminate import NO_ONGOING_TRANSACTION, NOT_CONFIRMED, UNSUPPORTED_RELEASE, terminate_transaction
-from txnwatch.kafka.wire import Reply
 
 TID = "flink-sink-3-1204"
 TPS = (TopicPartition("orders", 0), TopicPartition("orders", 2))
 
 
-class ScriptedWire:
+class ScriptedWire(scripted_wire.ScriptedWire):
+    """Brokers of the given releases; the id coordinated by broker 2, Ongoing on TPS, unless a test scripts more."""
+
     def __init__(self, releases: dict[int, tuple[int, int]], **answers: Callable[[Call], Any]) -> None:
-        self.answers = {"ApiVersions": lambda c: a.api_versions(releases[c.node_id]),
-                        "FindCoordinator": lambda c: a.find_coordinator(2, TID),
-                        "DescribeTransactions": lambda c: a.describe_transactions(
-                            a.txn(TID, producer_id=7, epoch=3, timeout_ms=15_000, partitions=TPS)),
-                        **answers}
-        self.brokers = sorted(releases)
-        self.calls: list[Call] = []
-        self.round_trips = 0
-
-    async def exchange(self, calls: Sequence[Call]) -> list[Reply]:
-        self.round_trips += 1
-        replies = []
-        for call in calls:
-            self.calls.append(call)
-            try:
-                replies.append(Reply(call, response=self.answers[call.api](call)))
-            except Exception as exc:
-                replies.append(Reply(call, failure=exc))
-        return replies
-
-    def candidate_nodes(self) -> list[int]:
-        return list(self.brokers)
-
-    def learn_metadata(self, response: Any) -> None:
-        pass
+        super().__init__(list(releases), {
+            "ApiVersions": lambda c: a.api_versions(releases[c.node_id]),
+            "FindCoordinator": lambda c: a.find_coordinator(2, TID),
+            "DescribeTransactions": lambda c: a.describe_transactions(
+                a.txn(TID, producer_id=7, epoch=3, timeout_ms=15_000, partitions=TPS)),
+            **answers})
 
     def supports(self, request_class: Any, version: int) -> bool:
         return True
