@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import quote
 
 import pytest
@@ -24,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tests.alerting.fixtures import sessions  # noqa: F401  (fixture)
 from tests.alerting.helpers import at, outbox
 from tests.alerting.test_hostile_ids import overdue
+from tests.fixtures.http_stub import serving
 from txnwatch.alerting import Alerting
 from txnwatch.alerting.from_findings import ConditionBuilder
 from txnwatch.alerting.webhook import SLACK, WEBHOOK, WebhookNotifier
@@ -68,14 +68,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Echo) as url:
+        yield url
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -4,13 +4,13 @@ HTTP endpoints that misbehave."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.http_stub import serving
 from txnwatch.core.model import BrokerInfo
 from txnwatch.kafka.broker_metrics import expand_urls, parse_exporter_text, scrape
 
@@ -82,14 +82,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def exporter():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Handler) as url:
+        yield url
 
 
 def test_scrape_keeps_going_past_brokers_that_fail(exporter):
