@@ -40,6 +40,9 @@ from txnwatch.lab.wire import admin_client
 
 log = logging.getLogger(__name__)
 
+#: Seconds a read-only consumer may stay without partitions before it leaves and joins again.
+UNASSIGNED_RESTART_S = 20
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -262,14 +265,24 @@ class Workload:
     # -- consumers -------------------------------------------------------------------------------------
 
     def _consumer(self, group: str, isolation: str, **extra: Any) -> KafkaConsumer:
+        # Metadata every 5 s, not kafka-python's 5 minutes: the topics were created a moment ago and a broker other
+        # than the admin's may not list them yet; a join made on such metadata assigns nothing ("No partition
+        # metadata") and only a later refresh sends the consumer back to join.
         return KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, isolation_level=isolation,
-                             auto_offset_reset="earliest", client_id=group, **extra)
+                             auto_offset_reset="earliest", client_id=group, metadata_max_age_ms=5_000, **extra)
 
     def _consumer_loop(self, group: str, isolation: str) -> None:
-        consumer = self._consumer(group, isolation)
-        consumer.subscribe([self.input_topic, self.output_topic])
+        consumer = self._subscribed(group, isolation)
+        joined_by = time.monotonic() + UNASSIGNED_RESTART_S
         try:
             while not self._stop.is_set():
+                if not consumer.assignment() and time.monotonic() > joined_by:
+                    # A join that assigned nothing (the topics were new to its leader's metadata) and never healed:
+                    # start over as an application's restart would, rather than read nothing for the whole run.
+                    log.info("consumer %s: no partitions after %d s; rejoining", group, UNASSIGNED_RESTART_S)
+                    consumer.close()
+                    consumer = self._subscribed(group, isolation)
+                    joined_by = time.monotonic() + UNASSIGNED_RESTART_S
                 batches = consumer.poll(timeout_ms=500)
                 seen = aborted = 0
                 for records in batches.values():
@@ -282,6 +295,11 @@ class Workload:
                     self.stats.aborted_records_seen[group] = self.stats.aborted_records_seen.get(group, 0) + aborted
         finally:
             consumer.close()
+
+    def _subscribed(self, group: str, isolation: str) -> KafkaConsumer:
+        consumer = self._consumer(group, isolation)
+        consumer.subscribe([self.input_topic, self.output_topic])
+        return consumer
 
     def _ctp_loop(self) -> None:
         """read_committed input -> transform -> output, offsets committed inside the output transaction."""
