@@ -45,14 +45,13 @@ def fresh_txn_state(lab: Any, transactional_id: str) -> str:
 
 def txn_state(admin: Any, transactional_id: str, retry_for: float = 15.0) -> Any:
     """DescribeTransactions, riding out coordinator moves left behind by earlier failover tests."""
-    import kafka.errors as Errors
+    from txnwatch.lab.faults import COORDINATOR_MOVING
 
     deadline = time.monotonic() + retry_for
     while True:
         try:
             return admin.describe_transactions([transactional_id])[transactional_id]
-        except (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError,
-                Errors.CoordinatorLoadInProgressError):
+        except COORDINATOR_MOVING:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)

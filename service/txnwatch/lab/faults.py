@@ -29,8 +29,11 @@ from txnwatch.lab.wire import admin_client, find_transaction_coordinator, partit
 if TYPE_CHECKING:
     from txnwatch.lab.cluster import LabCluster
 
-_RETRIABLE = (Errors.CoordinatorLoadInProgressError, Errors.NotCoordinatorError,
-              Errors.CoordinatorNotAvailableError, Errors.ConcurrentTransactionsError)
+#: What a coordinator answers while its `__transaction_state` partition moves or loads (a failover, a broker's
+#: return, a preferred-leader election): a wait on that coordinator asks again.
+COORDINATOR_MOVING = (Errors.CoordinatorLoadInProgressError, Errors.NotCoordinatorError,
+                      Errors.CoordinatorNotAvailableError)
+_RETRIABLE = (*COORDINATOR_MOVING, Errors.ConcurrentTransactionsError)
 
 
 def unique_transactional_id(prefix: str = "txnwatch-lab") -> str:
@@ -328,7 +331,11 @@ class CoordinatorTimeoutAbort(Fault):
         try:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
-                desc = admin.describe_transactions([self.transactional_id])[self.transactional_id]
+                try:
+                    desc = admin.describe_transactions([self.transactional_id])[self.transactional_id]
+                except COORDINATOR_MOVING:  # an earlier failover's leadership still settling: ask again
+                    time.sleep(0.5)
+                    continue
                 if desc.producer_epoch > self.epoch_before and desc.state.value == TxnState.COMPLETE_ABORT:
                     self.epoch_after, self.final_state = desc.producer_epoch, desc.state.value
                     return
