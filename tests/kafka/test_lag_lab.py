@@ -112,7 +112,8 @@ def test_time_lag_is_exact_through_an_lso_stall(lab_cluster: Any, new_topic: Cal
         commit_offsets(bootstrap, group, {(topic, 0): stall.first_offset})
         first_record_ms = _first_record_timestamp(bootstrap, topic, stall.first_offset)
         settings = ClusterConnectionSettings(name="lab", bootstrap_servers=bootstrap, topics_include=(topic,))
-        state, seen = detect.INITIAL, []
+        state = detect.INITIAL
+        seen: list[tuple[int | None, float | None, float]] = []  # (lag against the LSO, time lag, the truth)
         with ClusterConnection(settings) as connection:
             deadline = time.monotonic() + 90
             while len(seen) < 6:
